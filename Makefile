@@ -1,0 +1,42 @@
+# sda-fusion: the two commands a user needs are `make run` and `make test` (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+JARS := var/jars/.resolved
+
+.PHONY: setup run test test-fast simulate bench clean help
+
+help:
+	@echo "make run        install, start Airflow with the pipeline, feed simulated sensors, process end to end"
+	@echo "make test       install and run the whole test suite (what CI runs)"
+	@echo "make test-fast  the suite without the slow end-to-end tests"
+	@echo "make clean      delete run output under var/ (keeps the venv and the jar cache)"
+
+setup: $(STAMP) $(JARS)
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --upgrade --quiet pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	$(VENV)/bin/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+# Delta's jars from Maven Central, once; every Spark process then loads them from var/jars offline.
+$(JARS): $(STAMP)
+	$(PY) -m sda.spark
+	touch $(JARS)
+
+run: setup
+	bash scripts/run.sh
+
+test: setup
+	$(PY) -m pytest -ra
+
+test-fast: setup
+	$(PY) -m pytest -ra -m "not slow"
+
+clean:
+	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports

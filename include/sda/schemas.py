@@ -1,0 +1,226 @@
+"""Schemas, declared once: the three sensor wire formats and every table's columns.
+
+Wire formats (what lands in ``<landing>/<kind>/``):
+
+radar, ``*.jsonl`` -- one JSON *frame* per line, several detections per frame::
+
+    {"sensor": "EGLIN", "frame": 17, "sent": "2026-11-21T06:00:05.000Z",
+     "dets": [{"t": "2026-11-21T06:00:01.250Z", "range_km": 1234.567, "az_deg": 181.2,
+               "el_deg": 35.1, "rr_km_s": -2.345, "snr_db": 18.0}, ...]}
+
+optical, ``*.csv`` -- an archive file with a header; right ascension in *hours*::
+
+    station,timestamp_utc,ra_hours,dec_deg,vmag,exposure_s
+    SOCORRO,2026-11-21T06:00:01.250000Z,13.2345678,-12.345678,11.2,2.0
+
+ISL, ``*.bcn`` -- beacon messages, one per line, ``|``-separated ``key=value`` pairs; time in unix
+milliseconds, TEME state vector of the *reporting* spacecraft's target in metres and m/s::
+
+    BCN|src=ISL-03|seq=42|t_ms=1763704801250|x_m=...|y_m=...|z_m=...|vx_ms=...|vy_ms=...|vz_ms=...
+
+Units inside the pipeline are SI (metres, m/s, radians) from silver onwards.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+SENSOR_KINDS = ("radar", "optical", "isl")
+LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn"}
+OPTICAL_HEADER = "station,timestamp_utc,ra_hours,dec_deg,vmag,exposure_s"
+
+# --- wire formats -------------------------------------------------------------------------------
+
+RADAR_DETECTION = T.StructType(
+    [
+        T.StructField("t", T.StringType()),
+        T.StructField("range_km", T.DoubleType()),
+        T.StructField("az_deg", T.DoubleType()),
+        T.StructField("el_deg", T.DoubleType()),
+        T.StructField("rr_km_s", T.DoubleType()),
+        T.StructField("snr_db", T.DoubleType()),
+    ]
+)
+RADAR_FRAME = T.StructType(
+    [
+        T.StructField("sensor", T.StringType()),
+        T.StructField("frame", T.LongType()),
+        T.StructField("sent", T.StringType()),
+        T.StructField("dets", T.ArrayType(RADAR_DETECTION)),
+    ]
+)
+OPTICAL_ROW = T.StructType(
+    [
+        T.StructField("station", T.StringType()),
+        T.StructField("timestamp_utc", T.StringType()),
+        T.StructField("ra_hours", T.DoubleType()),
+        T.StructField("dec_deg", T.DoubleType()),
+        T.StructField("vmag", T.DoubleType()),
+        T.StructField("exposure_s", T.DoubleType()),
+    ]
+)
+ISL_KEYS = ("src", "seq", "t_ms", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")
+
+# --- tables ---------------------------------------------------------------------------------------
+
+PROGRESS = T.StructType(
+    [
+        T.StructField("stage", T.StringType(), False),
+        T.StructField("source_table", T.StringType(), False),
+        T.StructField("version", T.LongType(), False),  # last upstream Delta version consumed
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("updated", T.TimestampType(), False),
+    ]
+)
+
+INGESTED_FILES = T.StructType(
+    [
+        T.StructField("file_path", T.StringType(), False),  # relative to the landing root
+        T.StructField("file_sha256", T.StringType(), False),
+        T.StructField("file_size", T.LongType(), False),
+        T.StructField("sensor_kind", T.StringType(), False),
+        T.StructField("records", T.LongType(), False),
+        T.StructField("quarantined", T.LongType(), False),
+        T.StructField("ingest_time", T.TimestampType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+BRONZE = T.StructType(
+    [
+        T.StructField("bronze_id", T.StringType(), False),  # sha256(file sha256, record number)
+        T.StructField("sensor_kind", T.StringType(), False),
+        T.StructField("source_file", T.StringType(), False),
+        T.StructField("record_no", T.LongType(), False),  # 0-based line number in the file
+        T.StructField("payload", T.StringType(), False),  # the raw record, as landed
+        T.StructField("ingest_time", T.TimestampType(), False),
+        T.StructField("ingest_date", T.DateType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+QUARANTINE = T.StructType(
+    [
+        T.StructField("stage", T.StringType(), False),  # ingest | normalize | ...
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("sensor_kind", T.StringType()),
+        T.StructField("source_file", T.StringType()),
+        T.StructField("record_no", T.LongType()),
+        T.StructField("bronze_id", T.StringType()),  # null when the record never reached bronze
+        T.StructField("raw", T.BinaryType()),  # the bytes as landed
+        T.StructField("quarantine_time", T.TimestampType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+# The common observation envelope (silver). Measurement columns not used by a kind are null.
+OBSERVATION = T.StructType(
+    [
+        T.StructField("obs_id", T.StringType(), False),  # deterministic, see sda.envelope
+        T.StructField("sensor_id", T.StringType(), False),
+        T.StructField("sensor_kind", T.StringType(), False),
+        T.StructField("event_time", T.TimestampType(), False),
+        T.StructField("event_date", T.DateType(), False),
+        T.StructField("ingest_time", T.TimestampType(), False),
+        # radar (site-relative, SI)
+        T.StructField("range_m", T.DoubleType()),
+        T.StructField("az_rad", T.DoubleType()),
+        T.StructField("el_rad", T.DoubleType()),
+        T.StructField("range_rate_ms", T.DoubleType()),
+        # optical (topocentric, radians)
+        T.StructField("ra_rad", T.DoubleType()),
+        T.StructField("dec_rad", T.DoubleType()),
+        # ISL (TEME state vector, SI)
+        T.StructField("x_m", T.DoubleType()),
+        T.StructField("y_m", T.DoubleType()),
+        T.StructField("z_m", T.DoubleType()),
+        T.StructField("vx_ms", T.DoubleType()),
+        T.StructField("vy_ms", T.DoubleType()),
+        T.StructField("vz_ms", T.DoubleType()),
+        # sensor site (geodetic, WGS-84) for ground sensors
+        T.StructField("site_lat_deg", T.DoubleType()),
+        T.StructField("site_lon_deg", T.DoubleType()),
+        T.StructField("site_alt_m", T.DoubleType()),
+        # lineage
+        T.StructField("bronze_id", T.StringType(), False),
+        T.StructField("source_file", T.StringType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+# Dedup output: the envelope plus how many copies were folded into this observation.
+DEDUPED = T.StructType(OBSERVATION.fields + [T.StructField("copies", T.LongType(), False)])
+
+CATALOG = T.StructType(
+    [
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("name", T.StringType()),
+        T.StructField("epoch", T.TimestampType(), False),
+        T.StructField("line1", T.StringType(), False),
+        T.StructField("line2", T.StringType(), False),
+        T.StructField("perigee_km", T.DoubleType(), False),
+        T.StructField("apogee_km", T.DoubleType(), False),
+        T.StructField("source", T.StringType(), False),
+        T.StructField("load_time", T.TimestampType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+CORRELATED = T.StructType(
+    DEDUPED.fields
+    + [
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("residual_m", T.DoubleType(), False),  # position-space miss to the prediction
+        T.StructField("candidates", T.IntegerType(), False),  # objects inside the gate
+        T.StructField("ambiguous", T.BooleanType(), False),
+        T.StructField("correlate_run_id", T.StringType(), False),
+    ]
+)
+
+UNCORRELATED = T.StructType(
+    DEDUPED.fields
+    + [
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("nearest_norad_id", T.LongType()),
+        T.StructField("nearest_residual_m", T.DoubleType()),
+        T.StructField("correlate_run_id", T.StringType(), False),
+    ]
+)
+
+OBJECT_STATE = T.StructType(
+    [
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("window_start", T.TimestampType(), False),
+        T.StructField("observations", T.LongType(), False),
+        T.StructField("residual_mean_m", T.DoubleType()),
+        T.StructField("residual_rms_m", T.DoubleType()),
+        T.StructField("last_observed", T.TimestampType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+CONJUNCTION = T.StructType(
+    [
+        T.StructField("event_id", T.StringType(), False),  # sha256(primary, secondary, screening start)
+        T.StructField("primary_id", T.LongType(), False),
+        T.StructField("secondary_id", T.LongType(), False),
+        T.StructField("screen_start", T.TimestampType(), False),
+        T.StructField("tca", T.TimestampType(), False),
+        T.StructField("miss_m", T.DoubleType(), False),
+        T.StructField("rel_speed_ms", T.DoubleType(), False),
+        T.StructField("r_m", T.DoubleType(), False),  # relative position, primary's RTN frame
+        T.StructField("t_m", T.DoubleType(), False),
+        T.StructField("n_m", T.DoubleType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+ALERT = T.StructType(
+    CONJUNCTION.fields
+    + [
+        T.StructField("alert_id", T.StringType(), False),
+        T.StructField("level", T.StringType(), False),  # red | yellow
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("outbox_file", T.StringType(), False),
+    ]
+)

@@ -1,0 +1,185 @@
+"""One settings object for the whole pipeline.
+
+Every value has an embedded default (local Spark, a Delta directory under ``var/``, simulated
+sensors) and an ``SDA_*`` environment-variable override. Values are parsed and validated when the
+settings are loaded; a bad value raises :class:`SettingsError` naming the variable, the value and
+what was expected, so a typo never turns into a silent default.
+
+This module imports nothing heavy: DAG files read it at parse time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ENV_PREFIX = "SDA_"
+
+
+class SettingsError(ValueError):
+    """A setting (environment variable or argument) has a value that cannot be used."""
+
+
+def _positive_float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected a number") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise SettingsError(f"{name}={raw!r}: expected a positive finite number")
+    return value
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected a whole number") from None
+    if value <= 0:
+        raise SettingsError(f"{name}={raw!r}: expected a whole number above 0")
+    return value
+
+
+def _probability(name: str, raw: str) -> float:
+    value = _positive_float(name, raw)
+    if value > 1:
+        raise SettingsError(f"{name}={raw!r}: expected a probability in (0, 1]")
+    return value
+
+
+_MASTER_RE = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[A-Za-z0-9.\-]+:\d+(,[A-Za-z0-9.\-]+:\d+)*|yarn|k8s://\S+)$")
+
+
+def _spark_master(name: str, raw: str) -> str:
+    if not _MASTER_RE.match(raw):
+        raise SettingsError(
+            f"{name}={raw!r}: expected a Spark master URL such as local[2], spark://host:7077, yarn or k8s://..."
+        )
+    return raw
+
+
+def _path(name: str, raw: str) -> Path:
+    if not raw.strip():
+        raise SettingsError(f"{name} is empty: expected a directory path")
+    if "\x00" in raw:
+        raise SettingsError(f"{name}: path contains a NUL byte")
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = PROJECT_ROOT / path
+    return path.resolve()
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Validated configuration. Build with :func:`load_settings`; never mutate."""
+
+    # where things live
+    lakehouse: Path = PROJECT_ROOT / "var" / "lakehouse"
+    landing: Path = PROJECT_ROOT / "var" / "landing"
+    outbox: Path = PROJECT_ROOT / "var" / "outbox"
+    jars_dir: Path = PROJECT_ROOT / "var" / "jars"
+    catalog_file: Path = PROJECT_ROOT / "var" / "catalog" / "catalog.tle"
+    # compute
+    spark_master: str = "local[2]"
+    shuffle_partitions: int = 4
+    driver_memory: str = "2g"
+    # orchestration
+    cadence_minutes: int = 15
+    # event time
+    dedup_window_s: float = 10.0
+    allowed_lateness_s: float = 3600.0
+    clock_skew_s: float = 300.0
+    # correlation
+    correlation_gate_km: float = 50.0
+    # conjunction screening
+    screening_horizon_h: float = 24.0
+    screening_step_s: float = 60.0
+    screening_threshold_km: float = 5.0
+    alert_distance_km: float = 1.0
+    pc_red: float = 1e-4
+    pc_yellow: float = 1e-7
+    hard_body_radius_m: float = 20.0
+
+    def table_path(self, name: str) -> str:
+        """The storage location of a registered table (see :mod:`sda.tables`)."""
+        return str(self.lakehouse / name)
+
+    def spark_jars(self) -> list[str]:
+        """The Delta jars resolved by ``make setup`` (empty until then)."""
+        if not self.jars_dir.is_dir():
+            return []
+        return sorted(str(p) for p in self.jars_dir.glob("*.jar"))
+
+    def as_env(self) -> dict[str, str]:
+        """The ``SDA_*`` variables that reproduce these settings in a child process."""
+        out = {}
+        for field in dataclasses.fields(self):
+            out[ENV_PREFIX + field.name.upper()] = str(getattr(self, field.name))
+        return out
+
+
+_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "lakehouse": _path,
+    "landing": _path,
+    "outbox": _path,
+    "jars_dir": _path,
+    "catalog_file": _path,
+    "spark_master": _spark_master,
+    "shuffle_partitions": _positive_int,
+    "driver_memory": _text,
+    "cadence_minutes": _positive_int,
+    "dedup_window_s": _positive_float,
+    "allowed_lateness_s": _positive_float,
+    "clock_skew_s": _positive_float,
+    "correlation_gate_km": _positive_float,
+    "screening_horizon_h": _positive_float,
+    "screening_step_s": _positive_float,
+    "screening_threshold_km": _positive_float,
+    "alert_distance_km": _positive_float,
+    "pc_red": _probability,
+    "pc_yellow": _probability,
+    "hard_body_radius_m": _positive_float,
+}
+
+
+def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from defaults, then ``SDA_*`` variables in ``env`` (default ``os.environ``), then
+    keyword ``overrides`` (already-typed values, e.g. from tests)."""
+    env = os.environ if env is None else env
+    known = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
+    unknown = sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known and k != "SDA_HOME")
+    if unknown:
+        raise SettingsError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(Settings):
+        var = ENV_PREFIX + field.name.upper()
+        if var in env:
+            values[field.name] = _PARSERS[field.name](var, env[var])
+    for key, value in overrides.items():
+        if key not in _PARSERS:
+            raise SettingsError(f"unknown setting {key!r}")
+        values[key] = _PARSERS[key](key, str(value)) if not isinstance(value, Path) else value.resolve()
+    settings = Settings(**values)
+    _check_consistency(settings)
+    return settings
+
+
+def _check_consistency(s: Settings) -> None:
+    if s.pc_yellow > s.pc_red:
+        raise SettingsError(f"SDA_PC_YELLOW={s.pc_yellow} is above SDA_PC_RED={s.pc_red}: yellow must be the lower threshold")
+    if s.alert_distance_km > s.screening_threshold_km:
+        raise SettingsError(
+            f"SDA_ALERT_DISTANCE_KM={s.alert_distance_km} exceeds SDA_SCREENING_THRESHOLD_KM={s.screening_threshold_km}: "
+            "an alert distance must lie inside the screening threshold"
+        )
+    if s.screening_step_s > 600:
+        raise SettingsError(f"SDA_SCREENING_STEP_S={s.screening_step_s}: at most 600 s, or close approaches are missed")

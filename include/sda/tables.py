@@ -1,0 +1,103 @@
+"""The table registry: every Delta table of the lakehouse, declared once.
+
+A :class:`TableSpec` names a table, its layer, schema, partitioning and properties. Change data feed
+is on for every table, so any consumer can read what changed by version. Jobs never spell a path:
+they ask the registry (``TABLES["silver_observations"].path(settings)``), and :func:`ensure_tables`
+creates whatever is missing (idempotent, safe to call from every job).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from sda import schemas
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import types as T
+
+    from sda.settings import Settings
+
+BASE_PROPERTIES = {
+    "delta.enableChangeDataFeed": "true",
+    "delta.appendOnly": "false",
+    # retention longer than any change-feed consumer's lag (see README, "Table upkeep")
+    "delta.logRetentionDuration": "interval 30 days",
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TableSpec:
+    name: str
+    layer: str  # bronze | silver | gold | ops
+    schema: "T.StructType"
+    description: str
+    partition_by: tuple[str, ...] = ()
+    append_only: bool = False
+    key: tuple[str, ...] = ()  # the natural key writers MERGE on (empty: append-only log)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        props = dict(BASE_PROPERTIES)
+        props["delta.appendOnly"] = "true" if self.append_only else "false"
+        return props
+
+    def path(self, settings: "Settings") -> str:
+        return settings.table_path(f"{self.layer}/{self.name}")
+
+    def read(self, spark: "SparkSession", settings: "Settings") -> "DataFrame":
+        return spark.read.format("delta").load(self.path(settings))
+
+
+_SPECS = [
+    TableSpec("progress", "ops", schemas.PROGRESS,
+              "per stage and upstream table, the last Delta version consumed", key=("stage", "source_table")),
+    TableSpec("ingested_files", "ops", schemas.INGESTED_FILES,
+              "ledger of landing files already ingested: makes ingest exactly-once per file",
+              key=("file_path", "file_sha256")),
+    TableSpec("quarantine", "ops", schemas.QUARANTINE,
+              "records refused by a stage, with the reason and the raw bytes", append_only=True),
+    TableSpec("radar_frames", "bronze", schemas.BRONZE, "raw radar frames (JSON lines)",
+              partition_by=("ingest_date",), append_only=True),
+    TableSpec("optical_tracks", "bronze", schemas.BRONZE, "raw optical archive rows (CSV)",
+              partition_by=("ingest_date",), append_only=True),
+    TableSpec("isl_beacons", "bronze", schemas.BRONZE, "raw inter-satellite-link beacon messages",
+              partition_by=("ingest_date",), append_only=True),
+    TableSpec("observations", "silver", schemas.OBSERVATION,
+              "every well-formed observation in the common envelope (SI units, event time)",
+              partition_by=("event_date",), key=("obs_id",)),
+    TableSpec("observations_dedup", "silver", schemas.DEDUPED,
+              "observations with redeliveries and same-track repeats collapsed",
+              partition_by=("event_date",), key=("obs_id",)),
+    TableSpec("catalog", "gold", schemas.CATALOG, "catalogued objects: TLE history by epoch",
+              key=("norad_id", "epoch")),
+    TableSpec("correlated", "gold", schemas.CORRELATED, "observations associated with a catalogue object",
+              partition_by=("event_date",), key=("obs_id",)),
+    TableSpec("uncorrelated", "gold", schemas.UNCORRELATED, "observations no catalogue object explains",
+              partition_by=("event_date",), key=("obs_id",)),
+    TableSpec("object_state", "gold", schemas.OBJECT_STATE, "per object and event-time window state",
+              key=("norad_id", "window_start")),
+    TableSpec("conjunctions", "gold", schemas.CONJUNCTION, "close approaches under the screening threshold",
+              key=("event_id",)),
+    TableSpec("alerts", "gold", schemas.ALERT, "conjunctions over an alert threshold", key=("alert_id",)),
+]
+
+TABLES: dict[str, TableSpec] = {spec.name: spec for spec in _SPECS}
+BRONZE_BY_KIND = {"radar": TABLES["radar_frames"], "optical": TABLES["optical_tracks"], "isl": TABLES["isl_beacons"]}
+
+
+def ensure_tables(spark: "SparkSession", settings: "Settings", names: list[str] | None = None) -> None:
+    """Create the named (default: all) tables where they do not exist yet."""
+    from delta.tables import DeltaTable
+
+    for name in names or list(TABLES):
+        spec = TABLES[name]
+        builder = DeltaTable.createIfNotExists(spark).location(spec.path(settings)).addColumns(spec.schema)
+        if spec.partition_by:
+            builder = builder.partitionedBy(*spec.partition_by)
+        for key, value in spec.properties.items():
+            builder = builder.property(key, value)
+        builder = builder.comment(spec.description)
+        builder.execute()
