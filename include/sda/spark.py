@@ -12,8 +12,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from sda.settings import Settings, load_settings
 
@@ -25,6 +24,9 @@ def _delta_package() -> str:
 
 
 DELTA_PACKAGE = _delta_package()
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -49,12 +51,14 @@ def session_conf(settings: Settings) -> dict[str, str]:
     return conf
 
 
-def build_session(app_name: str, settings: Settings | None = None, extra: dict[str, str] | None = None) -> SparkSession:
+def build_session(app_name: str, settings: Settings | None = None, extra: dict[str, str] | None = None) -> "SparkSession":
     """A Spark session with Delta, on ``settings.spark_master``.
 
     Inside ``spark-submit`` the master and jars come from the submit command and the builder only
     adds what is still unset.
     """
+    from pyspark.sql import SparkSession
+
     settings = settings or load_settings()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -79,6 +83,8 @@ def build_session(app_name: str, settings: Settings | None = None, extra: dict[s
 
 def resolve_jars(settings: Settings | None = None) -> list[Path]:
     """Fetch the Delta jars once (Maven Central through Spark's Ivy) and cache them in ``jars_dir``."""
+    from pyspark.sql import SparkSession
+
     settings = settings or load_settings()
     existing = settings.spark_jars()
     if any("delta-spark" in Path(j).name for j in existing):
