@@ -36,14 +36,15 @@ class Sensor:
 
     def in_field_of_regard(self, az_rad: np.ndarray, el_rad: np.ndarray, rng_km: np.ndarray | None = None) -> np.ndarray:
         """True where a direction (and range) is inside the site's masks."""
+        eps = 1e-9  # degrees: radians round-trip, so a sector edge must not hinge on the last bit
         az = np.mod(np.rad2deg(az_rad), 360.0)
-        lo, hi = self.az_min_deg % 360.0, self.az_max_deg
-        if hi - self.az_min_deg >= 360.0:
-            az_ok = np.ones_like(az, dtype=bool)
-        elif lo <= hi % 360.0 or hi == 360.0:
-            az_ok = (az >= lo) & (az <= (hi if hi == 360.0 else hi % 360.0))
-        else:  # the sector wraps through north
-            az_ok = (az >= lo) | (az <= hi % 360.0)
+        width = self.az_max_deg - self.az_min_deg
+        if width >= 360.0 - eps or (width == 0 and self.az_max_deg == 360.0):
+            az_ok = np.ones(np.shape(az), dtype=bool)
+        else:
+            # offset of each azimuth from the sector start, going clockwise (east) through north if needed
+            span = np.mod(self.az_max_deg - self.az_min_deg, 360.0)
+            az_ok = np.mod(az - self.az_min_deg + eps, 360.0) <= span + 2 * eps
         ok = az_ok & (np.rad2deg(el_rad) >= self.min_el_deg)
         if rng_km is not None and self.max_range_km:
             ok &= rng_km <= self.max_range_km

@@ -1,0 +1,162 @@
+"""``sda``: the command line for everything a user does outside the Airflow UI.
+
+    sda simulate --start ... --end ... [--inject-conjunction]   write simulated sensor files
+    sda catalog generate --objects 300 --out FILE               an offline synthetic catalogue
+    sda catalog fetch --group active --out FILE                 CelesTrak (needs network)
+    sda catalog check FILE                                      parse a TLE/OMM file, report rejects
+    sda stage NAME --start ... --end ... [--run-id ...]          run one stage with spark-submit
+    sda tables                                                  the table registry
+    sda status                                                  row counts of every table
+    sda settings                                                the effective settings
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sda.settings import PROJECT_ROOT, SettingsError, load_settings
+
+STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "conjunction")
+
+
+def _cmd_simulate(argv: list[str]) -> int:
+    from sda import simulate
+
+    return simulate.main(argv)
+
+
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    from sda import catalog
+
+    if args.action == "generate":
+        from sda import catgen
+
+        epoch = dt.datetime.fromisoformat(args.epoch.replace("Z", "+00:00")) if args.epoch else dt.datetime.now(dt.timezone.utc)
+        text = catgen.generate_catalog(args.objects, epoch, args.seed)
+        _write_text(args.out, text)
+        print(f"wrote {args.objects} objects to {args.out}")
+        return 0
+    if args.action == "fetch":
+        try:
+            text = catalog.fetch_celestrak(args.group, "tle")
+        except OSError as exc:
+            print(f"sda catalog fetch: CelesTrak is not reachable ({exc}); use a local TLE/OMM file instead", file=sys.stderr)
+            return 1
+        _write_text(args.out, text)
+        entries, rejected = catalog.parse_text(text)
+        print(f"wrote {len(entries)} objects ({len(rejected)} rejected) to {args.out}")
+        return 0
+    entries, rejected = catalog.load_catalog(args.file)
+    print(f"{args.file}: {len(entries)} element sets, {len(catalog.latest_by_object(entries))} objects, {len(rejected)} rejected")
+    for rej in rejected[:20]:
+        print(f"  {rej.where}: {rej.reason}")
+    return 0 if entries else 1
+
+
+def _write_text(path: str, text: str) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+
+
+def _cmd_stage(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    from sda.spark import session_conf
+
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", settings.spark_master]
+    jars = settings.spark_jars()
+    if jars:
+        cmd += ["--jars", ",".join(jars)]
+    for key, value in session_conf(settings).items():
+        cmd += ["--conf", f"{key}={value}"]
+    run_id = args.run_id or f"manual__{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}"
+    cmd += [str(PROJECT_ROOT / "jobs" / f"{args.name}.py"), "--start", args.start, "--end", args.end, "--run-id", run_id]
+    cmd += args.extra
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    return subprocess.call(cmd, env=env)
+
+
+def _cmd_tables() -> int:
+    from sda.tables import TABLES
+
+    settings = load_settings()
+    for spec in TABLES.values():
+        part = f" partitioned by {', '.join(spec.partition_by)}" if spec.partition_by else ""
+        print(f"{spec.layer:7s} {spec.name:20s} {spec.path(settings)}{part}\n        {spec.description}")
+    return 0
+
+
+def _cmd_status() -> int:
+    from sda.spark import build_session
+    from sda.tables import TABLES
+
+    settings = load_settings()
+    spark = build_session("sda-status", settings)
+    for spec in TABLES.values():
+        path = Path(spec.path(settings))
+        count = spark.read.format("delta").load(str(path)).count() if (path / "_delta_log").is_dir() else None
+        print(f"{spec.layer:7s} {spec.name:20s} {'-' if count is None else count}")
+    spark.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sda", description="sda-fusion: space-domain-awareness sensor fusion")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("simulate", help="write simulated sensor files (see `sda simulate --help`)", add_help=False)
+    cat = sub.add_parser("catalog", help="generate, fetch or check a catalogue")
+    cat_sub = cat.add_subparsers(dest="action", required=True)
+    gen = cat_sub.add_parser("generate", help="a synthetic catalogue with realistic shells (offline)")
+    gen.add_argument("--objects", type=int, default=300)
+    gen.add_argument("--epoch", help="ISO-8601 epoch (default now)")
+    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--out", default=str(load_settings().catalog_file))
+    fetch = cat_sub.add_parser("fetch", help="download a CelesTrak GP group as TLE (needs network)")
+    fetch.add_argument("--group", default="active")
+    fetch.add_argument("--out", default=str(load_settings().catalog_file))
+    check = cat_sub.add_parser("check", help="parse a TLE/OMM file and report rejected records")
+    check.add_argument("file")
+    stage = sub.add_parser("stage", help="run one pipeline stage with spark-submit")
+    stage.add_argument("name", choices=STAGES)
+    stage.add_argument("--start", required=True)
+    stage.add_argument("--end", required=True)
+    stage.add_argument("--run-id")
+    stage.add_argument("extra", nargs=argparse.REMAINDER, help="further job arguments")
+    sub.add_parser("tables", help="list the table registry")
+    sub.add_parser("status", help="row counts of every table")
+    sub.add_parser("settings", help="print the effective settings")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["simulate"]:
+            return _cmd_simulate(argv[1:])
+        args = build_parser().parse_args(argv)
+        if args.command == "catalog":
+            return _cmd_catalog(args)
+        if args.command == "stage":
+            return _cmd_stage(args)
+        if args.command == "tables":
+            return _cmd_tables()
+        if args.command == "status":
+            return _cmd_status()
+        for key, value in sorted(load_settings().as_env().items()):
+            print(f"{key}={value}")
+        return 0
+    except SettingsError as exc:
+        print(f"sda: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
