@@ -79,10 +79,14 @@ INGESTED_FILES = T.StructType(
         T.StructField("file_sha256", T.StringType(), False),
         T.StructField("file_size", T.LongType(), False),
         T.StructField("sensor_kind", T.StringType(), False),
-        T.StructField("records", T.LongType(), False),
+        T.StructField("records", T.LongType(), False),  # data records (bronze + quarantined; no header)
         T.StructField("quarantined", T.LongType(), False),
         T.StructField("ingest_time", T.TimestampType(), False),
         T.StructField("run_id", T.StringType(), False),
+        # The batch this file was ingested in: also the Delta txnVersion of the batch's bronze appends,
+        # so a rerun after a crash replays the *same* batch and Delta skips what was already appended.
+        T.StructField("batch_id", T.LongType(), False),
+        T.StructField("status", T.StringType(), False),  # planned | done | vanished (gone before replay)
     ]
 )
 
@@ -101,11 +105,15 @@ BRONZE = T.StructType(
 
 QUARANTINE = T.StructType(
     [
+        # sha256 of (stage, where the record came from): deterministic, so quarantine writes are
+        # MERGEs on it and a retried stage never quarantines the same record twice
+        T.StructField("quarantine_id", T.StringType(), False),
         T.StructField("stage", T.StringType(), False),  # ingest | normalize | ...
         T.StructField("reason", T.StringType(), False),
         T.StructField("sensor_kind", T.StringType()),
         T.StructField("source_file", T.StringType()),
         T.StructField("record_no", T.LongType()),
+        T.StructField("item_no", T.LongType()),  # position inside the record (radar detection), else null
         T.StructField("bronze_id", T.StringType()),  # null when the record never reached bronze
         T.StructField("raw", T.BinaryType()),  # the bytes as landed
         T.StructField("quarantine_time", T.TimestampType(), False),
@@ -201,7 +209,7 @@ OBJECT_STATE = T.StructType(
 
 CONJUNCTION = T.StructType(
     [
-        T.StructField("event_id", T.StringType(), False),  # sha256(primary, secondary, screening start)
+        T.StructField("event_id", T.StringType(), False),  # sha256(primary, secondary, TCA rounded to the minute)
         T.StructField("primary_id", T.LongType(), False),
         T.StructField("secondary_id", T.LongType(), False),
         T.StructField("screen_start", T.TimestampType(), False),
@@ -222,5 +230,25 @@ ALERT = T.StructType(
         T.StructField("level", T.StringType(), False),  # red | yellow
         T.StructField("reason", T.StringType(), False),
         T.StructField("outbox_file", T.StringType(), False),
+    ]
+)
+
+# One row per expectation per validated table per run (sda.quality); MERGEd on (run_id, table, expectation).
+DATA_QUALITY = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("layer", T.StringType(), False),  # bronze | silver | gold
+        T.StructField("table", T.StringType(), False),
+        T.StructField("expectation", T.StringType(), False),  # the check's stable name in its suite
+        T.StructField("expectation_type", T.StringType(), False),  # the GX expectation, e.g. expect_column_values_to_be_between
+        T.StructField("column", T.StringType()),  # null for table-level checks
+        T.StructField("severity", T.StringType(), False),  # warn | quarantine | fail
+        T.StructField("success", T.BooleanType(), False),
+        T.StructField("unexpected_count", T.LongType()),  # null for aggregate checks
+        T.StructField("element_count", T.LongType()),
+        T.StructField("observed", T.StringType()),  # observed value / unexpected sample / exception, as text
+        T.StructField("checked_at", T.TimestampType(), False),
+        T.StructField("suite", T.StringType(), False),  # the GX expectation suite
+        T.StructField("data_docs_url", T.StringType()),  # file:// URL of the run's validation page
     ]
 )

@@ -58,7 +58,7 @@ _SPECS = [
               "ledger of landing files already ingested: makes ingest exactly-once per file",
               key=("file_path", "file_sha256")),
     TableSpec("quarantine", "ops", schemas.QUARANTINE,
-              "records refused by a stage, with the reason and the raw bytes", append_only=True),
+              "records refused by a stage, with the reason and the raw bytes", key=("quarantine_id",)),
     TableSpec("radar_frames", "bronze", schemas.BRONZE, "raw radar frames (JSON lines)",
               partition_by=("ingest_date",), append_only=True),
     TableSpec("optical_tracks", "bronze", schemas.BRONZE, "raw optical archive rows (CSV)",
@@ -82,6 +82,9 @@ _SPECS = [
     TableSpec("conjunctions", "gold", schemas.CONJUNCTION, "close approaches under the screening threshold",
               key=("event_id",)),
     TableSpec("alerts", "gold", schemas.ALERT, "conjunctions over an alert threshold", key=("alert_id",)),
+    TableSpec("data_quality", "ops", schemas.DATA_QUALITY,
+              "one row per data-quality expectation per validated table per run (sda.quality)",
+              key=("run_id", "table", "expectation")),
 ]
 
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in _SPECS}

@@ -1,0 +1,84 @@
+"""quality: validate what this run wrote to one layer, record it, and gate the run.
+
+    spark-submit jobs/quality.py --start ISO --end ISO --run-id ID --layer bronze|silver|gold
+
+For each table of the layer, the rows *this run* wrote are selected by their lineage column --
+``run_id`` (bronze, silver, conjunctions, alerts) or ``correlate_run_id`` (correlated, uncorrelated)
+-- and validated with :func:`sda.quality.validate`. Selecting by run id rather than by change-feed
+version keeps the job stateless and exactly repeatable: a retry validates the same rows, writes the
+same ``ops/data_quality`` rows (MERGE on run_id + table + expectation) and the same quarantine keys,
+and needs no progress row of its own. Delta's file statistics on the run id column skip the files
+of other runs.
+
+The rows are already in their table when this job runs, so quarantine-severity failures are copied
+to ``ops/quarantine`` (reason: the failed checks) for triage but not deleted: removing rows *before*
+they are published is what a stage calling ``validate()`` does with ``result.passed``. A
+fail-severity failure is a gate: the job prints which checks failed and exits with status 3, so the
+orchestrator stops before gold is published (or before alerts leave, for the gold layer).
+
+A table with no rows from this run is skipped (reported as such).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sda import quality, runtime
+from sda.settings import Settings
+from sda.tables import TABLES
+
+STAGE = "quality"
+GATE_FAILED_EXIT = 3
+LAYERS = {
+    "bronze": ("radar_frames", "optical_tracks", "isl_beacons"),
+    "silver": ("observations", "observations_dedup"),
+    "gold": ("uncorrelated", "correlated", "conjunctions", "alerts"),
+}
+
+
+def lineage_column(table: str) -> str:
+    return "correlate_run_id" if "correlate_run_id" in TABLES[table].schema.fieldNames() else "run_id"
+
+
+def rows_of_run(spark: SparkSession, settings: Settings, table: str, run_id: str):
+    return TABLES[table].read(spark, settings).where(F.col(lineage_column(table)) == run_id)
+
+
+def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    tables: dict[str, Any] = {}
+    failed: list[str] = []
+    for table in LAYERS[args.layer]:
+        rows = rows_of_run(spark, settings, table, args.run_id)
+        if rows.isEmpty():
+            tables[table] = {"skipped": "no rows from this run"}
+            continue
+        result = quality.validate(spark, settings, args.layer, table, rows, args.run_id)
+        try:
+            tables[table] = result.metrics()
+            if not result.gate_passed:
+                failed.append(result.summary())
+        finally:
+            result.release()
+    return {"layer": args.layer, "gate_passed": not failed, "tables": tables, "gate_failures": failed}
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
+    parser = runtime.stage_parser(STAGE, "validate the rows this run wrote to a layer; fail the run on a broken gate")
+    parser.add_argument("--layer", required=True, choices=sorted(LAYERS), help="which layer's tables to validate")
+    metrics = runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+    if not metrics["gate_passed"]:
+        print(f"quality gate FAILED for layer {metrics['layer']} (run {metrics['run_id']}): do not publish.",
+              file=sys.stderr)
+        for text in metrics["gate_failures"]:
+            print(text, file=sys.stderr)
+        raise SystemExit(GATE_FAILED_EXIT)
+    return metrics
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

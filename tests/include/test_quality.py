@@ -1,0 +1,159 @@
+"""sda.quality on hand-made frames with known bad rows: exactly those checks fail with those counts,
+quarantine rows leave the frame and land in ops/quarantine, a fail check closes the gate, a rerun adds
+no data_quality rows, and the run's Data Docs page exists."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from sda import quality, schemas
+from sda.quality_suites import suite_checks
+from sda.settings import load_settings
+from sda.tables import TABLES
+
+T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
+RUN = "manual__2026-11-21T06:00:00+00:00"
+
+
+def observation(obs_id, sensor_id="EGLIN", kind="radar", event_s=0.0, ingest_s=60.0, **values):
+    row = {f.name: None for f in schemas.OBSERVATION.fields}
+    event = T0 + dt.timedelta(seconds=event_s)
+    row.update(obs_id=obs_id, sensor_id=sensor_id, sensor_kind=kind, event_time=event, event_date=event.date(),
+               ingest_time=T0 + dt.timedelta(seconds=ingest_s), bronze_id=f"b-{obs_id}-{len(values)}",
+               source_file=f"{kind}/f1", run_id="normalize-run")
+    if kind == "radar":
+        row.update(range_m=1.2e6, az_rad=3.1, el_rad=math.radians(30.0), range_rate_ms=-2500.0)
+    elif kind == "optical":
+        row.update(ra_rad=1.0, dec_rad=-0.2)
+    else:
+        row.update(x_m=7.0e6, y_m=1.0e5, z_m=-2.0e5, vx_ms=10.0, vy_ms=7500.0, vz_ms=0.0)
+    row.update(values)
+    return tuple(row[f.name] for f in schemas.OBSERVATION.fields)
+
+
+def silver_rows():
+    return [
+        observation("good-radar"),
+        observation("good-radar-on-mask", el_rad=math.radians(1.0)),  # Eglin's mask exactly: passes
+        observation("good-optical", sensor_id="SOCORRO", kind="optical"),
+        observation("good-isl", sensor_id="ISL-01", kind="isl"),
+        observation("good-late-within-skew", event_s=200.0, ingest_s=0.0),  # 200 s ahead < 300 s skew
+        observation("bad-range", range_m=-5.0),
+        # 2 deg is above Eglin's 1 deg mask but below Cape Cod's 3 deg: the site's own mask counts
+        observation("bad-elevation", sensor_id="CAPECOD", el_rad=math.radians(2.0)),
+        observation("bad-future", event_s=600.0, ingest_s=0.0),
+        observation("good-radar", bronze_id="b-copy"),  # duplicate obs_id (fail)
+    ]
+
+
+@pytest.fixture(scope="module")
+def q_settings(tmp_path_factory):
+    base = tmp_path_factory.mktemp("quality")
+    return load_settings(env={}, lakehouse=base / "lakehouse", landing=base / "landing", outbox=base / "outbox",
+                         shuffle_partitions=2)
+
+
+@pytest.fixture(scope="module")
+def silver_result(spark, q_settings):
+    df = spark.createDataFrame(silver_rows(), schemas.OBSERVATION)
+    result = quality.validate(spark, q_settings, "silver", "observations", df, RUN)
+    yield result, df
+    result.release()
+
+
+def test_exactly_the_bad_rows_fail(silver_result):
+    result, _ = silver_result
+    failed = {c.name: (c.severity, c.unexpected_count) for c in result.failed}
+    assert failed == {
+        "obs_id_unique": ("fail", 2),
+        "range_m_positive": ("quarantine", 1),
+        "el_above_site_mask": ("quarantine", 1),
+        "event_time_not_future": ("quarantine", 1),
+    }
+    assert not result.gate_passed
+    assert all(c.success for c in result.checks if c.name.endswith("_type") or c.name.endswith("_not_null"))
+    assert result.check("range_m_positive").element_count == 9
+
+
+def test_quarantine_rows_leave_the_frame_with_their_reason(spark, silver_result, q_settings):
+    result, _ = silver_result
+    assert result.quarantined_count == 3
+    assert sorted(r["obs_id"] for r in result.passed.collect()) == sorted(
+        ["good-radar", "good-radar", "good-radar-on-mask", "good-optical", "good-isl", "good-late-within-skew"])
+    assert result.passed.columns == [f.name for f in schemas.OBSERVATION.fields]
+    stored = TABLES["quarantine"].read(spark, q_settings).collect()
+    reasons = sorted(r["reason"] for r in stored)
+    assert reasons == ["silver.observations failed el_above_site_mask",
+                       "silver.observations failed event_time_not_future",
+                       "silver.observations failed range_m_positive"]
+    assert {r["stage"] for r in stored} == {"quality"} and {r["run_id"] for r in stored} == {RUN}
+    assert all(r["quarantine_id"] and r["raw"] and r["bronze_id"] for r in stored)
+
+
+def test_data_quality_rows_and_data_docs(spark, silver_result, q_settings):
+    result, _ = silver_result
+    rows = TABLES["data_quality"].read(spark, q_settings).collect()
+    assert len(rows) == len(result.checks) == len(suite_checks("observations", q_settings))
+    by_name = {r["expectation"]: r for r in rows}
+    dup = by_name["obs_id_unique"]
+    assert (dup["severity"], dup["success"], dup["unexpected_count"], dup["element_count"]) == ("fail", False, 2, 9)
+    assert by_name["range_m_positive"]["column"] == "range_m" and by_name["schema_columns_present"]["success"]
+    assert {r["data_docs_url"] for r in rows} == {result.data_docs_url}
+    assert result.data_docs_url.startswith("file://")
+    page = result.data_docs_path
+    assert page.is_file() and page.suffix == ".html"
+    assert q_settings.lakehouse.parent / "reports" / "gx" in page.parents
+    html = page.read_text()
+    assert "sda.silver.observations" in html
+
+
+def test_rerun_same_run_id_does_not_duplicate(spark, silver_result, q_settings):
+    result, df = silver_result
+    before_q = TABLES["quarantine"].read(spark, q_settings).count()
+    again = quality.validate(spark, q_settings, "silver", "observations", df, RUN)
+    again.release()
+    assert TABLES["data_quality"].read(spark, q_settings).count() == len(result.checks)
+    assert TABLES["quarantine"].read(spark, q_settings).count() == before_q
+    assert {c.name for c in again.failed} == {c.name for c in result.failed}
+
+
+def test_gold_alerts_and_bronze_severities(spark, settings):
+    alert = {f.name: None for f in schemas.ALERT.fields}
+    alert.update(event_id="e1", primary_id=1, secondary_id=2, screen_start=T0.replace(tzinfo=None),
+                 tca=(T0 + dt.timedelta(hours=3)).replace(tzinfo=None), miss_m=500.0, rel_speed_ms=9000.0,
+                 r_m=1.0, t_m=2.0, n_m=3.0, run_id="r", alert_id="a1", level="red", reason="miss", outbox_file="x")
+    rows = [
+        dict(alert),
+        dict(alert, event_id="e2", alert_id="a2", level="green"),  # unknown level
+        dict(alert, event_id="e3", alert_id="a3", tca=(T0 + dt.timedelta(hours=30)).replace(tzinfo=None)),
+        dict(alert, event_id="e4", alert_id="a4", pc=1.5),  # not a probability
+    ]
+    from pyspark.sql import types as T
+
+    schema = T.StructType(schemas.ALERT.fields + [T.StructField("pc", T.DoubleType())])
+    for r in rows:
+        r.setdefault("pc", 1e-5)
+    df = spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+    result = quality.validate(spark, settings, "gold", "alerts", df, "gold-run", write=False)
+    try:
+        assert {c.name: c.unexpected_count for c in result.failed} == {
+            "level_known": 1, "tca_in_screening_window": 1, "pc_is_probability": 1}
+        assert result.gate_passed  # quarantine only
+        assert [r["alert_id"] for r in result.passed.collect()] == ["a1"]
+        assert "pc" in result.passed.columns
+    finally:
+        result.release()
+
+    # without a pc column the Pc check is not in the suite
+    assert "pc_is_probability" not in {c.name for c in suite_checks("alerts", settings, list(schemas.ALERT.fieldNames()))}
+
+
+def test_unknown_table_and_wrong_layer(spark, settings):
+    df = spark.createDataFrame([], schemas.OBSERVATION)
+    with pytest.raises(ValueError, match="layer silver"):
+        quality.validate(spark, settings, "gold", "observations", df, "r")
+    with pytest.raises(KeyError, match="no data-quality suite"):
+        suite_checks("object_state", settings)

@@ -1,0 +1,69 @@
+"""jobs/quality.py: validates only the rows of this run, records them, and exits non-zero when a
+fail-severity check breaks."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+from sda import runtime, schemas
+from sda.tables import TABLES, ensure_tables
+
+JOB = Path(__file__).resolve().parents[2] / "jobs" / "quality.py"
+ARGS = ["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--layer", "silver"]
+
+
+def load_job():
+    spec = importlib.util.spec_from_file_location("job_quality", JOB)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def silver(spark, run_id, rows):
+    import datetime as dt
+
+    t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
+    out = []
+    for obs_id, range_m in rows:
+        row = {f.name: None for f in schemas.OBSERVATION.fields}
+        row.update(obs_id=obs_id, sensor_id="EGLIN", sensor_kind="radar", event_time=t0, event_date=t0.date(),
+                   ingest_time=t0, range_m=range_m, az_rad=3.0, el_rad=math.radians(20), range_rate_ms=100.0,
+                   bronze_id=f"b-{obs_id}", source_file="radar/f", run_id=run_id)
+        out.append(tuple(row[f.name] for f in schemas.OBSERVATION.fields))
+    return spark.createDataFrame(out, schemas.OBSERVATION)
+
+
+def test_gate_fails_only_on_this_runs_rows(spark, settings, capsys):
+    job = load_job()
+    ensure_tables(spark, settings)
+    # an older run's duplicate is not this run's business
+    path = TABLES["observations"].path(settings)
+    silver(spark, "old", [("o1", 1e6), ("o1", 1e6)]).write.format("delta").mode("append").save(path)
+    runtime.merge_new(spark, silver(spark, "new", [("n1", 1e6), ("n2", -3.0)]), "observations", settings)
+
+    metrics = job.main(ARGS + ["--run-id", "new"], settings=settings, spark=spark)
+    assert metrics["gate_passed"]
+    assert metrics["tables"]["observations"]["failed"] == {"range_m_positive": "quarantine"}
+    assert metrics["tables"]["observations_dedup"] == {"skipped": "no rows from this run"}
+    assert TABLES["quarantine"].read(spark, settings).count() == 1
+
+    with pytest.raises(SystemExit) as exc:
+        job.main(ARGS + ["--run-id", "old"], settings=settings, spark=spark)
+    assert exc.value.code == job.GATE_FAILED_EXIT
+    err = capsys.readouterr().err
+    assert "quality gate FAILED for layer silver" in err and "obs_id_unique" in err
+
+    dq = TABLES["data_quality"].read(spark, settings)
+    assert {r["run_id"] for r in dq.select("run_id").distinct().collect()} == {"new", "old"}
+    assert dq.where("run_id = 'old' AND expectation = 'obs_id_unique'").first()["unexpected_count"] == 2
+
+
+def test_bad_layer_is_an_argument_error(spark, settings):
+    with pytest.raises(SystemExit) as exc:
+        load_job().main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", "r",
+                         "--layer", "platinum"], settings=settings, spark=spark)
+    assert exc.value.code == 2
