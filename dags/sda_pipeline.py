@@ -1,0 +1,108 @@
+"""
+### sda_pipeline: space-domain-awareness sensor fusion, one data interval per run
+
+Every run takes the sensor files that landed since the last run and carries them through the
+lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`):
+
+| task | job | what it does |
+|---|---|---|
+| `catalog` | `jobs/catalog.py` | loads the TLE/OMM catalogue file (`SDA_CATALOG_FILE`) into `gold.catalog` |
+| `ingest` | `jobs/ingest.py` | new files under `SDA_LANDING` (radar JSON lines, optical CSV, ISL beacons) -> bronze, exactly once per file; unreadable records -> `ops.quarantine` |
+| `normalize` | `jobs/normalize.py` | bronze -> `silver.observations`: one envelope, SI units, event time |
+| `dedup` | `jobs/dedup.py` | redeliveries and repeats collapsed per sensor and event-time window -> `silver.observations_dedup` |
+| `correlate` | `jobs/correlate.py` | observations associated with catalogue objects -> `gold.correlated` / `gold.uncorrelated`, per-object state |
+| `conjunction` | `jobs/conjunction.py` | close-approach screening over the horizon -> `gold.conjunctions`, `gold.alerts` and alert files in `SDA_OUTBOX` |
+
+Each task is one `spark-submit jobs/<stage>.py --start <data_interval_start> --end <data_interval_end>
+--run-id <run_id>` on the `spark_default` connection (`AIRFLOW_CONN_SPARK_DEFAULT`). A run processes
+the data interval it is given, never "whatever is latest"; a manual run without a logical date uses
+the `SDA_CADENCE_MINUTES` before its `run_after`. All sinks are idempotent, so a retry or a re-run of
+the same interval converges to the same tables. The graph is declared in
+`include/sda/topology.py` (see the README's diagram).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, DeltaTriggerTimetable
+
+from sda.settings import PROJECT_ROOT, load_settings
+from sda.spark import DELTA_PACKAGE, session_conf
+from sda.topology import STAGES
+
+settings = load_settings()
+
+# A manual run triggered without a logical date has no data interval in Airflow 3: fall back to
+# the cadence that ends at the run's run_after.
+INTERVAL_START = (
+    "{{ (data_interval_start | default(dag_run.run_after - macros.timedelta(minutes=%d), true)).isoformat() }}"
+    % settings.cadence_minutes
+)
+INTERVAL_END = "{{ (data_interval_end | default(dag_run.run_after, true)).isoformat() }}"
+
+
+def _spark_submit() -> str | None:
+    """The spark-submit next to this interpreter (the venv's pyspark), else the hook's default
+    (``spark-submit`` on PATH, or the connection's ``spark-binary`` extra)."""
+    candidate = Path(sys.executable).parent / "spark-submit"
+    return str(candidate) if candidate.is_file() else None
+
+
+def _job_env() -> dict[str, str]:
+    """What the job process must see: the same SDA_* settings and the same Python on both sides."""
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    env = settings.as_env()
+    env.update({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", python)})
+    return env
+
+
+jars = settings.spark_jars()
+cadence = dt.timedelta(minutes=settings.cadence_minutes)
+
+with DAG(
+    dag_id="sda_pipeline",
+    description="Sensor files -> bronze -> silver -> correlated observations -> conjunction alerts",
+    doc_md=__doc__,
+    # A plain timedelta gives zero-length data intervals in Airflow 3: each run covers the cadence
+    # that ends when it starts.
+    schedule=DeltaTriggerTimetable(cadence, interval=cadence),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+    catchup=False,
+    max_active_runs=1,
+    # On a local master two Spark applications would only share the same cores (and, on a fresh
+    # lakehouse, race each other creating the tables).
+    max_active_tasks=1 if settings.spark_master.startswith("local") else len(STAGES),
+    default_args={
+        "owner": "sda",
+        "retries": 2,
+        "retry_delay": dt.timedelta(seconds=30),
+        "execution_timeout": dt.timedelta(minutes=30),
+    },
+    tags=["sda", "spark", "delta", "space-domain-awareness"],
+) as dag:
+    tasks = {}
+    for stage in STAGES:
+        extra = [arg.format(catalog_file=settings.catalog_file) for arg in stage.extra_args]
+        tasks[stage.name] = SparkSubmitOperator(
+            task_id=stage.name,
+            doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
+            conn_id="spark_default",
+            application=str(PROJECT_ROOT / stage.job),
+            application_args=["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", *extra],
+            conf=session_conf(settings),
+            jars=",".join(jars) or None,
+            packages=None if jars else DELTA_PACKAGE,
+            driver_memory=settings.driver_memory,
+            env_vars=_job_env(),
+            spark_binary=_spark_submit(),
+            name=f"sda-{stage.name}",
+            verbose=False,
+        )
+    for stage in STAGES:
+        for upstream in stage.upstream:
+            tasks[upstream] >> tasks[stage.name]

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# `make run`: start Airflow with the pipeline, feed it 30 minutes of simulated sensors (with an
+# injected near-collision), process them end to end, print where everything landed, and keep
+# Airflow running (Ctrl-C stops it).
+#
+#   SDA_EXIT_AFTER_RUN=1 bash scripts/run.sh    stop Airflow after the run; exit 0 on success, 1 on failure
+#   RUN_TIMEOUT_S=1200                           how long to wait for the run (default 20 minutes)
+#   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
+#                                                generated one); either way it is copied to SDA_CATALOG_FILE
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXIT_AFTER_RUN="${SDA_EXIT_AFTER_RUN:-0}"
+unset SDA_EXIT_AFTER_RUN  # not a pipeline setting: load_settings() refuses unknown SDA_* variables
+# shellcheck source=scripts/airflow_env.sh
+source scripts/airflow_env.sh
+RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-1200}"
+API="$AIRFLOW__API__BASE_URL"
+DAG_ID=sda_pipeline
+PY="$SDAF_ROOT/.venv/bin/python"
+LOG="$AIRFLOW_HOME/standalone.log"
+PASSWORD_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
+AIRFLOW_PID=""
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nrun.sh: %s\n' "$*" >&2; exit 1; }
+json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+stop_airflow() {
+    if [[ -n "$AIRFLOW_PID" ]] && kill -0 "$AIRFLOW_PID" 2>/dev/null; then
+        echo "stopping Airflow (pid $AIRFLOW_PID)..."
+        kill -INT "$AIRFLOW_PID" 2>/dev/null || true
+        for _ in $(seq 60); do kill -0 "$AIRFLOW_PID" 2>/dev/null || break; sleep 1; done
+        kill -TERM "$AIRFLOW_PID" 2>/dev/null || true
+        wait "$AIRFLOW_PID" 2>/dev/null || true
+    fi
+    AIRFLOW_PID=""
+}
+trap stop_airflow EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$AIRFLOW_HOME"
+if curl -s -o /dev/null "$API/api/v2/monitor/health"; then
+    die "something already listens on $API (another Airflow?); stop it or set AIRFLOW__API__PORT"
+fi
+
+# --- 1. simulated sensors ----------------------------------------------------------------------
+read -r SIM_START SIM_END TCA < <("$PY" - <<'EOF'
+import datetime as dt
+now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+fmt = lambda t: t.isoformat().replace("+00:00", "Z")
+print(fmt(now - dt.timedelta(minutes=30)), fmt(now), fmt(now + dt.timedelta(hours=3)))
+EOF
+)
+say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA)"
+"$PY" -m sda.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.settings import load_settings; print(load_settings().landing)')" \
+    --inject-conjunction --tca "$TCA" ${CATALOG:+--catalog "$CATALOG"}
+
+# --- 2. Airflow --------------------------------------------------------------------------------
+say "starting Airflow standalone (log: $LOG)"
+# Its own process group (job control on): a background job of a script would ignore SIGINT, and
+# SIGINT is what makes standalone stop its scheduler, API server, dag processor and triggerer.
+set -m
+airflow standalone >>"$LOG" 2>&1 &
+AIRFLOW_PID=$!
+set +m
+
+deadline=$((SECONDS + 300))
+until curl -sf -o /dev/null "$API/api/v2/monitor/health"; do
+    kill -0 "$AIRFLOW_PID" 2>/dev/null || die "Airflow exited during start-up; see $LOG"
+    ((SECONDS < deadline)) || die "the API server did not answer on $API within 5 minutes; see $LOG"
+    sleep 3
+done
+until [[ -s "$PASSWORD_FILE" ]]; do
+    ((SECONDS < deadline)) || die "no generated password in $PASSWORD_FILE; see $LOG"
+    sleep 2
+done
+PASSWORD="$(json 'd["admin"]' <"$PASSWORD_FILE")"
+echo "API server is up at $API"
+
+token() {
+    curl -sf -X POST "$API/auth/token" -H 'Content-Type: application/json' \
+        -d "{\"username\": \"admin\", \"password\": \"$PASSWORD\"}" | json 'd["access_token"]'
+}
+TOKEN="$(token)" || die "could not log in as admin with the password from $PASSWORD_FILE"
+api() {  # api METHOD PATH [JSON BODY]
+    local out
+    if ! out="$(curl -sf -X "$1" "$API/api/v2$2" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' ${3:+-d "$3"})"; then
+        TOKEN="$(token)"  # tokens expire: log in again once
+        out="$(curl -sf -X "$1" "$API/api/v2$2" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' ${3:+-d "$3"})"
+    fi
+    printf '%s' "$out"
+}
+
+say "waiting for the dag processor to parse dags/$DAG_ID.py"
+until api GET "/dags/$DAG_ID" >/dev/null 2>&1; do
+    errors="$(api GET /importErrors | json '"\n".join(e["filename"] + ":\n" + e["stack_trace"] for e in d["import_errors"])' || true)"
+    [[ -z "$errors" ]] || die "the DAG does not import:"$'\n'"$errors"
+    ((SECONDS < deadline)) || die "$DAG_ID did not appear within 5 minutes; see $LOG"
+    sleep 3
+done
+
+# --- 3. one run over the simulated data --------------------------------------------------------
+# The run's data interval is the simulated window up to now: ingest takes the files modified before
+# its end. Its run_after is the window's start, so it goes ahead of the run the scheduler starts for
+# the latest interval when the DAG is unpaused (catchup is off; max_active_runs is 1).
+NOW="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+RUN_ID="manual__make_run__$(date -u +%Y%m%dT%H%M%SZ)"
+api POST "/dags/$DAG_ID/dagRuns" "{\"dag_run_id\": \"$RUN_ID\", \"logical_date\": \"$NOW\", \"run_after\": \"$SIM_START\",
+    \"data_interval_start\": \"$SIM_START\", \"data_interval_end\": \"$NOW\",
+    \"note\": \"make run: simulated sensors $SIM_START .. $SIM_END\"}" >/dev/null || die "could not trigger $DAG_ID"
+api PATCH "/dags/$DAG_ID" '{"is_paused": false}' >/dev/null || die "could not unpause $DAG_ID"
+say "triggered $RUN_ID (data interval $SIM_START .. $NOW) and unpaused $DAG_ID"
+
+say "waiting for run $RUN_ID (timeout ${RUN_TIMEOUT_S}s)"
+started=$SECONDS
+state=""
+last=""
+while :; do
+    state="$(api GET "/dags/$DAG_ID/dagRuns/$RUN_ID" | json 'd["state"]')" || state="unknown"
+    tasks="$(api GET "/dags/$DAG_ID/dagRuns/$RUN_ID/taskInstances" \
+        | json '"  ".join(t["task_id"] + "=" + str(t["state"]) for t in sorted(d["task_instances"], key=lambda t: t["task_id"]))')" || tasks=""
+    if [[ "$state $tasks" != "$last" ]]; then
+        printf '[%4ds] run %-8s %s\n' "$((SECONDS - started))" "$state" "$tasks"
+        last="$state $tasks"
+    fi
+    [[ "$state" == success || "$state" == failed ]] && break
+    if [[ "$EXIT_AFTER_RUN" == 1 ]]; then  # Airflow stops after this run: nothing may start behind it
+        for other in $(api GET "/dags/$DAG_ID/dagRuns?state=queued" | RUN_ID="$RUN_ID" json \
+                '" ".join(r["dag_run_id"] for r in d["dag_runs"] if r["dag_run_id"] != __import__("os").environ["RUN_ID"])'); do
+            api DELETE "/dags/$DAG_ID/dagRuns/$other" >/dev/null && echo "(dropped queued run $other: SDA_EXIT_AFTER_RUN=1)"
+        done
+    fi
+    kill -0 "$AIRFLOW_PID" 2>/dev/null || die "Airflow stopped while the run was in progress; see $LOG"
+    if ((SECONDS - started > RUN_TIMEOUT_S)); then state=timeout; break; fi
+    sleep 10
+done
+elapsed=$((SECONDS - started))
+
+# --- 4. summary --------------------------------------------------------------------------------
+eval "$("$PY" - <<'EOF'
+from sda.settings import load_settings
+s = load_settings()
+print(f'LAKEHOUSE="{s.lakehouse}" OUTBOX="{s.outbox}" LANDING="{s.landing}"')
+EOF
+)"
+if [[ "$state" != success ]]; then
+    failed="$(api GET "/dags/$DAG_ID/dagRuns/$RUN_ID/taskInstances" \
+        | json '" ".join(t["task_id"] for t in d["task_instances"] if t["state"] in ("failed", "upstream_failed", "up_for_retry", "running"))' || true)"
+    first="${failed%% *}"
+    printf '\nrun.sh: run %s ended as %s after %ss (failed or unfinished tasks: %s).\n' "$RUN_ID" "$state" "$elapsed" "${failed:-none}" >&2
+    if [[ -n "$first" ]]; then
+        echo "  task log: $AIRFLOW_HOME/logs/dag_id=$DAG_ID/run_id=$RUN_ID/task_id=$first/" >&2
+        echo "  in the UI: $API/dags/$DAG_ID/runs/$RUN_ID/tasks/$first" >&2
+    fi
+    echo "  Airflow's own log: $LOG" >&2
+    [[ "$state" != timeout ]] || echo "  still running after ${RUN_TIMEOUT_S}s: on a slow or busy machine, RUN_TIMEOUT_S=3600 make run" >&2
+    if [[ "$EXIT_AFTER_RUN" == 1 ]]; then
+        api PATCH "/dags/$DAG_ID" '{"is_paused": true}' >/dev/null || true
+        exit 1
+    fi
+else
+    say "run $RUN_ID succeeded in ${elapsed}s; row counts:"
+    "$PY" -m sda.cli status 2>/dev/null | grep -v "^\s*$" || echo "(sda status unavailable)"
+fi
+
+cat <<EOF
+
+------------------------------------------------------------------------------------------------
+ Airflow UI     $API          user: admin   password: $PASSWORD
+                (the password is stored in $PASSWORD_FILE)
+ DAG            $API/dags/$DAG_ID   (run: $RUN_ID, $state)
+ Delta tables   $LAKEHOUSE/{bronze,silver,gold,ops}/<table>
+ quarantine     $LAKEHOUSE/ops/quarantine   (records refused, with the reason)
+ alerts         $LAKEHOUSE/gold/alerts and the messages in $OUTBOX
+ landing files  $LANDING   (simulated; the ground truth is in $LANDING/_truth)
+ task logs      $AIRFLOW_HOME/logs      Airflow log: $LOG
+ row counts     .venv/bin/sda status
+------------------------------------------------------------------------------------------------
+EOF
+
+if [[ "$EXIT_AFTER_RUN" == 1 ]]; then
+    api PATCH "/dags/$DAG_ID" '{"is_paused": true}' >/dev/null || true
+    [[ "$state" == success ]] && exit 0 || exit 1
+fi
+say "Airflow keeps running (new runs every ${SDA_CADENCE_MINUTES:-15} minutes); Ctrl-C to stop"
+wait "$AIRFLOW_PID"

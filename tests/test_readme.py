@@ -1,0 +1,130 @@
+"""The README stays true: its generated sections match the code, and its commands point at things
+that exist. ``python tests/test_readme.py --write`` regenerates the generated sections."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+README = PROJECT_ROOT / "README.md"
+
+SETTING_DOCS = {
+    "lakehouse": "root of the Delta tables (`<layer>/<table>`)",
+    "landing": "where sensor files arrive (`radar/`, `optical/`, `isl/`)",
+    "outbox": "alert messages written by `conjunction`",
+    "jars_dir": "Delta jars cached by `make setup`",
+    "catalog_file": "the TLE/OMM catalogue the `catalog` task loads",
+    "spark_master": "Spark master of every job and of the `spark_default` connection",
+    "shuffle_partitions": "`spark.sql.shuffle.partitions`",
+    "driver_memory": "spark-submit `--driver-memory`",
+    "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
+    "dedup_window_s": "event-time window in which repeats of one sensor's observation are folded",
+    "allowed_lateness_s": "how late an event may arrive and still be accepted",
+    "clock_skew_s": "how far in the future of the interval an event time may be",
+    "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
+    "screening_horizon_h": "how far ahead conjunctions are screened",
+    "screening_step_s": "propagation step of the screening",
+    "screening_threshold_km": "close approaches under this distance are kept",
+    "alert_distance_km": "close approaches under this distance raise an alert",
+    "pc_red": "collision probability of a red alert",
+    "pc_yellow": "collision probability of a yellow alert",
+    "hard_body_radius_m": "combined hard-body radius used for the collision probability",
+}
+
+
+def _default(value) -> str:
+    if isinstance(value, Path):
+        try:
+            return str(value.relative_to(PROJECT_ROOT))
+        except ValueError:
+            return str(value)
+    return str(value)
+
+
+def settings_table() -> str:
+    from sda.settings import ENV_PREFIX, Settings
+
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for field in dataclasses.fields(Settings):
+        default = _default(field.default)
+        rows.append(f"| `{ENV_PREFIX}{field.name.upper()}` | `{default}` | {SETTING_DOCS[field.name]} |")
+    return "\n".join(rows) + "\n"
+
+
+def topology_block() -> str:
+    from sda.topology import mermaid
+
+    return "```mermaid\n" + mermaid() + "```\n"
+
+
+SECTIONS = {"topology": topology_block, "settings": settings_table}
+
+
+def _section(text: str, name: str) -> str:
+    match = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", text, re.S)
+    assert match, f"README.md has no generated section {name!r}"
+    return match.group(1)
+
+
+def regenerate() -> None:
+    text = README.read_text()
+    for name, render in SECTIONS.items():
+        text = re.sub(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)", lambda m: m.group(1) + render() + m.group(2), text, flags=re.S)
+    README.write_text(text)
+
+
+def test_topology_diagram_is_current():
+    assert _section(README.read_text(), "topology") == topology_block(), "run: python tests/test_readme.py --write"
+
+
+def test_settings_table_is_current():
+    assert _section(README.read_text(), "settings") == settings_table(), "run: python tests/test_readme.py --write"
+
+
+def test_every_setting_is_documented():
+    from sda.settings import Settings
+
+    assert {f.name for f in dataclasses.fields(Settings)} == set(SETTING_DOCS)
+
+
+def test_make_targets_exist():
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    used = set(re.findall(r"\bmake ([a-z][a-z-]*)", README.read_text()))
+    assert {"run", "test"} <= used
+    assert used <= targets, used - targets
+
+
+def test_folder_map_paths_exist():
+    text = README.read_text()
+    block = text.split("## Folder map", 1)[1].split("\n## ", 1)[0]
+    for path in re.findall(r"^`?([\w./-]+/?)`?\s", block, re.M):
+        if path.startswith(("var/", "bench/results")):
+            continue
+        assert (PROJECT_ROOT / path).exists(), path
+
+
+def test_referenced_files_exist():
+    text = README.read_text()
+    for path in re.findall(r"\b((?:scripts|jobs|dags|include/sda|tests)/[\w./-]+\.(?:py|sh))\b", text):
+        assert (PROJECT_ROOT / path).is_file(), path
+
+
+def test_topology_command_runs():
+    out = subprocess.run([sys.executable, "-m", "sda.topology", "--mermaid"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() + "\n" == topology_block().removeprefix("```mermaid\n").removesuffix("```\n")
+
+
+def test_run_script_is_valid_bash():
+    for script in ("scripts/run.sh", "scripts/airflow_env.sh"):
+        subprocess.run(["bash", "-n", str(PROJECT_ROOT / script)], check=True)
+
+
+if __name__ == "__main__":  # python tests/test_readme.py --write
+    if "--write" in sys.argv[1:]:
+        regenerate()
+        print(f"regenerated {README}")
