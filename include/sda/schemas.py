@@ -79,8 +79,8 @@ INGESTED_FILES = T.StructType(
         T.StructField("file_sha256", T.StringType(), False),
         T.StructField("file_size", T.LongType(), False),
         T.StructField("sensor_kind", T.StringType(), False),
-        T.StructField("records", T.LongType(), False),  # data records (bronze + quarantined; no header)
-        T.StructField("quarantined", T.LongType(), False),
+        T.StructField("records", T.LongType(), False),  # records appended to bronze
+        T.StructField("quarantined", T.LongType(), False),  # records refused; the two sum to the data lines
         T.StructField("ingest_time", T.TimestampType(), False),
         T.StructField("run_id", T.StringType(), False),
         # The batch this file was ingested in: also the Delta txnVersion of the batch's bronze appends,

@@ -1,0 +1,148 @@
+"""dedup: silver ``observations`` -> silver ``observations_dedup`` (repeats of one measurement folded).
+
+    spark-submit jobs/dedup.py --start ISO --end ISO --run-id ID
+
+Exact redeliveries already share an ``obs_id`` and collapsed in silver. This stage folds what is
+left: one sensor reporting the same measurement more than once with slightly different timestamps
+or values (re-stamped frames, overlapping archive exports) -- same sensor, event times within
+``envelope.NEAR_DUP_MAX_DT_S`` and measurements within a few sigma (see :mod:`sda.envelope`).
+
+State lives in silver itself, so the result does not depend on arrival order:
+
+1. the change feed gives the observations new since the last run; their (sensor, fixed
+   ``dedup_window_s`` window) pairs are the windows touched;
+2. *all* silver observations (at the version read) of those sensors in the touched windows and their
+   neighbours are clustered again from scratch -- a near-duplicate landing in a later run meets the
+   rows it duplicates, whichever came first;
+3. every cluster with a member in a touched window is written by one MERGE on ``obs_id``: the
+   representative (earliest event time, then smallest obs_id) is inserted or gets its new ``copies``,
+   any other member still present (a representative displaced by an earlier arrival) is deleted;
+4. progress is committed after the MERGE; a retry recomputes the same clusters and the MERGE
+   changes nothing.
+
+A cluster is assumed to span less than one window (it would need a chain of a hundred repeats 0.1 s
+apart to span 10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from sda import envelope, runtime, schemas
+from sda.settings import Settings
+from sda.tables import TABLES
+
+STAGE = "dedup"
+SOURCE = "observations"
+TARGET = "observations_dedup"
+
+
+def touched_windows(changes: DataFrame, window_s: float) -> DataFrame:
+    """(sensor_id, win) of the new observations."""
+    return changes.select("sensor_id", envelope.window_index(F.col("event_time"), window_s).alias("win")).distinct()
+
+
+def search_scope(touched: DataFrame, window_s: float) -> DataFrame:
+    """The touched windows and their neighbours: where a near-duplicate of a new row can be."""
+    k = envelope.neighbour_windows(window_s)
+    return touched.select("sensor_id", F.explode(F.sequence(F.col("win") - k, F.col("win") + k)).alias("win")).distinct()
+
+
+def clusters_to_write(candidates: DataFrame, touched: DataFrame, window_s: float) -> DataFrame:
+    """Cluster the candidate observations; keep the clusters with a member in a touched window
+    (the others are unchanged by this run), each member flagged ``is_rep``."""
+    flagged = touched.withColumn("touched", F.lit(True))
+    clustered = (
+        envelope.cluster(candidates)
+        .withColumn("win", envelope.window_index(F.col("event_time"), window_s))
+        .join(F.broadcast(flagged), on=["sensor_id", "win"], how="left")
+    )
+    any_touched = F.max(F.coalesce(F.col("touched"), F.lit(False))).over(Window.partitionBy("rep_obs_id"))
+    return (
+        clustered.withColumn("keep", any_touched)
+        .where(F.col("keep"))
+        .select(*[f.name for f in schemas.DEDUPED.fields], "is_rep")
+    )
+
+
+def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) -> dict[str, int]:
+    """One MERGE: representatives inserted or refreshed, displaced members deleted."""
+    from delta.tables import DeltaTable
+
+    cols = [f.name for f in schemas.DEDUPED.fields]
+    values = {c: F.col(f"s.`{c}`") for c in cols}
+    target = DeltaTable.forPath(spark, TABLES[TARGET].path(settings))
+    (
+        target.alias("t")
+        # event_date is the same for a row in both tables (copied from silver): it prunes partitions
+        .merge(members.alias("s"), "t.obs_id = s.obs_id AND t.event_date = s.event_date")
+        .whenMatchedDelete(condition="NOT s.is_rep")
+        .whenMatchedUpdate(condition="s.is_rep AND t.copies <> s.copies", set=values)
+        .whenNotMatchedInsert(condition="s.is_rep", values=values)
+        .execute()
+    )
+    op = target.history(1).select("operationMetrics").first()["operationMetrics"] or {}
+    return {
+        "rows_inserted": int(op.get("numTargetRowsInserted", 0)),
+        "rows_updated": int(op.get("numTargetRowsUpdated", 0)),
+        "rows_deleted": int(op.get("numTargetRowsDeleted", 0)),
+    }
+
+
+def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    metrics: dict[str, Any] = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0,
+                               "exact_duplicates": 0, "near_duplicates": 0}
+    changes, first, last = runtime.read_changes(spark, STAGE, SOURCE, settings)
+    if first > last:
+        return metrics
+    window_s = settings.dedup_window_s
+    stats = changes.agg(F.count("*").alias("n"), F.count_distinct("obs_id").alias("ids"),
+                        F.min("event_time").alias("lo"), F.max("event_time").alias("hi")).first()
+    metrics["records_in"] = stats["n"]
+    metrics["exact_duplicates"] = stats["n"] - stats["ids"]
+    if stats["n"]:
+        touched = touched_windows(changes, window_s).persist()
+        # Silver at the version the change feed was read to: a retry sees the same rows, and rows
+        # normalize adds meanwhile wait for the next run (they are in the next change feed).
+        margin = dt.timedelta(seconds=window_s * (envelope.neighbour_windows(window_s) + 1))
+        # collected timestamps are naive local time; as aware UTC their dates are event_date's
+        lo = stats["lo"].astimezone(dt.timezone.utc) - margin
+        hi = stats["hi"].astimezone(dt.timezone.utc) + margin
+        candidates = (
+            spark.read.format("delta").option("versionAsOf", last).load(TABLES[SOURCE].path(settings))
+            .where(F.col("event_date").between(lo.date(), hi.date()))
+            .where(F.col("event_time").between(F.lit(lo), F.lit(hi)))
+            .withColumn("win", envelope.window_index(F.col("event_time"), window_s))
+            .join(F.broadcast(search_scope(touched, window_s)), on=["sensor_id", "win"], how="left_semi")
+            .drop("win")
+        )
+        members = clusters_to_write(candidates, touched, window_s).persist()
+        try:
+            new_ids = changes.select("obs_id").distinct()
+            fate = new_ids.join(members.select("obs_id", "is_rep"), on="obs_id", how="left")
+            for row in fate.groupBy("is_rep").count().collect():
+                metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
+            metrics["clusters_written"] = members.where(F.col("is_rep")).count()
+            metrics.update(write_clusters(spark, members, settings))
+        finally:
+            members.unpersist()
+            touched.unpersist()
+    metrics["duplicates"] = metrics["exact_duplicates"] + metrics["near_duplicates"]
+    runtime.commit_progress(spark, STAGE, SOURCE, last, args.run_id, settings)
+    metrics["consumed"] = {SOURCE: last}
+    return metrics
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
+    parser = runtime.stage_parser(STAGE, "silver observations -> observations_dedup (repeats folded)")
+    return runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,248 @@
+"""ingest: landing files -> bronze (one append-only table per sensor kind) + quarantine.
+
+    spark-submit jobs/ingest.py --start ISO --end ISO --run-id ID
+
+Landing layout: ``<landing>/<kind>/**/<name><suffix>`` (suffixes in ``schemas.LANDING_SUFFIX``);
+other top-level directories (``_truth/``) and temporary files (``.name``, ``*.tmp``) are ignored.
+A file is taken when its mtime is <= ``--end`` and its (relative path, sha256) is not in the
+``ingested_files`` ledger yet.
+
+Exactly once, through a crash at any point:
+
+1. *plan*: the new files are written to the ledger as one batch (``batch_id`` = last + 1,
+   status ``planned``) with the ingest time and run id the batch's rows will carry;
+2. *append*: each kind's bronze rows are appended with Delta's idempotent writes
+   (``txnAppId`` = :data:`APP_ID`, ``txnVersion`` = batch id): Delta itself skips an append it has
+   already committed for that batch;
+3. *quarantine*: refused records are MERGEd on their deterministic ``quarantine_id``;
+4. *done*: the batch's ledger rows are marked ``done``.
+
+A rerun first replays any ``planned`` batch (same id, same rows) before planning new files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from sda import runtime, schemas, wire
+from sda.settings import Settings
+from sda.tables import BRONZE_BY_KIND, TABLES
+
+STAGE = "ingest"
+APP_ID = "sda-ingest"  # Delta txnAppId of the bronze appends; txnVersion is the ledger batch id
+log = logging.getLogger("sda.ingest")
+
+
+@dataclasses.dataclass(frozen=True)
+class LandedFile:
+    path: str  # relative to the landing root, '/'-separated (the ledger key)
+    kind: str
+    sha256: str
+    size: int
+    data: bytes
+
+
+# --- pure helpers ----------------------------------------------------------------------------------
+
+def is_candidate(rel: Path, kind: str) -> bool:
+    """Whether a file under ``<landing>/<kind>/`` is a landed sensor file (not a temp file)."""
+    if any(part.startswith((".", "_")) for part in rel.parts):
+        return False
+    return rel.name.endswith(schemas.LANDING_SUFFIX[kind]) and not rel.name.endswith(".tmp")
+
+
+def discover(landing: Path, end: dt.datetime) -> list[tuple[str, str, Path]]:
+    """(relative path, kind, absolute path) of the files landed by ``end``, sorted by path."""
+    found = []
+    for kind in schemas.SENSOR_KINDS:
+        root = landing / kind
+        if not root.is_dir():
+            continue
+        for path in root.rglob("*"):
+            rel = path.relative_to(landing)
+            if not path.is_file() or not is_candidate(path.relative_to(root), kind):
+                continue
+            # a file still being written has a fresh mtime: it waits for the interval that covers it
+            if path.stat().st_mtime > end.timestamp():
+                continue
+            found.append((rel.as_posix(), kind, path))
+    return sorted(found)
+
+
+def bronze_id(file_sha256: str, record_no: int) -> str:
+    return hashlib.sha256(f"{file_sha256}:{record_no}".encode()).hexdigest()
+
+
+def ingest_quarantine_id(file_path: str, file_sha256: str, record_no: int) -> str:
+    # same formula as sda.envelope.quarantine_id: sha256("stage:part:part...")
+    return hashlib.sha256(f"{STAGE}:{file_path}:{file_sha256}:{record_no}".encode()).hexdigest()
+
+
+def batch_rows(
+    files: list[LandedFile], ingest_time: dt.datetime, run_id: str
+) -> tuple[dict[str, list[tuple]], list[tuple], dict[str, tuple[int, int]]]:
+    """The bronze rows per kind, the quarantine rows, and (bronze records, quarantined) per file."""
+    bronze: dict[str, list[tuple]] = {kind: [] for kind in schemas.SENSOR_KINDS}
+    quarantine: list[tuple] = []
+    counts: dict[str, tuple[int, int]] = {}
+    for f in files:
+        records = wire.file_records(f.kind, f.data)
+        refused = 0
+        for rec in records:
+            if rec.reason is None:
+                bronze[f.kind].append(
+                    (bronze_id(f.sha256, rec.record_no), f.kind, f.path, rec.record_no, rec.text,
+                     ingest_time, ingest_time.date(), run_id)
+                )
+            else:
+                refused += 1
+                quarantine.append(
+                    (ingest_quarantine_id(f.path, f.sha256, rec.record_no), STAGE, rec.reason, f.kind, f.path,
+                     rec.record_no, None, None, bytearray(rec.raw), ingest_time, run_id)
+                )
+        counts[f.path] = (len(records) - refused, refused)
+    return bronze, quarantine, counts
+
+
+# --- the ledger ------------------------------------------------------------------------------------
+
+def read_ledger(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
+    return [row.asDict() for row in TABLES["ingested_files"].read(spark, settings).collect()]
+
+
+def write_ledger(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        df = spark.createDataFrame([tuple(r[f.name] for f in schemas.INGESTED_FILES.fields) for r in rows],
+                                   schemas.INGESTED_FILES)
+        runtime.upsert(spark, df, "ingested_files", settings)
+
+
+def plan_batch(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
+    write_ledger(spark, settings, rows)
+
+
+def mark_done(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
+    write_ledger(spark, settings, [{**r, "status": "done"} for r in rows if r["status"] == "planned"])
+
+
+# --- the batch -------------------------------------------------------------------------------------
+
+def append_bronze(spark: SparkSession, settings: Settings, kind: str, rows: list[tuple], batch_id: int) -> None:
+    df = spark.createDataFrame(rows, schemas.BRONZE)
+    runtime.append_once(df, BRONZE_BY_KIND[kind].name, settings, APP_ID, batch_id)
+
+
+def write_quarantine(spark: SparkSession, settings: Settings, rows: list[tuple]) -> None:
+    if rows:
+        runtime.merge_new(spark, spark.createDataFrame(rows, schemas.QUARANTINE), "quarantine", settings)
+
+
+def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, Any]], files: list[LandedFile]) -> dict[str, int]:
+    """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan."""
+    batch_id, run_id = plan[0]["batch_id"], plan[0]["run_id"]
+    # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
+    # date is the UTC date, whatever the driver's time zone.
+    ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
+    bronze, quarantine, _ = batch_rows(files, ingest_time, run_id)
+    for kind in schemas.SENSOR_KINDS:
+        if bronze[kind]:
+            append_bronze(spark, settings, kind, bronze[kind], batch_id)
+    write_quarantine(spark, settings, quarantine)
+    mark_done(spark, settings, plan)
+    out = sum(len(v) for v in bronze.values())
+    return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine)}
+
+
+def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
+    path = landing / rel
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return LandedFile(rel, kind, hashlib.sha256(data).hexdigest(), len(data), data)
+
+
+def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[str, Any]]) -> tuple[dict[str, int], list[int]]:
+    """Finish batches a crashed run planned but did not mark done (oldest first)."""
+    totals = {"records_in": 0, "records_out": 0, "quarantined": 0, "files_replayed": 0, "files_vanished": 0}
+    planned = sorted({r["batch_id"] for r in ledger if r["status"] == "planned"})
+    for batch_id in planned:
+        plan = sorted((r for r in ledger if r["batch_id"] == batch_id and r["status"] == "planned"),
+                      key=lambda r: r["file_path"])
+        files, kept = [], []
+        for row in plan:
+            f = load_file(settings.landing, row["file_path"], row["sensor_kind"])
+            if f is None or f.sha256 != row["file_sha256"]:
+                # The content planned is gone: whatever of it was appended stays; a changed file is a
+                # new (path, sha256) and is ingested as such by the planning step.
+                log.warning("planned file %s changed or vanished before replay of batch %s", row["file_path"], batch_id)
+                write_ledger(spark, settings, [{**row, "status": "vanished"}])
+                totals["files_vanished"] += 1
+                continue
+            files.append(f)
+            kept.append(row)
+        if kept:
+            metrics = execute_batch(spark, settings, kept, files)
+            for key, value in metrics.items():
+                totals[key] += value
+            totals["files_replayed"] += len(kept)
+    return totals, planned
+
+
+def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    ledger = read_ledger(spark, settings)
+    metrics: dict[str, Any] = {"files_seen": 0, "files_new": 0, "files_already_ingested": 0, "duplicates": 0}
+    replay, replayed_batches = replay_planned(spark, settings, ledger)
+    metrics.update(replay)
+    if replayed_batches:
+        ledger = read_ledger(spark, settings)
+
+    known = {(r["file_path"], r["file_sha256"]) for r in ledger}
+    new_files = []
+    for rel, kind, _ in discover(settings.landing, args.end):
+        f = load_file(settings.landing, rel, kind)
+        if f is None:  # removed between listing and reading
+            continue
+        metrics["files_seen"] += 1
+        if (f.path, f.sha256) in known:
+            metrics["files_already_ingested"] += 1
+        else:
+            new_files.append(f)
+    metrics["files_new"] = len(new_files)
+    metrics["batches"] = replayed_batches
+
+    if new_files:
+        batch_id = max((r["batch_id"] for r in ledger), default=0) + 1
+        ingest_time = dt.datetime.now(dt.timezone.utc)
+        _, _, counts = batch_rows(new_files, ingest_time, args.run_id)
+        plan = [
+            {"file_path": f.path, "file_sha256": f.sha256, "file_size": f.size, "sensor_kind": f.kind,
+             "records": counts[f.path][0], "quarantined": counts[f.path][1], "ingest_time": ingest_time,
+             "run_id": args.run_id, "batch_id": batch_id, "status": "planned"}
+            for f in new_files
+        ]
+        plan_batch(spark, settings, plan)
+        batch = execute_batch(spark, settings, plan, new_files)
+        for key, value in batch.items():
+            metrics[key] += value
+        metrics["batches"] = replayed_batches + [batch_id]
+    return metrics
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
+    parser = runtime.stage_parser(STAGE, "landing files -> bronze tables, exactly once per file")
+    return runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

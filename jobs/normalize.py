@@ -1,0 +1,109 @@
+"""normalize: bronze (three wire formats) -> silver ``observations`` (one envelope, SI units) + quarantine.
+
+    spark-submit jobs/normalize.py --start ISO --end ISO --run-id ID
+
+Reads what each bronze table received since this stage last ran (change feed), parses it
+(:mod:`sda.wire`), checks it against the sensor registry, physical limits and event-time bounds
+(``clock_skew_s`` ahead of / ``allowed_lateness_s`` behind its ingest time), converts units
+(:mod:`sda.envelope`) and writes:
+
+* silver with ``merge_new`` on ``obs_id``, a hash of the measurement's content: a redelivered copy
+  (same frame sent twice, same row in two archive files) finds its id taken and is counted as a
+  duplicate, and a retried run inserts nothing twice;
+* quarantine with ``merge_new`` on ``quarantine_id`` (stage, bronze record, detection);
+* then, and only then, the bronze versions consumed (``commit_progress``): a crash before that
+  replays the same changes into the two idempotent sinks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from sda import envelope, runtime, wire
+from sda.sensors import sensors_frame
+from sda.settings import Settings
+from sda.tables import BRONZE_BY_KIND, TABLES
+
+STAGE = "normalize"
+
+
+def pick_winners(observations: DataFrame) -> DataFrame:
+    """One row per obs_id among this batch's copies, the same one on every retry (smallest bronze
+    id; copies sharing a bronze id are one record's identical detections)."""
+    first = Window.partitionBy("obs_id").orderBy("bronze_id")
+    return observations.withColumn("copy_rank", F.row_number().over(first))
+
+
+def classify(ranked: DataFrame, existing: DataFrame) -> DataFrame:
+    """``status`` per accepted measurement: ``out`` (its observation is this record's) or ``duplicate``.
+
+    ``existing`` holds (obs_id, existing_bronze_id) of silver as it was before this run's write, so
+    a retry after a crash that had already written silver classifies every row as the first try did.
+    """
+    joined = ranked.join(existing, on="obs_id", how="left")
+    mine = F.col("existing_bronze_id").isNull() | (F.col("existing_bronze_id") == F.col("bronze_id"))
+    status = F.when((F.col("copy_rank") == 1) & mine, F.lit("out")).otherwise(F.lit("duplicate"))
+    return joined.select("obs_id", "sensor_kind", status.alias("status"))
+
+
+def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    metrics: dict[str, Any] = {"bronze_records": 0, "records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0}
+    parts, consumed = [], []
+    for kind, spec in BRONZE_BY_KIND.items():
+        changes, first, last = runtime.read_changes(spark, STAGE, spec.name, settings)
+        if first > last:
+            continue
+        consumed.append((spec.name, last))
+        parts.append(wire.parse_bronze(changes, kind))
+        metrics["bronze_records"] += changes.count()
+    if not parts:
+        return metrics
+
+    parsed = functools.reduce(DataFrame.unionByName, parts)
+    registry = envelope.registry_columns(sensors_frame(spark))
+    # used by the metrics and both writes: parse and validate once
+    checked = envelope.validate(parsed, registry, settings.clock_skew_s, settings.allowed_lateness_s).persist()
+    accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
+    ranked = pick_winners(accepted).persist()
+    try:
+        refused = envelope.to_quarantine(checked.where(F.col("reason").isNotNull()), STAGE, args.run_id)
+
+        silver = TABLES["observations"]
+        version = runtime.table_version(spark, silver.name, settings)
+        dates = [r["event_date"] for r in ranked.select("event_date").distinct().collect()]
+        existing = (
+            spark.read.format("delta").option("versionAsOf", version).load(silver.path(settings))
+            .where(F.col("event_date").isin(dates))
+            .select("obs_id", F.col("bronze_id").alias("existing_bronze_id"))
+        )
+        # counted before writing: afterwards silver already holds this run's rows
+        for row in classify(ranked, existing).groupBy("status").count().collect():
+            metrics["records_out" if row["status"] == "out" else "duplicates"] += row["count"]
+        metrics["quarantined"] = refused.count()
+        metrics["by_kind"] = {r["sensor_kind"]: r["count"] for r in checked.groupBy("sensor_kind").count().collect()}
+        metrics["records_in"] = sum(metrics["by_kind"].values())
+
+        runtime.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
+        runtime.merge_new(spark, refused, "quarantine", settings)
+    finally:
+        ranked.unpersist()
+        checked.unpersist()
+    for table, version in consumed:
+        runtime.commit_progress(spark, STAGE, table, version, args.run_id, settings)
+    metrics["consumed"] = dict(consumed)
+    return metrics
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
+    parser = runtime.stage_parser(STAGE, "bronze -> silver observations (SI units, registry-checked)")
+    return runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,118 @@
+"""dedup: silver observations -> observations_dedup (exact and near duplicates folded, order-independent)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from sda import runtime, schemas
+from sda.tables import TABLES, ensure_tables
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+UTC = dt.timezone.utc
+BASE = dt.datetime(2026, 11, 21, 6, 0, 0, tzinfo=UTC)  # a 10 s window boundary (dedup_window_s = 10)
+ARCSEC = math.radians(1 / 3600)
+
+
+@pytest.fixture(scope="module")
+def dedup():
+    spec = importlib.util.spec_from_file_location("sda_job_dedup", PROJECT_ROOT / "jobs" / "dedup.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def obs(obs_id, sensor_id, kind, dt_s, **values):
+    row = {f.name: None for f in schemas.OBSERVATION.fields}
+    event_time = BASE + dt.timedelta(seconds=dt_s)
+    row.update(obs_id=obs_id, sensor_id=sensor_id, sensor_kind=kind, event_time=event_time,
+               event_date=event_time.date(), ingest_time=BASE + dt.timedelta(minutes=1),
+               bronze_id=f"bronze-{obs_id}", source_file="f", run_id="norm-1", **values)
+    return row
+
+
+def radar(obs_id, dt_s, range_m=1_000_000.0, az=1.0, el=0.5, sensor="EGLIN"):
+    return obs(obs_id, sensor, "radar", dt_s, range_m=range_m, az_rad=az, el_rad=el, range_rate_ms=0.0)
+
+
+ROWS = {
+    r["obs_id"]: r
+    for r in [
+        radar("a", 0.000),
+        radar("b", 0.050, range_m=1_000_050.0, az=1.0005),  # 50 m, 0.029 deg from a, 50 ms later: a's copy
+        radar("c", 5.000),  # a genuine later detection of the same object: kept
+        radar("d", 0.020, range_m=1_000_500.0),  # 500 m off: another object
+        radar("x1", 9.980, range_m=2_000_000.0, az=2.0, el=0.3),  # window 0 ...
+        radar("x2", 10.030, range_m=2_000_020.0, az=2.0, el=0.3),  # ... and its copy in window 1
+        radar("e", 0.000, sensor="COBRADANE"),  # another sensor: an independent measurement
+        radar("m2", 0.000, sensor="THULE"),
+        radar("m1", 0.000, sensor="THULE"),  # same time and values as m2: the smaller id represents
+        obs("f", "SOCORRO", "optical", 0.000, ra_rad=1.0, dec_rad=0.2),
+        obs("g", "SOCORRO", "optical", 0.080, ra_rad=1.0, dec_rad=0.2 + 3 * ARCSEC),  # 3" from f
+        obs("h", "SOCORRO", "optical", 0.080, ra_rad=1.0, dec_rad=0.2 + 10 * ARCSEC),  # 10" from f, 7" from g
+        obs("i", "ISL-01", "isl", 0.000, x_m=7_000_000.0, y_m=0.0, z_m=0.0),
+        obs("j", "ISL-01", "isl", 0.010, x_m=7_000_300.0, y_m=0.0, z_m=0.0),  # 300 m from i
+        obs("k", "ISL-01", "isl", 0.010, x_m=7_001_000.0, y_m=0.0, z_m=0.0),  # 1000 m from i, 700 m from j
+    ]
+}
+EXPECTED = sorted([("a", 2), ("c", 1), ("d", 1), ("x1", 2), ("e", 1), ("m1", 2), ("f", 2), ("h", 1), ("i", 2), ("k", 1)])
+
+
+def add_silver(spark, settings, ids):
+    ensure_tables(spark, settings)
+    rows = [tuple(ROWS[i][f.name] for f in schemas.OBSERVATION.fields) for i in ids]
+    runtime.merge_new(spark, spark.createDataFrame(rows, schemas.OBSERVATION), "observations", settings)
+
+
+def run_dedup(dedup, spark, settings, run_id):
+    return dedup.main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", run_id],
+                      settings=settings, spark=spark)
+
+
+def result(spark, settings):
+    return sorted((r["obs_id"], r["copies"]) for r in TABLES["observations_dedup"].read(spark, settings).collect())
+
+
+def test_exact_and_near_duplicates_collapse_and_sensors_stay_apart(dedup, spark, settings):
+    add_silver(spark, settings, list(ROWS))
+    metrics = run_dedup(dedup, spark, settings, "dedup-1")
+
+    assert result(spark, settings) == EXPECTED
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"], metrics["duplicates"]) == (15, 10, 0, 5)
+    assert metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"]
+    kept = {r["obs_id"]: r for r in TABLES["observations_dedup"].read(spark, settings).collect()}
+    # the representative is the silver row itself, with its lineage
+    assert (kept["a"]["range_m"], kept["a"]["bronze_id"], kept["a"]["run_id"]) == (1_000_000.0, "bronze-a", "norm-1")
+
+    # replaying the same silver rows (exact duplicates by obs_id) changes nothing
+    add_silver(spark, settings, list(ROWS))
+    again = run_dedup(dedup, spark, settings, "dedup-2")
+    assert again["records_in"] == 0 and result(spark, settings) == EXPECTED
+
+
+def test_result_does_not_depend_on_arrival_order(dedup, spark, settings):
+    # the copies arrive first, their originals (earlier event times) one run later
+    add_silver(spark, settings, ["b", "x2", "g", "j", "m2", "k", "d"])
+    first = run_dedup(dedup, spark, settings, "dedup-1")
+    assert result(spark, settings) == sorted([("b", 1), ("x2", 1), ("g", 1), ("j", 1), ("m2", 1), ("k", 1), ("d", 1)])
+    assert (first["records_in"], first["records_out"], first["duplicates"]) == (7, 7, 0)
+
+    add_silver(spark, settings, ["a", "c", "x1", "e", "f", "h", "i", "m1"])
+    second = run_dedup(dedup, spark, settings, "dedup-2")
+    assert result(spark, settings) == EXPECTED  # b, x2 (across a window boundary), g, j, m2 replaced
+    assert (second["records_in"], second["records_out"], second["duplicates"]) == (8, 8, 0)
+    assert second["rows_deleted"] == 5
+
+    # the other order, all in one run, in a fresh lakehouse: same table
+    other = dataclasses.replace(settings, lakehouse=settings.lakehouse.parent / "lakehouse-2")
+    add_silver(spark, other, ["m1", "k", "h", "c", "a"])
+    add_silver(spark, other, ["x2", "x1", "j", "i", "g", "f", "e", "d", "b", "m2"])
+    run_dedup(dedup, spark, other, "dedup-1")
+    assert result(spark, other) == EXPECTED

@@ -1,0 +1,256 @@
+"""ingest: landing files -> bronze + quarantine, exactly once per (path, sha256), through crashes."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from sda import wire
+from sda.tables import TABLES
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+START, END = "2026-11-21T06:00:00Z", "2099-01-01T00:00:00Z"
+
+RADAR_OK_0 = ('{"sensor": "EGLIN", "frame": 1, "sent": "2026-11-21T06:00:05.000Z", "dets": ['
+              '{"t": "2026-11-21T06:00:01.250Z", "range_km": 1234.5, "az_deg": 180.0, "el_deg": 30.0, "rr_km_s": -2.5, "snr_db": 18.0}, '
+              '{"t": "2026-11-21T06:00:02.250Z", "range_km": 1235.5, "az_deg": 180.5, "el_deg": 30.5, "rr_km_s": -2.4}]}')
+RADAR_BAD_NUMBER = ('{"sensor": "EGLIN", "frame": 2, "sent": "2026-11-21T06:00:15.000Z", "dets": ['
+                    '{"t": "2026-11-21T06:00:11.250Z", "range_km": 1234.5, "az_deg": "abc", "el_deg": 30.0, "rr_km_s": -2.5}]}')
+RADAR_OK_3 = ('{"sensor": "BEALE", "frame": 7, "sent": "2026-11-21T06:00:05.000Z", "dets": ['
+              '{"t": "2026-11-21T06:00:03.000Z", "range_km": 900, "az_deg": 10.0, "el_deg": 45.0, "rr_km_s": 1.0}]}')
+RADAR_FILE = b"\n".join([RADAR_OK_0.encode(), b"{not json", RADAR_BAD_NUMBER.encode(), RADAR_OK_3.encode(),
+                         b"\xff\xfe{}"]) + b"\n\n\n"
+
+OPTICAL_OK = "SOCORRO,2026-11-21T06:00:01.250000Z,6.0,-45.0,11.2,2.0"
+OPTICAL_FILE = "\n".join([
+    "station,timestamp_utc,ra_hours,dec_deg,vmag,exposure_s",
+    OPTICAL_OK,
+    "SOCORRO,2026-11-21T06:00:02Z,13.5",
+    "MAUI,2026-11-21T06:00:03Z,abc,10.0,11.0,2.0",
+]).encode() + b"\r\n"
+BAD_HEADER_FILE = b"stn,time,ra,dec\n" + OPTICAL_OK.encode() + b"\n"
+
+ISL_OK = "BCN|src=ISL-01|seq=1|t_ms=1795240801250|x_m=7000000|y_m=0|z_m=0|vx_ms=0|vy_ms=7500|vz_ms=0"
+ISL_FILE = "\n".join([ISL_OK, "BCN|src=ISL-01|seq=2|t_ms=1795240802250", "HELLO"]).encode() + b"\n"
+
+
+@pytest.fixture(scope="module")
+def ingest():
+    spec = importlib.util.spec_from_file_location("sda_job_ingest", PROJECT_ROOT / "jobs" / "ingest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def _land(landing: Path, rel: str, data: bytes) -> Path:
+    path = landing / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
+def landed(settings):
+    land = settings.landing
+    _land(land, "radar/a.jsonl", RADAR_FILE)
+    _land(land, "optical/o.csv", OPTICAL_FILE)
+    _land(land, "optical/bad_header.csv", BAD_HEADER_FILE)
+    _land(land, "isl/b.bcn", ISL_FILE)
+    # none of these is a landed sensor file
+    _land(land, "_truth/radar/t.jsonl", RADAR_OK_0.encode())
+    _land(land, "radar/.partial.jsonl", RADAR_OK_0.encode())
+    _land(land, "radar/c.jsonl.tmp", RADAR_OK_0.encode())
+    _land(land, "radar/notes.txt", b"hello")
+    return land
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _run(ingest, spark, settings, run_id, end=END):
+    return ingest.main(["--start", START, "--end", end, "--run-id", run_id], settings=settings, spark=spark)
+
+
+def _bronze(spark, settings, kind):
+    from sda.tables import BRONZE_BY_KIND
+
+    rows = BRONZE_BY_KIND[kind].read(spark, settings).collect()
+    return sorted((r["source_file"], r["record_no"], r["bronze_id"], r["payload"]) for r in rows)
+
+
+def _quarantine(spark, settings):
+    rows = TABLES["quarantine"].read(spark, settings).collect()
+    return sorted((r["source_file"], r["record_no"], r["reason"], bytes(r["raw"])) for r in rows)
+
+
+EXPECTED_QUARANTINE = sorted([
+    ("radar/a.jsonl", 1, "invalid JSON", b"{not json"),
+    ("radar/a.jsonl", 2, "field az_deg is not a number (detection 0)", RADAR_BAD_NUMBER.encode()),
+    ("radar/a.jsonl", 4, "not valid UTF-8", b"\xff\xfe{}"),
+    ("optical/o.csv", 2, "expected 6 CSV columns, found 3", b"SOCORRO,2026-11-21T06:00:02Z,13.5"),
+    ("optical/o.csv", 3, "field ra_hours is not a number", b"MAUI,2026-11-21T06:00:03Z,abc,10.0,11.0,2.0"),
+    ("optical/bad_header.csv", 0, "unexpected CSV header", b"stn,time,ra,dec"),
+    ("optical/bad_header.csv", 1, "unexpected CSV header", OPTICAL_OK.encode()),
+    ("isl/b.bcn", 1, "missing field x_m", b"BCN|src=ISL-01|seq=2|t_ms=1795240802250"),
+    ("isl/b.bcn", 2, "not a BCN message", b"HELLO"),
+])
+
+
+def _expected_bronze():
+    radar_sha, optical_sha, isl_sha = _sha(RADAR_FILE), _sha(OPTICAL_FILE), _sha(ISL_FILE)
+    return {
+        "radar": sorted([
+            ("radar/a.jsonl", 0, _sha(f"{radar_sha}:0".encode()), RADAR_OK_0),
+            ("radar/a.jsonl", 3, _sha(f"{radar_sha}:3".encode()), RADAR_OK_3),
+        ]),
+        "optical": [("optical/o.csv", 1, _sha(f"{optical_sha}:1".encode()), OPTICAL_OK)],
+        "isl": [("isl/b.bcn", 0, _sha(f"{isl_sha}:0".encode()), ISL_OK)],
+    }
+
+
+def _assert_ingested_once(spark, settings):
+    for kind, rows in _expected_bronze().items():
+        assert _bronze(spark, settings, kind) == rows
+    assert _quarantine(spark, settings) == EXPECTED_QUARANTINE
+    ledger = sorted(
+        (r["file_path"], r["file_sha256"], r["records"], r["quarantined"], r["status"])
+        for r in TABLES["ingested_files"].read(spark, settings).collect()
+    )
+    assert ledger == sorted([
+        ("radar/a.jsonl", _sha(RADAR_FILE), 2, 3, "done"),
+        ("optical/o.csv", _sha(OPTICAL_FILE), 1, 2, "done"),
+        ("optical/bad_header.csv", _sha(BAD_HEADER_FILE), 0, 2, "done"),
+        ("isl/b.bcn", _sha(ISL_FILE), 1, 2, "done"),
+    ])
+
+
+# --- wire checks (pure Python) -------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "kind, text, reason",
+    [
+        ("radar", RADAR_OK_0, None),
+        ("radar", "[1, 2]", "JSON record is not an object"),
+        ("radar", '{"frame": 1, "dets": []}', "missing field sensor"),
+        ("radar", '{"sensor": "EGLIN", "frame": 1.5, "dets": []}', "field frame is not an integer"),
+        ("radar", '{"sensor": "EGLIN", "frame": 1, "dets": [{"t": "2026-11-21T06:00:01Z", "range_km": 1, '
+                  '"az_deg": 1, "el_deg": 1}]}', "missing field rr_km_s (detection 0)"),
+        ("radar", '{"sensor": "EGLIN", "frame": 1, "dets": [{"t": "yesterday", "range_km": 1, "az_deg": 1, '
+                  '"el_deg": 1, "rr_km_s": 0}]}', "field t is not an ISO-8601 time (detection 0)"),
+        ("radar", '{"sensor": "EGLIN", "frame": 1, "dets": [{"t": "2026-11-21T06:00:01Z", "range_km": NaN, '
+                  '"az_deg": 1, "el_deg": 1, "rr_km_s": 0}]}', "field range_km is not a finite number (detection 0)"),
+        ("optical", OPTICAL_OK, None),
+        ("optical", "SOCORRO,2026-11-21T06:00:01Z,6.0,-45.0,,", None),  # vmag, exposure optional
+        ("optical", "SOCORRO,2026-13-21T06:00:01Z,6.0,-45.0,1,1", "field timestamp_utc is not an ISO-8601 time"),
+        ("optical", "SOCORRO,2026-11-21T06:00:01Z,6.0,,1,1", "missing field dec_deg"),
+        ("optical", "SOCORRO,2026-11-21T06:00:01Z,nan,1,1,1", "field ra_hours is not a number"),
+        ("isl", ISL_OK, None),
+        ("isl", ISL_OK.replace("seq=1", "seq=1.5"), "field seq is not an integer"),
+        ("isl", ISL_OK.replace("y_m=0", "y_m=zero"), "field y_m is not a number"),
+        ("isl", ISL_OK + "|src=ISL-02", "duplicate key src"),
+        ("isl", ISL_OK.replace("|seq=1", "|seq"), "malformed key=value pair 'seq'"),
+        ("isl", "   ", "blank line"),
+    ],
+)
+def test_check_record_reasons(kind, text, reason):
+    assert wire.check_record(kind, text) == reason
+
+
+def test_file_records_drops_trailing_blank_lines_only():
+    records = wire.file_records("isl", b"\n".join([ISL_OK.encode(), b"", ISL_OK.encode()]) + b"\n\n  \n")
+    assert [(r.record_no, r.reason) for r in records] == [(0, None), (1, "blank line"), (2, None)]
+
+
+def test_candidate_files(ingest):
+    assert ingest.is_candidate(Path("a.jsonl"), "radar")
+    assert ingest.is_candidate(Path("2026/11/a.jsonl"), "radar")
+    assert not ingest.is_candidate(Path(".a.jsonl"), "radar")
+    assert not ingest.is_candidate(Path("a.jsonl.tmp"), "radar")
+    assert not ingest.is_candidate(Path("a.csv"), "radar")
+    assert ingest.is_candidate(Path("a.csv"), "optical")
+
+
+# --- the job ---------------------------------------------------------------------------------------
+
+def test_ingest_conserves_records_and_keeps_reasons_and_bytes(ingest, spark, settings, landed):
+    metrics = _run(ingest, spark, settings, "run-1")
+
+    assert metrics["files_new"] == 4
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"], metrics["duplicates"]) == (13, 4, 9, 0)
+    assert metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"]
+    _assert_ingested_once(spark, settings)
+    bronze = TABLES["radar_frames"].read(spark, settings).collect()
+    assert {r["run_id"] for r in bronze} == {"run-1"}
+    assert {r["ingest_date"] for r in bronze} == {r["ingest_time"].date() for r in bronze}
+
+
+def test_rerun_ingests_nothing_new_and_later_files_wait_for_their_interval(ingest, spark, settings, landed):
+    late_bytes = RADAR_OK_3.encode() + b"\n"
+    late = _land(landed, "radar/late.jsonl", late_bytes)
+    end_ts = 4_000_000_000  # 2096-10-02T07:06:40Z: the --end of the first two runs, before END
+    os.utime(late, (end_ts + 3600, end_ts + 3600))
+
+    first = _run(ingest, spark, settings, "run-1", end="2096-10-02T07:06:40Z")
+    assert first["files_new"] == 4  # late.jsonl's mtime is after --end
+    again = _run(ingest, spark, settings, "run-2", end="2096-10-02T07:06:40Z")
+    assert (again["files_new"], again["records_in"], again["files_already_ingested"]) == (0, 0, 4)
+    _assert_ingested_once(spark, settings)
+
+    later = _run(ingest, spark, settings, "run-3")
+    assert (later["files_new"], later["records_in"], later["records_out"]) == (1, 1, 1)
+    rows = [r for r in _bronze(spark, settings, "radar") if r[0] == "radar/late.jsonl"]
+    assert rows == [("radar/late.jsonl", 0, _sha(f"{_sha(late_bytes)}:0".encode()), RADAR_OK_3)]
+
+
+def test_changed_file_is_ingested_again_as_new_content(ingest, spark, settings, landed):
+    _run(ingest, spark, settings, "run-1")
+    _land(landed, "isl/b.bcn", ISL_FILE + ISL_OK.replace("seq=1", "seq=9").encode() + b"\n")
+    metrics = _run(ingest, spark, settings, "run-2")
+    assert (metrics["files_new"], metrics["records_in"], metrics["records_out"], metrics["quarantined"]) == (1, 4, 2, 2)
+
+
+def test_crash_before_ledger_done_then_rerun_neither_loses_nor_duplicates(ingest, spark, settings, landed, monkeypatch):
+    def crash(*args, **kwargs):
+        raise RuntimeError("simulated crash after the bronze append")
+
+    monkeypatch.setattr(ingest, "mark_done", crash)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        _run(ingest, spark, settings, "run-1")
+    statuses = {r["status"] for r in TABLES["ingested_files"].read(spark, settings).collect()}
+    assert statuses == {"planned"}
+    assert len(_bronze(spark, settings, "radar")) == 2  # the appends happened
+    monkeypatch.undo()
+
+    metrics = _run(ingest, spark, settings, "run-1-retry")
+    assert (metrics["files_replayed"], metrics["files_new"], metrics["records_in"]) == (4, 0, 13)
+    _assert_ingested_once(spark, settings)
+    # the replayed rows are the planned ones: same ingest time and run id as the crashed attempt
+    assert {r["run_id"] for r in TABLES["isl_beacons"].read(spark, settings).collect()} == {"run-1"}
+
+
+def test_crash_between_two_bronze_appends_then_rerun(ingest, spark, settings, landed, monkeypatch):
+    real_append = ingest.append_bronze
+    calls = []
+
+    def append_then_crash(spark_, settings_, kind, rows, batch_id):
+        calls.append(kind)
+        if len(calls) == 2:
+            raise RuntimeError("simulated crash between appends")
+        real_append(spark_, settings_, kind, rows, batch_id)
+
+    monkeypatch.setattr(ingest, "append_bronze", append_then_crash)
+    with pytest.raises(RuntimeError, match="between appends"):
+        _run(ingest, spark, settings, "run-1")
+    monkeypatch.undo()
+    assert calls == ["radar", "optical"]
+
+    _run(ingest, spark, settings, "run-1-retry")
+    _run(ingest, spark, settings, "run-1-retry-2")
+    _assert_ingested_once(spark, settings)
