@@ -44,6 +44,10 @@ def session_conf(settings: Settings) -> dict[str, str]:
             "spark.sql.execution.arrow.pyspark.enabled": "true",
             "spark.ui.showConsoleProgress": "false",
             "spark.databricks.delta.schema.autoMerge.enabled": "false",
+            # Delta rebuilds a table's snapshot with 50 tasks by default: far too many for the small
+            # per-run batches of a micro-batch pipeline on a few cores (delta-io's own test setup does this too).
+            "spark.databricks.delta.snapshotPartitions": str(max(2, settings.shuffle_partitions)),
+            "spark.sql.adaptive.coalescePartitions.enabled": "true",
             # Delta's optimistic commits retry on their own; keep the retention check on.
             "spark.databricks.delta.retentionDurationCheck.enabled": "true",
         }

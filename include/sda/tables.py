@@ -95,12 +95,35 @@ def ensure_tables(spark: "SparkSession", settings: "Settings", names: list[str] 
     """Create the named (default: all) tables where they do not exist yet."""
     from delta.tables import DeltaTable
 
+    from pathlib import Path
+
     for name in names or list(TABLES):
         spec = TABLES[name]
+        if (Path(spec.path(settings)) / "_delta_log").is_dir() and any((Path(spec.path(settings)) / "_delta_log").glob("*.json")):
+            continue  # exists: skip the Delta round trip (each job calls this for every table)
         builder = DeltaTable.createIfNotExists(spark).location(spec.path(settings)).addColumns(spec.schema)
         if spec.partition_by:
             builder = builder.partitionedBy(*spec.partition_by)
         for key, value in spec.properties.items():
             builder = builder.property(key, value)
         builder = builder.comment(spec.description)
-        builder.execute()
+        _create_with_retry(builder, spec.name)
+
+
+_CONCURRENT_CREATE = ("DELTA_PROTOCOL_CHANGED", "DELTA_METADATA_CHANGED", "ConcurrentAppend", "ProtocolChanged",
+                      "MetadataChanged", "DELTA_CONCURRENT")
+
+
+def _create_with_retry(builder, name: str, attempts: int = 4) -> None:
+    """Two jobs may create the same table at the same moment (the first run of a fresh lakehouse):
+    the loser's commit conflicts, and re-running ``createIfNotExists`` then finds the table."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            builder.execute()
+            return
+        except Exception as exc:  # py4j surfaces Delta's conflict as a generic error with its class name
+            if attempt == attempts - 1 or not any(tag in str(exc) for tag in _CONCURRENT_CREATE):
+                raise
+            time.sleep(0.5 * (attempt + 1))
