@@ -1,0 +1,160 @@
+"""Correlation residuals on hand-made observations generated from known TLEs with sda.frames."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+from sgp4.api import WGS72, Satrec
+
+from sda import correlation as C
+from sda import screening as S
+from sda.frames import propagate, radec, razel, teme_to_ecef
+
+EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
+T_OBS = EPOCH + dt.timedelta(minutes=37, seconds=12.25)
+EGLIN = (30.57222, -86.21444, 34.0)
+SOCORRO = (33.81694, -106.66000, 1510.0)
+ELEMENTS = {
+    11: (700.0, 0.0010, 98.0, 10.0, 0.0, 0.0),
+    12: (700.0, 0.0010, 98.0, 10.0, 0.0, 20.0),  # same orbit, 20 deg behind
+    13: (550.0, 0.0002, 53.0, 100.0, 0.0, 200.0),
+    14: (1200.0, 0.0100, 87.0, 30.0, 80.0, 300.0),
+    15: (35786.0, 0.0002, 0.05, 0.0, 0.0, 120.0),
+}
+GATE_KM = 50.0
+
+
+def catalogue(ids=tuple(ELEMENTS), extra=None):
+    sats = S.satrecs_from_lines(*zip(*[S.tle_from_elements(n, EPOCH, *ELEMENTS[n]) for n in ids]))
+    ids, sats = list(ids), list(sats)
+    if extra is not None:
+        ids.append(extra[0])
+        sats.append(extra[1])
+    return ids, sats
+
+
+def state(norad_id, when=T_OBS):
+    _, [sat] = catalogue([norad_id])
+    _, r, v = propagate([sat], np.array([when.timestamp()]))
+    return r[0, 0], v[0, 0]
+
+
+def obs_row(obs_id, kind, when=T_OBS, **values):
+    row = {name: np.nan for name in ("range_m", "az_rad", "el_rad", "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m",
+                                     "z_m", "vx_ms", "vy_ms", "vz_ms", "site_lat_deg", "site_lon_deg", "site_alt_m")}
+    row.update(obs_id=obs_id, sensor_kind=kind, event_time=pd.Timestamp(when).tz_convert(None))
+    row.update(values)
+    return row
+
+
+def radar_obs(obs_id, norad_id, site=EGLIN, range_offset_m=0.0):
+    r, v = state(norad_id)
+    r_ecef, v_ecef = teme_to_ecef(r, v, T_OBS.timestamp())
+    rng, az, el, rr = razel(r_ecef, v_ecef, *site)
+    return obs_row(obs_id, "radar", range_m=float(rng) * 1000 + range_offset_m, az_rad=float(az), el_rad=float(el),
+                   range_rate_ms=float(rr) * 1000, site_lat_deg=site[0], site_lon_deg=site[1], site_alt_m=site[2])
+
+
+def run(rows, ids, sats):
+    return C.correlate_frame(pd.DataFrame(rows), ids, sats, GATE_KM).set_index("obs_id")
+
+
+def test_radar_observation_from_a_tle_associates_to_it_with_near_zero_residual():
+    ids, sats = catalogue()
+    out = run([radar_obs("a", 13), radar_obs("b", 14), radar_obs("c", 11)], ids, sats)
+    assert out.loc["a", "status"] == "correlated" and out.loc["a", "norad_id"] == 13
+    assert out.loc["b", "norad_id"] == 14 and out.loc["c", "norad_id"] == 11
+    assert (out["residual_m"] < 1e-3).all()  # metres: the observation *is* the prediction
+    assert (out["candidates"] == 1).all() and not out["ambiguous"].any()
+
+
+def test_radar_range_offset_shows_as_residual():
+    ids, sats = catalogue()
+    out = run([radar_obs("a", 13, range_offset_m=1234.0)], ids, sats)
+    assert out.loc["a", "norad_id"] == 13
+    assert out.loc["a", "residual_m"] == pytest.approx(1234.0, abs=1e-3)  # along the line of sight
+
+
+def test_missing_object_is_uncorrelated_with_the_nearest_reported():
+    ids, sats = catalogue([11, 12, 14, 15])
+    r13 = state(13)[0]
+    # every other object is far from 13 at that time (so no near miss to name)
+    assert min(np.linalg.norm(state(n)[0] - r13) for n in (11, 12, 14, 15)) > C.REPORT_GATES * GATE_KM
+    r11 = state(11)[0]
+    away = r11 + np.array([0.0, 0.0, 80.0])  # an ISL fix 80 km from 11: outside the gate, a near miss
+    rows = [radar_obs("a", 13), obs_row("b", "isl", x_m=away[0] * 1000, y_m=away[1] * 1000, z_m=away[2] * 1000)]
+    out = run(rows, ids, sats)
+    assert (out["status"] == "uncorrelated").all() and (out["reason"] == C.REASON_NO_CANDIDATE).all()
+    assert out["norad_id"].isna().all()
+    assert pd.isna(out.loc["a", "nearest_norad_id"])
+    assert out.loc["b", "nearest_norad_id"] == 11
+    assert out.loc["b", "nearest_residual_m"] == pytest.approx(80_000.0, abs=1e-3)
+
+
+def test_prefilter_keeps_candidates_across_a_bucket():
+    # observations spread over a whole 60 s bucket (reference time in the middle): every one still
+    # finds its object with zero residual although the objects move ~230 km from t_ref
+    ids, sats = catalogue()
+    rows = []
+    for k, dt_s in enumerate((-30.0, -12.5, 0.0, 17.0, 29.9)):
+        when = T_OBS + dt.timedelta(seconds=dt_s)
+        r, _ = state(11, when)
+        rows.append(obs_row(f"i{k}", "isl", when, x_m=r[0] * 1000, y_m=r[1] * 1000, z_m=r[2] * 1000))
+        r15 = state(15, when)[0]
+        ra, dec = radec(r15, *SOCORRO, when.timestamp())
+        rows.append(obs_row(f"o{k}", "optical", when, ra_rad=float(ra), dec_rad=float(dec), site_lat_deg=SOCORRO[0],
+                            site_lon_deg=SOCORRO[1], site_alt_m=SOCORRO[2]))
+    out = run(rows, ids, sats)
+    assert (out["status"] == "correlated").all()
+    assert out.filter(like="i", axis=0)["norad_id"].eq(11).all()
+    assert out.filter(like="o", axis=0)["norad_id"].eq(15).all()
+    assert (out["residual_m"] < 1.0).all()
+
+
+def test_isl_residual_and_ambiguity_between_two_close_objects():
+    # object 16 trails 11 by ~10 km; an ISL fix 40 % of the way from 11 to 16 is inside the gate
+    # for both, 4 km vs 6 km: ambiguous, associated to 11
+    elements = dict(ELEMENTS)
+    elements[16] = (700.0, 0.0010, 98.0, 10.0, 0.0, -0.08)
+    sats = S.satrecs_from_lines(*zip(*[S.tle_from_elements(n, EPOCH, *elements[n]) for n in sorted(elements)]))
+    ids = sorted(elements)
+    _, r, _ = propagate(sats, np.array([T_OBS.timestamp()]))
+    r11, r16 = r[ids.index(11), 0], r[ids.index(16), 0]
+    d = np.linalg.norm(r16 - r11)
+    assert 5.0 < d < 15.0
+    fix = (r11 + 0.4 * (r16 - r11)) * 1000.0
+    out = run([obs_row("i", "isl", x_m=fix[0], y_m=fix[1], z_m=fix[2])], ids, sats)
+    assert out.loc["i", "norad_id"] == 11
+    assert out.loc["i", "residual_m"] == pytest.approx(0.4 * d * 1000.0, rel=1e-9)
+    assert out.loc["i", "candidates"] == 2
+    assert out.loc["i", "ambiguous"]
+
+
+def test_optical_angles_only_associates_and_gates_by_angle():
+    ids, sats = catalogue()
+    r15 = state(15)[0]
+    ra, dec = radec(r15, *SOCORRO, T_OBS.timestamp())
+    good = obs_row("o", "optical", ra_rad=float(ra), dec_rad=float(dec), site_lat_deg=SOCORRO[0],
+                   site_lon_deg=SOCORRO[1], site_alt_m=SOCORRO[2])
+    off = dict(good, obs_id="p", dec_rad=float(dec) + np.deg2rad(0.1))  # twice the angular gate away
+    out = run([good, off], ids, sats)
+    assert out.loc["o", "norad_id"] == 15 and out.loc["o", "residual_m"] < 1.0
+    assert out.loc["p", "status"] == "uncorrelated" and out.loc["p", "nearest_norad_id"] == 15
+    # 0.1 deg at GEO slant range (~37,000 km from Socorro) is ~65 km
+    assert 55_000 < out.loc["p", "nearest_residual_m"] < 75_000
+
+
+def test_sgp4_failures_are_skipped_and_incomplete_rows_reported():
+    bad = Satrec.twoline2rv("1 00099U 98067A   20194.88612269 -.00002218  00000-0 -31515-4 0  9992",
+                            "2 00099  51.6461 221.2784 000XX13  89.1723 280.4612 15.49507896236008", WGS72)
+    ids, sats = catalogue(extra=(99, bad))
+    rows = [radar_obs("a", 12), obs_row("z", "radar", range_m=1e6), obs_row("k", "sonar")]
+    out = run(rows, ids, sats)
+    assert out.loc["a", "norad_id"] == 12
+    assert out.loc["z", "reason"] == C.REASON_INCOMPLETE
+    assert out.loc["k", "reason"] == C.REASON_UNKNOWN_KIND
+    only_bad = run([radar_obs("a", 12)], [99], [bad])
+    assert only_bad.loc["a", "reason"] == C.REASON_NOT_PROPAGATED
