@@ -4,7 +4,8 @@
 
 Reads what each bronze table received since this stage last ran (change feed), parses it
 (:mod:`sda.wire`), checks it against the sensor registry, physical limits and event-time bounds
-(``clock_skew_s`` ahead of / ``allowed_lateness_s`` behind its ingest time), converts units
+(no more than ``clock_skew_s`` ahead of its ingest time; an *old* event is not refused here:
+lateness is judged against event-time windows downstream, never by wall-clock arrival), converts units
 (:mod:`sda.envelope`) and writes:
 
 * silver with ``merge_new`` on ``obs_id``, a hash of the measurement's content: a redelivered copy
@@ -68,7 +69,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     parsed = functools.reduce(DataFrame.unionByName, parts)
     registry = envelope.registry_columns(sensors_frame(spark))
     # used by the metrics and both writes: parse and validate once
-    checked = envelope.validate(parsed, registry, settings.clock_skew_s, settings.allowed_lateness_s).persist()
+    checked = envelope.validate(parsed, registry, settings.clock_skew_s).persist()
     accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
     ranked = pick_winners(accepted).persist()
     try:

@@ -23,7 +23,7 @@ SETTING_DOCS = {
     "driver_memory": "spark-submit `--driver-memory`",
     "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
     "dedup_window_s": "event-time window in which repeats of one sensor's observation are folded",
-    "allowed_lateness_s": "how late an event may arrive and still be accepted",
+    "allowed_lateness_s": "allowed event-time lateness behind the watermark (windowed stages)",
     "clock_skew_s": "how far in the future of the interval an event time may be",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
