@@ -303,8 +303,8 @@ def _validate(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return runtime.run_stage(STAGE, argv, run, parser())
+def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 
 if __name__ == "__main__":

@@ -189,8 +189,8 @@ def parser() -> argparse.ArgumentParser:
     return runtime.stage_parser(STAGE, "Associate new observations with catalogue objects.")
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    return runtime.run_stage(STAGE, argv, run, parser())
+def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 
 if __name__ == "__main__":

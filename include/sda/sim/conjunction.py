@@ -1,0 +1,123 @@
+"""The injected conjunction: two objects designed to pass ``miss_m`` apart at a given TCA."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+from sgp4.api import WGS72, Satrec
+
+from sda import catgen, frames
+from sda.sim.common import MU, iso_ms, iso_utc
+
+PRIMARY_ID, SECONDARY_ID = 99901, 99902
+
+
+def rv_to_elements(r, v, mu: float = MU) -> dict:
+    """Osculating Keplerian elements (degrees) from a position/velocity (km, km/s)."""
+    r, v = np.asarray(r, float), np.asarray(v, float)
+    rn, vn2 = np.linalg.norm(r), float(v @ v)
+    h = np.cross(r, v)
+    hn = np.linalg.norm(h)
+    h_hat = h / hn
+    node = np.cross([0.0, 0.0, 1.0], h)
+    node_hat = node / np.linalg.norm(node)
+    e_vec = ((vn2 - mu / rn) * r - (r @ v) * v) / mu
+    ecc = float(np.linalg.norm(e_vec))
+    a = 1.0 / (2.0 / rn - vn2 / mu)
+    incl = math.acos(max(-1.0, min(1.0, h_hat[2])))
+    raan = math.atan2(node_hat[1], node_hat[0])
+    u = math.atan2(np.cross(node_hat, r) @ h_hat, node_hat @ r)  # argument of latitude
+    argp = math.atan2(np.cross(node_hat, e_vec) @ h_hat, node_hat @ e_vec) if ecc > 1e-12 else 0.0
+    nu = u - argp
+    ecc_anom = 2.0 * math.atan2(math.sqrt(1.0 - ecc) * math.sin(nu / 2.0), math.sqrt(1.0 + ecc) * math.cos(nu / 2.0))
+    mean_anom = ecc_anom - ecc * math.sin(ecc_anom)
+    return dict(a_km=a, ecc=ecc, incl_deg=math.degrees(incl), raan_deg=math.degrees(raan) % 360.0,
+                argp_deg=math.degrees(argp) % 360.0, mean_anom_deg=math.degrees(mean_anom) % 360.0)
+
+
+def _roundtrip(sat: Satrec) -> tuple[Satrec, str, str]:
+    line1, line2 = catgen.tle_lines(sat)
+    return Satrec.twoline2rv(line1, line2, WGS72), line1, line2
+
+
+def _sgp4_at(sat: Satrec, unix_s: float) -> tuple[np.ndarray, np.ndarray]:
+    jd, fr = frames.unix_to_jd(unix_s)
+    err, r, v = sat.sgp4(float(jd), float(fr))
+    if err:
+        raise RuntimeError(f"SGP4 error {err} for object {sat.satnum}")
+    return np.array(r), np.array(v)
+
+
+def closest_approach(sat1: Satrec, sat2: Satrec, around_unix: float, half_window_s: float = 60.0) -> tuple[float, float]:
+    """(unix time, distance m) of the closest approach near ``around_unix``: 10 ms scan, then golden section."""
+    ts = around_unix + np.arange(-half_window_s, half_window_s + 1e-9, 0.01)
+    _, r, _ = frames.propagate([sat1, sat2], ts)
+    d = np.linalg.norm(r[0] - r[1], axis=-1)
+    i = int(np.nanargmin(d))
+    lo, hi = ts[max(i - 1, 0)], ts[min(i + 1, len(ts) - 1)]
+
+    def dist(t):
+        return float(np.linalg.norm(_sgp4_at(sat1, t)[0] - _sgp4_at(sat2, t)[0]))
+
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(40):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if dist(a) < dist(b):
+            hi = b
+        else:
+            lo = a
+    t = (lo + hi) / 2.0
+    return t, dist(t) * 1000.0
+
+
+def design_conjunction(tca: dt.datetime, miss_m: float, seed: int) -> dict:
+    """Two objects whose SGP4 positions at ``tca`` are ``miss_m`` apart (radially) on crossing orbits.
+
+    The primary is a circular 780 km, 98.5 deg orbit with epoch = TCA. The secondary's wanted state
+    at TCA is the primary's position plus ``miss_m`` along the radial direction, with the primary's
+    velocity turned about that radial by ~80-100 deg (so the relative velocity is perpendicular to the
+    miss vector: TCA is at TCA). Its elements come from that state (osculating -> used as mean), and the
+    input state is corrected by the SGP4 error at TCA until the error is below 1 m; every iteration
+    goes through the exported TLE so what lands in the catalogue is what was designed.
+    """
+    rng = np.random.default_rng([seed, 2])
+    tca_unix = tca.timestamp()
+    epoch_jd = frames.UNIX_EPOCH_JD + tca_unix / 86400.0
+    prim = catgen.make_satrec(
+        PRIMARY_ID, epoch_jd, a_km=catgen.RE_WGS72 + 780.0, ecc=1.0e-4, incl_deg=98.5,
+        raan_deg=float(rng.uniform(0, 360)), argp_deg=90.0, mean_anom_deg=float(rng.uniform(-60, 60)),
+        bstar=5.0e-5, intldesg="99001A",
+    )
+    prim, p1, p2 = _roundtrip(prim)
+    r1, v1 = _sgp4_at(prim, tca_unix)
+    up = r1 / np.linalg.norm(r1)
+    angle = math.radians(float(rng.uniform(80.0, 100.0)) * (1 if rng.random() < 0.5 else -1))
+    # Rodrigues rotation of v1 about the radial unit vector
+    v2_target = v1 * math.cos(angle) + np.cross(up, v1) * math.sin(angle) + up * (up @ v1) * (1 - math.cos(angle))
+    r2_target = r1 + up * miss_m / 1000.0
+    r_in, v_in = r2_target.copy(), v2_target.copy()
+    best = None
+    for _ in range(40):
+        el = rv_to_elements(r_in, v_in)
+        sec = catgen.make_satrec(SECONDARY_ID, epoch_jd, bstar=5.0e-5, intldesg="99001B", **el)
+        sec, s1, s2 = _roundtrip(sec)
+        r2, v2 = _sgp4_at(sec, tca_unix)
+        dr, dv = r2 - r2_target, v2 - v2_target
+        err = float(np.linalg.norm(dr))
+        if best is None or err < best[0]:
+            best = (err, sec, s1, s2)
+        if err < 1.0e-3:
+            break
+        r_in, v_in = r_in - dr, v_in - dv
+    err, sec, s1, s2 = best
+    t_ca, achieved = closest_approach(prim, sec, tca_unix)
+    rel_speed = float(np.linalg.norm(_sgp4_at(prim, t_ca)[1] - _sgp4_at(sec, t_ca)[1]) * 1000.0)
+    return {
+        "primary": PRIMARY_ID, "secondary": SECONDARY_ID, "tca": iso_utc(tca), "designed_miss_m": miss_m,
+        "state_error_m": round(err * 1000.0, 3), "achieved_tca": iso_ms(int(round(t_ca * 1000))),
+        "achieved_miss_m": round(achieved, 3), "rel_speed_ms": round(rel_speed, 1),
+        "tle": [("CONJ-PRIMARY", p1, p2), ("CONJ-SECONDARY", s1, s2)],
+        "satrecs": (prim, sec),
+    }

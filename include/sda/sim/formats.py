@@ -1,0 +1,66 @@
+"""Wire formats: radar JSON lines, optical CSV rows, ISL beacons, and the landing files that hold them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from sda.schemas import LANDING_SUFFIX, OPTICAL_HEADER
+from sda.sim.common import chunk_label, iso_us
+from sda.sim.truth import Record, Truth
+
+
+def encode(rec: Record) -> bytes:
+    d = rec.data
+    if rec.kind == "radar":
+        return json.dumps(d, separators=(",", ":")).encode()
+    if rec.kind == "optical":
+        return (f"{d['station']},{iso_us(d['t_ms'])},{d['ra_hours']:.7f},{d['dec_deg']:.6f},"
+                f"{d['vmag']:.1f},{d['exposure_s']:.1f}").encode()
+    x, y, z = d["pos"]
+    vx, vy, vz = d["vel"]
+    return (f"BCN|src={d['src']}|seq={d['seq']}|t_ms={d['t_ms']}|x_m={x:.1f}|y_m={y:.1f}|z_m={z:.1f}"
+            f"|vx_ms={vx:.3f}|vy_ms={vy:.3f}|vz_ms={vz:.3f}").encode()
+
+
+@dataclasses.dataclass(eq=False)
+class LandingFile:
+    kind: str
+    sensor_id: str
+    chunk_ms: int
+    variant: int  # 0 regular, 1 re-delivery, 2 late
+    records: list[Record]
+    mtime_ms: int
+
+    @property
+    def relpath(self) -> str:
+        suffix = LANDING_SUFFIX[self.kind]
+        label = chunk_label(self.chunk_ms)
+        if self.kind == "radar":
+            return f"radar/{self.sensor_id}_{label}_{self.variant}{suffix}"
+        tail = "" if self.variant == 0 else f"_{self.variant}"
+        return f"{self.kind}/{self.sensor_id}_{label}{tail}{suffix}"
+
+
+def write_landing(landing: Path, files: list[LandingFile]) -> list[Truth]:
+    """Write the files (sorted by path, mtimes capped at now) and return their truth rows in file order."""
+    truth_rows: list[Truth] = []
+    now_ms = int(time.time() * 1000)
+    files.sort(key=lambda f: f.relpath)
+    for f in files:
+        first = 1 if f.kind == "optical" else 0
+        lines = [OPTICAL_HEADER.encode()] if f.kind == "optical" else []
+        for i, rec in enumerate(f.records):
+            for t in rec.truths:
+                t.file, t.record_no = f.relpath, first + i
+                truth_rows.append(t)
+            lines.append(rec.payload if rec.data is None else encode(rec))
+        path = landing / f.relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        mtime = min(f.mtime_ms, now_ms) / 1000.0
+        os.utime(path, (mtime, mtime))
+    return truth_rows

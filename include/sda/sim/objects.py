@@ -1,0 +1,70 @@
+"""The observed objects: catalogue loaded or generated, subsampled, the injected pair appended."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from sda import catgen
+from sda.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
+from sda.sim.common import hash_int
+from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction
+
+
+def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None]:
+    injected = None
+    if cfg.catalog is not None:
+        entries, _rejected = load_catalog(cfg.catalog)
+        entries = [e for e in latest_by_object(entries) if e.norad_id not in (PRIMARY_ID, SECONDARY_ID) or not cfg.inject_conjunction]
+        if not entries:
+            raise ValueError(f"catalogue {cfg.catalog} has no usable element sets")
+        base_text = Path(cfg.catalog).read_text(encoding="utf-8", errors="replace")
+        generated = False
+    else:
+        base_text = catgen.generate_catalog(cfg.objects, cfg.start, cfg.seed)
+        entries, _ = parse_tle_text(base_text)
+        generated = True
+    if cfg.max_objects is not None and len(entries) > cfg.max_objects:
+        pick = np.sort(np.random.default_rng([cfg.seed, 3]).choice(len(entries), cfg.max_objects, replace=False))
+        entries = [entries[i] for i in pick]
+    catalog_file = Path(cfg.catalog) if cfg.catalog is not None else None
+    if cfg.inject_conjunction:
+        tca = cfg.tca or cfg.start + dt.timedelta(hours=2)
+        injected = design_conjunction(tca, cfg.miss_m, cfg.seed)
+        extra = catgen.format_tle(injected["tle"])
+        new_entries, _ = parse_tle_text(extra)
+        entries = entries + new_entries
+        base_text = base_text if base_text.endswith("\n") or not base_text else base_text + "\n"
+        if cfg.catalog is not None and not base_text.lstrip().startswith(("1 ", "2 ")) and "\n1 " not in base_text:
+            # an OMM catalogue: write the combined catalogue as TLE text
+            full, _ = load_catalog(cfg.catalog)
+            base_text = "".join(f"{e.name}\n{e.line1}\n{e.line2}\n" for e in latest_by_object(full))
+        base_text += extra
+    if generated or injected is not None:
+        catalog_file = Path(cfg.catalog_out) if cfg.catalog_out else settings.catalog_file
+        catalog_file.parent.mkdir(parents=True, exist_ok=True)
+        catalog_file.write_text(base_text)
+    elif cfg.catalog_out:
+        Path(cfg.catalog_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.catalog_out).write_text(base_text)
+    return entries, catalog_file, injected
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Objects:
+    def __init__(self, entries: list[CatalogEntry]):
+        self.norad = np.array([e.norad_id for e in entries], dtype=np.int64)
+        self.names = [e.name for e in entries]
+        self.sats = [e.satrec for e in entries]
+        # a deterministic radar cross-section / optical area per object
+        self.rcs_db = np.array([(hash_int("rcs", n) % 2000) / 100.0 - 10.0 for n in self.norad])
+        for i, name in enumerate(self.names):
+            if "DEB" in name.upper():
+                self.rcs_db[i] -= 8.0
+        self.area_m2 = 10.0 ** (self.rcs_db / 10.0)

@@ -1,0 +1,83 @@
+"""Ground truth: what every record in the landing files is, and the truth / summary files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from sda.sim.common import DISORDERS, RATE_NAMES, iso_ms, iso_utc
+
+
+@dataclasses.dataclass(eq=False)
+class Truth:
+    kind: str
+    sensor_id: str
+    event_ms: int | None
+    norad_id: int | None
+    disorder: str
+    det_index: int | None = None
+    duplicate_of: "Truth | None" = None
+    file: str | None = None
+    record_no: int | None = None
+
+    @property
+    def key(self) -> str:
+        base = f"{self.file}#{self.record_no}"
+        return base if self.det_index is None else f"{base}#{self.det_index}"
+
+    def as_json(self) -> dict:
+        return {
+            "key": self.key, "kind": self.kind, "sensor_id": self.sensor_id, "file": self.file,
+            "record_no": self.record_no, "det_index": self.det_index,
+            "event_time": iso_ms(self.event_ms) if self.event_ms is not None else None,
+            "norad_id": self.norad_id, "disorder": self.disorder,
+            "duplicate_of": self.duplicate_of.key if self.duplicate_of is not None else None,
+        }
+
+
+@dataclasses.dataclass(eq=False)
+class Record:
+    """One line of a landing file: the bytes and the truth rows it carries."""
+
+    kind: str
+    sensor_id: str
+    chunk_ms: int
+    event_ms: int
+    payload: bytes
+    truths: list[Truth]
+    data: dict | None = None  # structured content (for re-processing), None for malformed lines
+
+    @property
+    def has_impossible(self) -> bool:
+        return any(t.disorder == "impossible" for t in self.truths)
+
+
+def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files, catalog_file: Path, catalog_sha: str,
+                injected, n_objects: int) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
+    """Write ``_truth/<sim_id>.jsonl`` and ``_truth/<sim_id>.summary.json``; return (truth file, summary file, counts, injected)."""
+    truth_rows.sort(key=lambda t: (t.file, t.record_no, -1 if t.det_index is None else t.det_index))
+    truth_dir = landing / "_truth"
+    truth_dir.mkdir(parents=True, exist_ok=True)
+    truth_file = truth_dir / f"{sim_id}.jsonl"
+    truth_file.write_text("".join(json.dumps(t.as_json(), sort_keys=False) + "\n" for t in truth_rows))
+    counts: dict[str, dict[str, int]] = {}
+    for t in truth_rows:
+        counts.setdefault(t.kind, {d: 0 for d in DISORDERS})[t.disorder] += 1
+    file_counts: dict[str, int] = defaultdict(int)
+    for f in files:
+        file_counts[f.kind] += 1
+    inj = None
+    if injected is not None:
+        inj = {k: v for k, v in injected.items() if k not in ("tle", "satrecs")}
+    summary = {
+        "sim_id": sim_id, "start": iso_utc(cfg.start), "end": iso_utc(cfg.end), "seed": cfg.seed,
+        "catalog_file": str(catalog_file), "catalog_sha256": catalog_sha, "objects": n_objects,
+        "rates": {name: getattr(cfg, name) for name in RATE_NAMES + ("reorder_rate",)},
+        "records": len(truth_rows), "counts": counts, "files": dict(sorted(file_counts.items())),
+        "truth_file": f"_truth/{truth_file.name}", "injected": inj,
+    }
+    summary_file = truth_dir / f"{sim_id}.summary.json"
+    summary_file.write_text(json.dumps(summary, indent=2) + "\n")
+    return truth_file, summary_file, counts, inj
