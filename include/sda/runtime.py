@@ -97,7 +97,39 @@ def run_stage(
     metrics = {"stage": stage, "run_id": args.run_id, "seconds": round(time.monotonic() - started, 2), **metrics}
     log.info("stage summary %s", json.dumps(metrics, default=str, sort_keys=True))
     print(json.dumps(metrics, default=str, sort_keys=True), file=sys.stdout, flush=True)
+    conserved = record_run_metrics(spark, settings, stage, args, metrics)
+    if conserved is False:
+        raise ConservationError(
+            f"{stage} run {args.run_id}: records in ({metrics['records_in']}) != out ({metrics['records_out']}) + "
+            f"quarantined ({metrics['quarantined']}) + duplicates ({metrics['duplicates']}) + late ({metrics.get('late', 0)})"
+        )
     return metrics
+
+
+class ConservationError(RuntimeError):
+    """A stage's figures do not add up: something was lost or counted twice."""
+
+
+COUNTS = ("records_in", "records_out", "quarantined", "duplicates", "late")
+
+
+def conservation_holds(metrics: dict[str, Any]) -> bool | None:
+    """in == out + quarantined + duplicates + late, or None when the stage does not count records."""
+    if not all(k in metrics for k in COUNTS[:4]):
+        return None
+    return metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"] + metrics.get("late", 0)
+
+
+def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, args: argparse.Namespace,
+                       metrics: dict[str, Any]) -> bool | None:
+    """Write the run's figures to ``ops.run_metrics`` (a retry replaces its row) and return whether
+    the conservation equation holds."""
+    conserved = conservation_holds(metrics)
+    counts = [int(metrics[k]) if k in metrics else None for k in COUNTS]
+    row = (stage, args.run_id, args.start, args.end, dt.datetime.now(dt.timezone.utc), float(metrics["seconds"]),
+           *counts, conserved, json.dumps(metrics, default=str, sort_keys=True))
+    upsert(spark, spark.createDataFrame([row], TABLES["run_metrics"].schema), "run_metrics", settings)
+    return conserved
 
 
 # --- sinks -----------------------------------------------------------------------------------------

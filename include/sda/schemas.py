@@ -252,3 +252,22 @@ DATA_QUALITY = T.StructType(
         T.StructField("data_docs_url", T.StringType()),  # file:// URL of the run's validation page
     ]
 )
+
+# One row per stage per run (sda.runtime.run_stage); MERGEd on (stage, run_id) so a retry replaces it.
+RUN_METRICS = T.StructType(
+    [
+        T.StructField("stage", T.StringType(), False),
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("interval_start", T.TimestampType(), False),
+        T.StructField("interval_end", T.TimestampType(), False),
+        T.StructField("finished", T.TimestampType(), False),
+        T.StructField("seconds", T.DoubleType(), False),
+        T.StructField("records_in", T.LongType()),
+        T.StructField("records_out", T.LongType()),
+        T.StructField("quarantined", T.LongType()),
+        T.StructField("duplicates", T.LongType()),
+        T.StructField("late", T.LongType()),
+        T.StructField("conserved", T.BooleanType()),  # in == out + quarantined + duplicates + late; null if not counted
+        T.StructField("metrics_json", T.StringType(), False),  # everything the stage reported
+    ]
+)

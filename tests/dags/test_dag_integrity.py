@@ -140,13 +140,14 @@ def test_parse_time_imports_nothing_heavy(tmp_path):
 def test_topology_names_registered_tables():
     """include/sda/topology.py spells table names as strings (no pyspark at parse time): every one
     must be in the registry, and every registered table must be produced by a stage, except the
-    change-feed cursor and the data-quality results of jobs/quality.py (not a stage of the DAG yet)."""
+    bookkeeping every stage writes through sda.runtime (the change-feed cursor, the run metrics) and
+    the data-quality results of jobs/quality.py (not a stage of the DAG yet)."""
     from sda.tables import TABLES
     from sda.topology import EXTERNAL, OPERATOR_KINDS, STAGES, tables
 
     assert set(tables()) <= set(TABLES)
     produced = {name for stage in STAGES for name in stage.outputs if name not in EXTERNAL}
-    assert set(TABLES) - produced == {"progress", "data_quality"}
+    assert set(TABLES) - produced == {"progress", "run_metrics", "data_quality"}
     for stage in STAGES:
         assert set(stage.operators) <= set(OPERATOR_KINDS), stage.name
         assert (PROJECT_ROOT / stage.job).parent.is_dir()

@@ -1,0 +1,48 @@
+import argparse
+
+import pytest
+
+from sda import runtime
+from sda.tables import TABLES
+
+
+def test_conservation_equation():
+    assert runtime.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 1, "late": 1})
+    assert runtime.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 2})
+    assert runtime.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 1}) is False
+    assert runtime.conservation_holds({"events": 3}) is None
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T05:00:00Z", "--run-id", "r"], "is not after --start"),
+        (["--start", "yesterday", "--end", "2026-11-21T05:00:00Z", "--run-id", "r"], "expected an ISO-8601 time"),
+        (["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T06:00:00Z", "--run-id", "r; DROP TABLE x"], "--run-id"),
+    ],
+)
+def test_bad_job_arguments_are_refused_with_a_message(argv, message, capsys):
+    parser = runtime.stage_parser("demo", "demo")
+    with pytest.raises(SystemExit) as exit_:
+        runtime.run_stage("demo", argv, lambda *a: {}, parser, spark=object())
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def _body(counts):
+    return lambda spark, settings, args: dict(counts)
+
+
+def test_run_metrics_are_recorded_and_a_broken_equation_fails_loudly(spark, settings):
+    argv = ["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T05:15:00Z", "--run-id", "run-1"]
+    good = {"records_in": 5, "records_out": 3, "quarantined": 1, "duplicates": 1}
+    runtime.run_stage("demo", argv, _body(good), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
+    runtime.run_stage("demo", argv, _body(good), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)  # a retry
+    bad = {"records_in": 5, "records_out": 3, "quarantined": 0, "duplicates": 1}
+    argv_bad = argv[:-1] + ["run-2"]
+    with pytest.raises(runtime.ConservationError, match=r"records in \(5\) != out \(3\) \+ quarantined \(0\)"):
+        runtime.run_stage("demo", argv_bad, _body(bad), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
+    rows = {r["run_id"]: r for r in TABLES["run_metrics"].read(spark, settings).collect()}
+    assert sorted(rows) == ["run-1", "run-2"]  # the retry replaced its row
+    assert (rows["run-1"]["records_in"], rows["run-1"]["conserved"], rows["run-1"]["late"]) == (5, True, None)
+    assert rows["run-2"]["conserved"] is False
