@@ -19,6 +19,9 @@ from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ENV_PREFIX = "SDA_"
+# SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch):
+# allowed alongside the settings, so only a misspelt setting is refused.
+CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI"})
 
 
 class SettingsError(ValueError):
@@ -156,7 +159,7 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     keyword ``overrides`` (already-typed values, e.g. from tests)."""
     env = os.environ if env is None else env
     known = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
-    unknown = sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known and k != "SDA_HOME")
+    unknown = sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known and k not in CONTROL_VARIABLES)
     if unknown:
         raise SettingsError(f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     values: dict[str, Any] = {}

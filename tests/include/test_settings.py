@@ -46,3 +46,8 @@ def test_bad_values_are_refused_with_a_clear_message(env, message):
 def test_as_env_round_trips():
     s = load_settings(env={"SDA_CADENCE_MINUTES": "7", "SDA_PC_YELLOW": "1e-6"})
     assert load_settings(env=s.as_env()) == s
+
+
+def test_control_variables_are_not_mistaken_for_settings():
+    s = load_settings(env={"SDA_EXIT_AFTER_RUN": "1", "SDA_SPARK_UI": "true", "SDA_CADENCE_MINUTES": "5"})
+    assert s.cadence_minutes == 5
