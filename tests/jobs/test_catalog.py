@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
+import importlib
 from pathlib import Path
 
 import pytest
@@ -13,15 +13,11 @@ import pytest
 from sda import runtime, screening
 from sda.tables import TABLES, ensure_tables
 
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "catalog.py"
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 
 
 def load_job():
-    spec = importlib.util.spec_from_file_location("job_catalog", JOB)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.catalog")  # jobs/ is a package on pytest's path
 
 
 def args(run_id, path=None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
+import importlib
 import json
 from pathlib import Path
 
@@ -15,7 +15,6 @@ import pytest
 from sda import schemas, screening
 from sda.tables import TABLES, ensure_tables
 
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "conjunction.py"
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
 ELEMENTS = {  # as tests/include/test_screening.py: 101/102 cross at the node at EPOCH ~160 m apart
@@ -33,10 +32,7 @@ ELEMENTS = {  # as tests/include/test_screening.py: 101/102 cross at the node at
 
 
 def load_job():
-    spec = importlib.util.spec_from_file_location("job_conjunction", JOB)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.conjunction")  # jobs/ is a package on pytest's path
 
 
 def args(run_id):

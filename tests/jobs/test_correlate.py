@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,6 @@ from sda import runtime, schemas, screening
 from sda.frames import propagate, radec, razel, teme_to_ecef
 from sda.tables import TABLES, ensure_tables
 
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "correlate.py"
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
 EGLIN = (30.57222, -86.21444, 34.0)
@@ -30,10 +29,7 @@ ELEMENTS = {
 
 
 def load_job():
-    spec = importlib.util.spec_from_file_location("job_correlate", JOB)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.correlate")  # jobs/ is a package on pytest's path
 
 
 def args(run_id):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib.util
+import importlib
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,11 +21,7 @@ ARCSEC = math.radians(1 / 3600)
 
 @pytest.fixture(scope="module")
 def dedup():
-    spec = importlib.util.spec_from_file_location("sda_job_dedup", PROJECT_ROOT / "jobs" / "dedup.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.dedup")  # jobs/ is a package on pytest's path
 
 
 def obs(obs_id, sensor_id, kind, dt_s, **values):

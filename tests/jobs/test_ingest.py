@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,11 +40,7 @@ ISL_FILE = "\n".join([ISL_OK, "BCN|src=ISL-01|seq=2|t_ms=1795240802250", "HELLO"
 
 @pytest.fixture(scope="module")
 def ingest():
-    spec = importlib.util.spec_from_file_location("sda_job_ingest", PROJECT_ROOT / "jobs" / "ingest.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.ingest")  # jobs/ is a package on pytest's path
 
 
 def _land(landing: Path, rel: str, data: bytes) -> Path:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib.util
+import importlib
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,11 +23,7 @@ T1_MS = 1795240801250  # T1 in unix milliseconds
 
 @pytest.fixture(scope="module")
 def normalize():
-    spec = importlib.util.spec_from_file_location("sda_job_normalize", PROJECT_ROOT / "jobs" / "normalize.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.normalize")  # jobs/ is a package on pytest's path
 
 
 def _sha(text: str) -> str:

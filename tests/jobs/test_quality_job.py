@@ -3,7 +3,7 @@ fail-severity check breaks."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 from pathlib import Path
 
@@ -12,15 +12,11 @@ import pytest
 from sda import runtime, schemas
 from sda.tables import TABLES, ensure_tables
 
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "quality.py"
 ARGS = ["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--layer", "silver"]
 
 
 def load_job():
-    spec = importlib.util.spec_from_file_location("job_quality", JOB)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("jobs.quality")  # jobs/ is a package on pytest's path
 
 
 def silver(spark, run_id, rows):
