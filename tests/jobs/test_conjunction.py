@@ -8,7 +8,6 @@ import argparse
 import datetime as dt
 import importlib
 import json
-from pathlib import Path
 
 import pytest
 

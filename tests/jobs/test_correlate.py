@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib
-from pathlib import Path
 
 import numpy as np
 import pytest
