@@ -133,6 +133,10 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         "objects": len({e.norad_id for e in entries}),
         "inserted": after - before,
         "quarantined": len(rejected),
+        # conservation: element sets read = new + already in the table (a reload) + refused
+        "records_in": len(entries) + len(rejected),
+        "records_out": after - before,
+        "duplicates": len(entries) - (after - before),
     }
 
 

@@ -283,6 +283,9 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     if alert_rows:
         runtime.upsert(spark, spark.createDataFrame(alert_rows, schemas.ALERT), "alerts", settings)
     metrics.update({"alerts": len(alert_rows), "outbox_written": written, "outbox_unchanged": len(alert_rows) - written})
+    # conservation over the catalogue objects: every object in the snapshot is screened
+    metrics.update({"records_in": len(catalogue), "records_out": len(sats), "quarantined": len(catalogue) - len(sats),
+                    "duplicates": 0})
     return metrics
 
 

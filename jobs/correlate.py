@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import hashlib
 import sys
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ import pandas as pd
 from pyspark.sql import Window
 from pyspark.sql import functions as F, types as T
 
-from sda import correlation, runtime, schemas
+from sda import correlation, runtime, schemas, watermarks
 from sda.tables import TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STAGE = "correlate"
 SOURCE = "observations_dedup"
-STATE_WINDOW = "hour"  # object_state window: date_trunc unit
 
 RESULT_FIELDS = [
     T.StructField("status", T.StringType(), False),
@@ -115,13 +115,13 @@ def uncorrelated_rows(results: "DataFrame", run_id: str) -> "DataFrame":
     )
 
 
-def state_window(event_time: "F.Column") -> "F.Column":
-    return F.date_trunc(STATE_WINDOW, event_time)
-
-
-def object_state(correlated: "DataFrame", touched: "DataFrame", run_id: str) -> "DataFrame":
-    """Recompute the touched (norad_id, window_start) windows from every correlated row in them."""
-    rows = correlated.withColumn("window_start", state_window(F.col("event_time")))
+def object_state(correlated: "DataFrame", touched: "DataFrame", window_s: float, final_before: dt.datetime | None,
+                 run_id: str) -> "DataFrame":
+    """Recompute the touched (norad_id, window_start) windows from every correlated row in them;
+    a window is final when it ends at or before ``final_before`` (the pipeline watermark)."""
+    rows = correlated.withColumn("window_start", watermarks.window_start(F.col("event_time"), window_s))
+    window_end = F.col("window_start") + F.make_dt_interval(secs=F.lit(window_s))
+    final = F.lit(False) if final_before is None else window_end <= F.lit(final_before)
     return (
         rows.join(F.broadcast(touched), on=["norad_id", "window_start"], how="left_semi")
         .groupBy("norad_id", "window_start")
@@ -132,56 +132,201 @@ def object_state(correlated: "DataFrame", touched: "DataFrame", run_id: str) -> 
             F.max("event_time").alias("last_observed"),
         )
         .select(
-            "norad_id", "window_start", "observations", "residual_mean_m", "residual_rms_m", "last_observed",
-            F.lit(run_id).alias("run_id"),
+            "norad_id", "window_start", window_end.alias("window_end"), "observations", "residual_mean_m",
+            "residual_rms_m", "last_observed", final.alias("final"), F.lit(run_id).alias("run_id"),
         )
     )
 
 
+def sessions(rows: "DataFrame", gap_s: float) -> "DataFrame":
+    """Session windows over (sensor_id, norad_id): a pass ends after ``gap_s`` without an observation."""
+    grouped = rows.groupBy("sensor_id", "norad_id", F.session_window("event_time", f"{int(round(gap_s * 1e6))} microseconds"))
+    return grouped.agg(
+        F.min("event_time").alias("pass_start"),
+        F.max("event_time").alias("pass_end"),
+        F.count(F.lit(1)).alias("observations"),
+        F.sqrt(F.avg(F.col("residual_m") * F.col("residual_m"))).alias("residual_rms_m"),
+    ).drop("session_window")
+
+
+def pass_final(sensor_marks: dict[str, int], gap_s: float, dedup_window_s: float) -> "F.Column":
+    """A pass is final when no observation its sensor may still deliver can join it: anything on
+    time is later than ``W_s - dedup_window`` (see sda.watermarks), so the pass is closed once
+    ``pass_end + gap <= W_s - dedup_window``."""
+    if not sensor_marks:
+        return F.lit(False)
+    marks = F.create_map(*[x for s, w in sorted(sensor_marks.items()) for x in (F.lit(s), F.lit(w))])
+    limit = F.unix_micros(F.col("pass_end")) + F.lit(int(round((gap_s + dedup_window_s) * 1e6)))
+    return F.coalesce(limit <= marks[F.col("sensor_id")], F.lit(False))
+
+
+def passes_to_write(correlated: "DataFrame", existing: "DataFrame", new_rows: "DataFrame", settings: "Settings",
+                    sensor_marks: dict[str, int], run_id: str) -> "DataFrame":
+    """Re-sessionise where new observations fell and say what to do with each pass row.
+
+    Per (sensor, object) touched, the span to redo is the new observations +- gap, widened to every
+    existing pass that overlaps it (one widening suffices: existing passes are separated by more
+    than the gap). Output: PASSES columns + ``action`` (``upsert`` for the recomputed passes,
+    ``delete`` for old passes in the span that no longer exist, e.g. two merged by a bridging
+    observation).
+    """
+    gap = F.make_dt_interval(secs=F.lit(settings.pass_gap_s))
+    spans = new_rows.groupBy("sensor_id", "norad_id").agg(
+        (F.min("event_time") - gap).alias("lo"), (F.max("event_time") + gap).alias("hi"))
+    overlapping = existing.join(F.broadcast(spans), on=["sensor_id", "norad_id"]).where(
+        (F.col("pass_end") >= F.col("lo")) & (F.col("pass_start") <= F.col("hi")))
+    widened = (
+        spans.join(overlapping.groupBy("sensor_id", "norad_id").agg(
+            F.min("pass_start").alias("p_lo"), F.max("pass_end").alias("p_hi")), on=["sensor_id", "norad_id"], how="left")
+        .select("sensor_id", "norad_id", F.least("lo", F.coalesce("p_lo", "lo")).alias("lo"),
+                F.greatest("hi", F.coalesce("p_hi", "hi")).alias("hi"))
+    )
+    in_span = correlated.join(F.broadcast(widened), on=["sensor_id", "norad_id"]).where(
+        F.col("event_time").between(F.col("lo"), F.col("hi")))
+    recomputed = sessions(in_span, settings.pass_gap_s).select(
+        "sensor_id", "norad_id", "pass_start", "pass_end", "observations", "residual_rms_m",
+        pass_final(sensor_marks, settings.pass_gap_s, settings.dedup_window_s).alias("final"),
+        F.lit(run_id).alias("run_id"), F.lit("upsert").alias("action"))
+    old = existing.join(F.broadcast(widened), on=["sensor_id", "norad_id"]).where(
+        (F.col("pass_end") >= F.col("lo")) & (F.col("pass_start") <= F.col("hi")))
+    gone = old.join(recomputed.select("sensor_id", "norad_id", "pass_start"),
+                    on=["sensor_id", "norad_id", "pass_start"], how="left_anti")
+    return recomputed.unionByName(gone.select(*[f.name for f in schemas.PASSES.fields], F.lit("delete").alias("action")))
+
+
+def _instant(us: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(us / 1e6, dt.timezone.utc)
+
+
+def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFrame", sensor_marks: dict[str, int],
+                  run_id: str) -> None:
+    """Passes where this run's correlated observations fell, read and rewritten within bounds taken
+    from the data (literal ranges, so Delta skips the rest of both tables)."""
+    gap_us = int(round(settings.pass_gap_s * 1e6))
+    b = new_rows.agg(F.min(F.unix_micros("event_time")).alias("lo"), F.max(F.unix_micros("event_time")).alias("hi")).first()
+    lo, hi = _instant(b["lo"] - gap_us), _instant(b["hi"] + gap_us)
+    existing = TABLES["passes"].read(spark, settings).where(
+        (F.col("pass_end") >= F.lit(lo)) & (F.col("pass_start") <= F.lit(hi)))
+    e = existing.agg(F.min(F.unix_micros("pass_start")).alias("lo"), F.max(F.unix_micros("pass_end")).alias("hi")).first()
+    if e["lo"] is not None:
+        lo, hi = min(lo, _instant(e["lo"])), max(hi, _instant(e["hi"]))
+    days = [lo.date() + dt.timedelta(days=k) for k in range((hi.date() - lo.date()).days + 1)]
+    nearby = TABLES["correlated"].read(spark, settings).where(
+        F.col("event_date").isin(days) & F.col("event_time").between(F.lit(lo), F.lit(hi)))
+    write_passes(spark, passes_to_write(nearby, existing, new_rows, settings, sensor_marks, run_id), settings)
+
+
+def write_passes(spark: "SparkSession", rows: "DataFrame", settings: "Settings") -> None:
+    """One MERGE: recomputed passes inserted or replaced, vanished ones deleted."""
+    from delta.tables import DeltaTable
+
+    spec = TABLES["passes"]
+    cols = [f.name for f in schemas.PASSES.fields]
+    values = {c: F.col(f"s.`{c}`") for c in cols}
+    target = DeltaTable.forPath(spark, spec.path(settings))
+    (
+        target.alias("t")
+        .merge(rows.alias("s"), runtime.merge_condition(spec, rows))
+        .whenMatchedDelete(condition="s.action = 'delete'")
+        .whenMatchedUpdate(condition="s.action = 'upsert'", set=values)
+        .whenNotMatchedInsert(condition="s.action = 'upsert'", values=values)
+        .execute()
+    )
+
+
+def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datetime | None,
+             sensor_marks: dict[str, int], run_id: str) -> dict[str, int]:
+    """Flip provisional windows the watermarks have passed to final (no data can change them now).
+    Only provisional rows are read: Delta skips the files whose ``final`` is all true."""
+    from delta.tables import DeltaTable
+
+    done = {"state_windows_finalized": 0, "passes_finalized": 0}
+    if final_before is not None:
+        state = DeltaTable.forPath(spark, TABLES["object_state"].path(settings))
+        state.update(condition=(~F.col("final")) & (F.col("window_end") <= F.lit(final_before)),
+                     set={"final": F.lit(True), "run_id": F.lit(run_id)})
+        done["state_windows_finalized"] = _updated(state)
+    if sensor_marks:
+        passes = DeltaTable.forPath(spark, TABLES["passes"].path(settings))
+        passes.update(condition=(~F.col("final")) & pass_final(sensor_marks, settings.pass_gap_s, settings.dedup_window_s),
+                      set={"final": F.lit(True), "run_id": F.lit(run_id)})
+        done["passes_finalized"] = _updated(passes)
+    return done
+
+
+def _updated(table) -> int:
+    op = table.history(1).select("operation", "operationMetrics").first()
+    return int((op["operationMetrics"] or {}).get("numUpdatedRows", 0)) if op["operation"] == "UPDATE" else 0
+
+
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     changes, first, last = runtime.read_changes(spark, STAGE, SOURCE, settings)
-    metrics: dict[str, Any] = {"versions": [first, last]}
+    metrics: dict[str, Any] = {"versions": [first, last], "records_in": 0, "records_out": 0, "quarantined": 0,
+                               "duplicates": 0, "late": 0, "observations": 0}
     if first > last:
-        return {**metrics, "observations": 0}
+        return metrics
     observations = changes.dropDuplicates(["obs_id"])
     catalogue = [(int(r["norad_id"]), r["line1"], r["line2"])
                  for r in latest_catalog(TABLES["catalog"].read(spark, settings)).collect()]
-    n_obs = observations.count()
+    totals = changes.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("obs_id").alias("ids"),
+                         F.max("ingest_batch").alias("batch")).first()
+    n_obs = totals["ids"]
+    # a row the change feed carries twice (inserted, then its copies count updated) is one observation
+    metrics.update(records_in=totals["n"], duplicates=totals["n"] - totals["ids"])
     if n_obs and not catalogue:
         # Associating against nothing would file every observation as uncorrelated for good.
         raise RuntimeError("gold catalog is empty: run jobs/catalog.py before correlating observations")
 
+    # What the watermarks say once every batch this run has seen is in: windows that end before
+    # them are final (see sda.watermarks).
+    sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(totals["batch"])) if n_obs else ({}, None)
+    final_before = None if pipeline_mark is None else dt.datetime.fromtimestamp(pipeline_mark / 1e6, dt.timezone.utc)
+
     gate_rad = float(np.deg2rad(correlation.OPTICAL_GATE_DEG))
     results = correlate_observations(observations, catalogue, settings.correlation_gate_km, gate_rad).persist()
+    window_s = settings.state_window_s
     try:
         counts = {(r["status"], r["ambiguous"]): r["count"] for r in results.groupBy("status", "ambiguous").count().collect()}
+        runtime.checkpoint("correlate:before-write")
         runtime.merge_new(spark, correlated_rows(results, args.run_id), "correlated", settings)
+        runtime.checkpoint("correlate:after-correlated")
         runtime.merge_new(spark, uncorrelated_rows(results, args.run_id), "uncorrelated", settings)
-        touched = (
-            results.where(F.col("status") == "correlated")
-            .select("norad_id", state_window(F.col("event_time")).alias("window_start"))
-            .distinct()
-            .collect()
-        )
+        runtime.checkpoint("correlate:after-uncorrelated")
+        new_rows = results.where(F.col("status") == "correlated").select("sensor_id", "norad_id", "event_time")
+        touched = new_rows.select("norad_id", watermarks.window_start(F.col("event_time"), window_s).alias("window_start")).distinct().collect()
+        if touched:
+            touched_df = spark.createDataFrame(touched, "norad_id long, window_start timestamp")
+            days = sorted({r["window_start"].date() for r in touched} | {(r["window_start"] + dt.timedelta(seconds=window_s)).date() for r in touched})
+            table = TABLES["correlated"].read(spark, settings).where(F.col("event_date").isin(days))  # partition pruning
+            state = object_state(table, touched_df, window_s, final_before, args.run_id)
+            lo, hi = min(r["window_start"] for r in touched), max(r["window_start"] for r in touched)
+            existing_state = TABLES["object_state"].read(spark, settings).where(
+                F.col("window_start").between(F.lit(lo), F.lit(hi)))  # file skipping by window_start
+            refired = state.join(existing_state.select("norad_id", "window_start"),
+                                 on=["norad_id", "window_start"], how="left_semi").count()
+            runtime.upsert(spark, state, "object_state", settings)
+            runtime.checkpoint("correlate:after-object-state")
+            metrics["state_windows_refired"] = refired
+            update_passes(spark, settings, new_rows, sensor_marks, args.run_id)
+            runtime.checkpoint("correlate:after-passes")
     finally:
         results.unpersist()
-    if touched:
-        touched_df = spark.createDataFrame(touched, "norad_id long, window_start timestamp")
-        days = sorted({r["window_start"].date() for r in touched})
-        table = TABLES["correlated"].read(spark, settings).where(F.col("event_date").isin(days))  # partition pruning
-        runtime.upsert(spark, object_state(table, touched_df, args.run_id), "object_state", settings)
-    runtime.commit_progress(spark, STAGE, SOURCE, last, args.run_id, settings)
+    metrics.update(finalize(spark, settings, final_before, sensor_marks, args.run_id))
     correlated_n = sum(v for (s, _), v in counts.items() if s == "correlated")
+    uncorrelated_n = sum(v for (s, _), v in counts.items() if s == "uncorrelated")
     return {
         **metrics,
+        "records_out": correlated_n + uncorrelated_n,
         "observations": n_obs,
         "catalogue_objects": len(catalogue),
         "correlated": correlated_n,
         "ambiguous": counts.get(("correlated", True), 0),
-        "uncorrelated": sum(v for (s, _), v in counts.items() if s == "uncorrelated"),
+        "uncorrelated": uncorrelated_n,
         "state_windows": len(touched),
+        "pipeline_watermark": final_before.isoformat() if final_before else None,
         "gate_km": settings.correlation_gate_km,
         "optical_gate_deg": correlation.OPTICAL_GATE_DEG,
+        "consumed": {SOURCE: last},
     }
 
 

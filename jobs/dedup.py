@@ -17,8 +17,11 @@ State lives in silver itself, so the result does not depend on arrival order:
 3. every cluster with a member in a touched window is written by one MERGE on ``obs_id``: the
    representative (earliest event time, then smallest obs_id) is inserted or gets its new ``copies``,
    any other member still present (a representative displaced by an earlier arrival) is deleted;
-4. progress is committed after the MERGE; a retry recomputes the same clusters and the MERGE
-   changes nothing.
+4. late data: every row is first checked against the watermarks of its arrival batch
+   (:mod:`sda.watermarks`); a new row whose window was already final goes to ``ops.late_data`` with
+   its lateness instead, and late rows never join a cluster, so a final window never changes;
+5. progress is committed after the MERGE (by ``runtime.run_stage``); a retry recomputes the same
+   clusters and the MERGE changes nothing.
 
 A cluster is assumed to span less than one window (it would need a chain of a hundred repeats 0.1 s
 apart to span 10 s).
@@ -34,7 +37,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sda import envelope, runtime, schemas
+from sda import envelope, runtime, schemas, watermarks
 from sda.settings import Settings
 from sda.tables import TABLES
 
@@ -95,8 +98,15 @@ def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) 
     }
 
 
+def late_rows(flagged: DataFrame, run_id: str) -> DataFrame:
+    return flagged.where(F.col("late")).select(
+        *[f.name for f in schemas.OBSERVATION.fields],
+        F.lit(STAGE).alias("late_stage"), "window_end", "watermark", "lateness_s", F.lit(run_id).alias("late_run_id"),
+    )
+
+
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
-    metrics: dict[str, Any] = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0,
+    metrics: dict[str, Any] = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "late": 0,
                                "exact_duplicates": 0, "near_duplicates": 0}
     changes, first, last = runtime.read_changes(spark, STAGE, SOURCE, settings)
     if first > last:
@@ -107,34 +117,47 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     metrics["records_in"] = stats["n"]
     metrics["exact_duplicates"] = stats["n"] - stats["ids"]
     if stats["n"]:
-        touched = touched_windows(changes, window_s).persist()
         # Silver at the version the change feed was read to: a retry sees the same rows, and rows
         # normalize adds meanwhile wait for the next run (they are in the next change feed).
         margin = dt.timedelta(seconds=window_s * (envelope.neighbour_windows(window_s) + 1))
         # collected timestamps are naive local time; as aware UTC their dates are event_date's
         lo = stats["lo"].astimezone(dt.timezone.utc) - margin
         hi = stats["hi"].astimezone(dt.timezone.utc) + margin
-        candidates = (
+        scope = search_scope(touched_windows(changes, window_s), window_s)
+        nearby = (
             spark.read.format("delta").option("versionAsOf", last).load(TABLES[SOURCE].path(settings))
             .where(F.col("event_date").between(lo.date(), hi.date()))
             .where(F.col("event_time").between(F.lit(lo), F.lit(hi)))
             .withColumn("win", envelope.window_index(F.col("event_time"), window_s))
-            .join(F.broadcast(search_scope(touched, window_s)), on=["sensor_id", "win"], how="left_semi")
+            .join(F.broadcast(scope), on=["sensor_id", "win"], how="left_semi")
             .drop("win")
         )
-        members = clusters_to_write(candidates, touched, window_s).persist()
+        # The late gate: each row against the watermarks of its own arrival batch. Late rows (new or
+        # not) never join a cluster, so a final window's result cannot change.
+        marks = watermarks.lookup(spark, settings, nearby)
+        new_ids = changes.select("obs_id").distinct().withColumn("is_new", F.lit(True))
+        flagged = watermarks.flag_late(nearby, marks, settings).join(new_ids, on="obs_id", how="left").persist()
         try:
-            new_ids = changes.select("obs_id").distinct()
-            fate = new_ids.join(members.select("obs_id", "is_rep"), on="obs_id", how="left")
-            for row in fate.groupBy("is_rep").count().collect():
-                metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
-            metrics["clusters_written"] = members.where(F.col("is_rep")).count()
-            metrics.update(write_clusters(spark, members, settings))
+            on_time = flagged.where(~F.col("late")).drop("late", "window_end", "watermark", "lateness_s", "is_new")
+            touched = touched_windows(flagged.where(F.col("is_new") & ~F.col("late")), window_s).persist()
+            members = clusters_to_write(on_time, touched, window_s).persist()
+            try:
+                metrics["late"] = flagged.where(F.col("is_new") & F.col("late")).count()
+                fate = flagged.where(F.col("is_new") & ~F.col("late")).select("obs_id").join(
+                    members.select("obs_id", "is_rep"), on="obs_id", how="left")
+                for row in fate.groupBy("is_rep").count().collect():
+                    metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
+                metrics["clusters_written"] = members.where(F.col("is_rep")).count()
+                runtime.checkpoint("dedup:before-write")
+                runtime.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data", settings)
+                runtime.checkpoint("dedup:after-late")
+                metrics.update(write_clusters(spark, members, settings))
+            finally:
+                members.unpersist()
+                touched.unpersist()
         finally:
-            members.unpersist()
-            touched.unpersist()
+            flagged.unpersist()
     metrics["duplicates"] = metrics["exact_duplicates"] + metrics["near_duplicates"]
-    runtime.commit_progress(spark, STAGE, SOURCE, last, args.run_id, settings)
     metrics["consumed"] = {SOURCE: last}
     return metrics
 

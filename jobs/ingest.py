@@ -89,7 +89,7 @@ def ingest_quarantine_id(file_path: str, file_sha256: str, record_no: int) -> st
 
 
 def batch_rows(
-    files: list[LandedFile], ingest_time: dt.datetime, run_id: str
+    files: list[LandedFile], ingest_time: dt.datetime, run_id: str, batch_id: int = 0
 ) -> tuple[dict[str, list[tuple]], list[tuple], dict[str, tuple[int, int]]]:
     """The bronze rows per kind, the quarantine rows, and (bronze records, quarantined) per file."""
     bronze: dict[str, list[tuple]] = {kind: [] for kind in schemas.SENSOR_KINDS}
@@ -102,7 +102,7 @@ def batch_rows(
             if rec.reason is None:
                 bronze[f.kind].append(
                     (bronze_id(f.sha256, rec.record_no), f.kind, f.path, rec.record_no, rec.text,
-                     ingest_time, ingest_time.date(), run_id)
+                     ingest_time, ingest_time.date(), run_id, batch_id)
                 )
             else:
                 refused += 1
@@ -153,14 +153,17 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
     # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
     # date is the UTC date, whatever the driver's time zone.
     ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
-    bronze, quarantine, _ = batch_rows(files, ingest_time, run_id)
+    bronze, quarantine, _ = batch_rows(files, ingest_time, run_id, batch_id)
+    runtime.checkpoint("ingest:before-write")
     for kind in schemas.SENSOR_KINDS:
         if bronze[kind]:
             append_bronze(spark, settings, kind, bronze[kind], batch_id)
+            runtime.checkpoint(f"ingest:after-{kind}")
     write_quarantine(spark, settings, quarantine)
+    runtime.checkpoint("ingest:after-quarantine")
     mark_done(spark, settings, plan)
     out = sum(len(v) for v in bronze.values())
-    return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine)}
+    return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine), "duplicates": 0}
 
 
 def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
@@ -174,7 +177,7 @@ def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
 
 def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[str, Any]]) -> tuple[dict[str, int], list[int]]:
     """Finish batches a crashed run planned but did not mark done (oldest first)."""
-    totals = {"records_in": 0, "records_out": 0, "quarantined": 0, "files_replayed": 0, "files_vanished": 0}
+    totals = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "files_replayed": 0, "files_vanished": 0}
     planned = sorted({r["batch_id"] for r in ledger if r["status"] == "planned"})
     for batch_id in planned:
         plan = sorted((r for r in ledger if r["batch_id"] == batch_id and r["status"] == "planned"),

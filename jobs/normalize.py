@@ -12,8 +12,10 @@ lateness is judged against event-time windows downstream, never by wall-clock ar
   (same frame sent twice, same row in two archive files) finds its id taken and is counted as a
   duplicate, and a retried run inserts nothing twice;
 * quarantine with ``merge_new`` on ``quarantine_id`` (stage, bronze record, detection);
-* then, and only then, the bronze versions consumed (``commit_progress``): a crash before that
-  replays the same changes into the two idempotent sinks.
+* ``ops.watermarks``: per sensor and ingest batch, the newest event time that arrived (upserted; the
+  same rows on every replay), from which :mod:`sda.watermarks` derives every watermark;
+* then, and only then, the bronze versions consumed (``ops.progress``, by ``runtime.run_stage``):
+  a crash before that replays the same changes into the idempotent sinks.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sda import envelope, runtime, wire
+from sda import envelope, runtime, watermarks, wire
 from sda.sensors import sensors_frame
 from sda.settings import Settings
 from sda.tables import BRONZE_BY_KIND, TABLES
@@ -90,13 +92,16 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         metrics["by_kind"] = {r["sensor_kind"]: r["count"] for r in checked.groupBy("sensor_kind").count().collect()}
         metrics["records_in"] = sum(metrics["by_kind"].values())
 
+        runtime.checkpoint("normalize:before-write")
+        # arrivals first: every silver row then has its batch's watermark row
+        runtime.upsert(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
+        runtime.checkpoint("normalize:after-watermarks")
         runtime.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
+        runtime.checkpoint("normalize:after-silver")
         runtime.merge_new(spark, refused, "quarantine", settings)
     finally:
         ranked.unpersist()
         checked.unpersist()
-    for table, version in consumed:
-        runtime.commit_progress(spark, STAGE, table, version, args.run_id, settings)
     metrics["consumed"] = dict(consumed)
     return metrics
 

@@ -145,6 +145,7 @@ def to_observations(valid: "DataFrame", run_id: str) -> "DataFrame":
         "event_time",
         F.to_date("event_time").alias("event_date"),
         "ingest_time",
+        "ingest_batch",
         (c("range_km") * 1000.0).alias("range_m"),
         (c("az_deg") * deg).alias("az_rad"),
         (c("el_deg") * deg).alias("el_rad"),

@@ -1,15 +1,26 @@
-"""What every stage job shares: its CLI, idempotent Delta sinks and change-feed progress.
+"""What every stage job shares: its CLI, idempotent Delta sinks, change-feed progress, run metrics.
 
 A job is ``main(argv)`` -> :func:`run_stage` (parse and validate arguments, build the session,
-ensure tables) -> the stage's ``run(spark, settings, args)`` which reads, calls pure transforms, and
-writes through the sinks below. Every sink is idempotent, so an Airflow retry of a half-done run
-converges to the same tables:
+ensure tables) -> the stage's ``run(spark, settings, args)``, which reads, calls pure transforms,
+writes through the sinks below and returns its figures, including ``consumed`` (upstream table ->
+last Delta version read). :func:`run_stage` then checks the conservation equation, records the
+figures in ``ops.run_metrics``, and only then commits the consumed versions to ``ops.progress``.
 
-* :func:`merge_new` inserts rows whose key is not in the table yet (MERGE ... WHEN NOT MATCHED);
-* :func:`upsert` inserts or replaces rows by key (for state that is refined);
-* the change-feed reader :func:`read_changes` returns the upstream rows committed since the version
-  this stage last consumed, and :func:`commit_progress` records the new version *after* the writes:
-  a crash in between replays the same changes into idempotent sinks.
+Exactly-once *effect* comes from the pairing of a replayable input with idempotent outputs:
+
+* inputs are read by version (:func:`read_changes`: the change feed from this stage's last consumed
+  version + 1 to the table's current version), so a rerun reads the very same rows;
+* every output is idempotent for those rows -- :func:`merge_new` inserts keys not present yet,
+  :func:`upsert` replaces state by key with values recomputed from durable tables, and
+  :func:`append_once` appends with Delta's ``txnAppId``/``txnVersion``, which Delta itself skips
+  when that (app, version) is already committed;
+* progress is committed last, in one Delta commit for all the stage's inputs. A crash before it
+  (before the writes, between two of them, or after all of them) leaves the old progress, and the
+  Airflow retry replays the same versions into sinks that already hold some or all of the rows:
+  nothing is lost, nothing doubled. The outputs and the progress thus change together as far as any
+  reader can tell, which is what committing them atomically is for.
+
+:func:`checkpoint` marks the points between writes; tests arm them to kill a stage there.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -99,11 +111,39 @@ def run_stage(
     print(json.dumps(metrics, default=str, sort_keys=True), file=sys.stdout, flush=True)
     conserved = record_run_metrics(spark, settings, stage, args, metrics)
     if conserved is False:
+        # Before the progress commit: the inputs stay unconsumed, and every retry fails the same way
+        # until someone looks.
         raise ConservationError(
             f"{stage} run {args.run_id}: records in ({metrics['records_in']}) != out ({metrics['records_out']}) + "
             f"quarantined ({metrics['quarantined']}) + duplicates ({metrics['duplicates']}) + late ({metrics.get('late', 0)})"
         )
+    checkpoint(f"{stage}:before-progress")
+    commit_progress(spark, stage, metrics.get("consumed") or {}, args.run_id, settings)
     return metrics
+
+
+# --- fault injection ---------------------------------------------------------------------------------
+
+KILL_ENV = "SDA_KILL_AT"
+KILL_AT: set[str] = set()  # armed in-process by tests: checkpoint() raises SimulatedCrash there
+
+
+class SimulatedCrash(RuntimeError):
+    """Raised at an armed checkpoint: the stage dies there, as a killed executor or driver would."""
+
+
+def checkpoint(name: str) -> None:
+    """A point between two writes of a stage (``<stage>:<where>``). Normally nothing happens.
+
+    Armed in-process (``KILL_AT``) it raises :class:`SimulatedCrash`; armed through the environment
+    (``SDA_KILL_AT=normalize:after-silver``, comma-separated) the process exits at once with status
+    137, as after ``kill -9``: no ``finally`` block, no Spark shutdown hook, nothing flushed.
+    """
+    if name in KILL_AT:
+        raise SimulatedCrash(name)
+    if name in {p.strip() for p in os.environ.get(KILL_ENV, "").split(",") if p.strip()}:
+        log.error("SDA_KILL_AT=%s: killing the process at %s", os.environ[KILL_ENV], name)
+        os._exit(137)
 
 
 class ConservationError(RuntimeError):
@@ -134,10 +174,31 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
 
 # --- sinks -----------------------------------------------------------------------------------------
 
-def _merge_condition(spec: TableSpec) -> str:
+def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
+    """``t.k = s.k AND ...`` over the key, plus, for each of the table's ``prune`` columns, equality
+    and the source's [min, max] as literals: Delta prunes partitions and skips files by those, so a
+    MERGE reads the part of the table the batch touches instead of all of it."""
+    from pyspark.sql import functions as F
+
     if not spec.key:
         raise ValueError(f"table {spec.name} has no key to merge on")
-    return " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.key)
+    terms = [f"t.`{k}` = s.`{k}`" for k in spec.key]
+    if source is not None and spec.prune:
+        aggs = []
+        for col in spec.prune:
+            kind = spec.schema[col].dataType.typeName()
+            fmt = "yyyy-MM-dd" if kind == "date" else "yyyy-MM-dd HH:mm:ss.SSSSSS"  # session time zone is UTC
+            aggs += [F.date_format(F.min(col), fmt).alias(f"lo_{col}"), F.date_format(F.max(col), fmt).alias(f"hi_{col}")]
+        bounds = source.agg(*aggs).first()
+        for col in spec.prune:
+            lo, hi = bounds[f"lo_{col}"], bounds[f"hi_{col}"]
+            if lo is None:
+                continue  # empty source: nothing to prune by
+            literal = "DATE" if spec.schema[col].dataType.typeName() == "date" else "TIMESTAMP"
+            if col not in spec.key:
+                terms.append(f"t.`{col}` = s.`{col}`")
+            terms.append(f"t.`{col}` BETWEEN {literal}'{lo}' AND {literal}'{hi}'")
+    return " AND ".join(terms)
 
 
 def merge_new(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings) -> None:
@@ -147,7 +208,7 @@ def merge_new(spark: "SparkSession", df: "DataFrame", table: str, settings: Sett
     spec = TABLES[table]
     source = df.select(*[f.name for f in spec.schema.fields]).dropDuplicates(list(spec.key))
     target = DeltaTable.forPath(spark, spec.path(settings))
-    target.alias("t").merge(source.alias("s"), _merge_condition(spec)).whenNotMatchedInsertAll().execute()
+    target.alias("t").merge(source.alias("s"), merge_condition(spec, source)).whenNotMatchedInsertAll().execute()
 
 
 def upsert(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings) -> None:
@@ -159,7 +220,7 @@ def upsert(spark: "SparkSession", df: "DataFrame", table: str, settings: Setting
     target = DeltaTable.forPath(spark, spec.path(settings))
     (
         target.alias("t")
-        .merge(source.alias("s"), _merge_condition(spec))
+        .merge(source.alias("s"), merge_condition(spec, source))
         .whenMatchedUpdateAll()
         .whenNotMatchedInsertAll()
         .execute()
@@ -227,9 +288,13 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
     return changes, start, end
 
 
-def commit_progress(spark: "SparkSession", stage: str, table: str, version: int, run_id: str, settings: Settings) -> None:
-    """Record that ``stage`` has consumed ``table`` up to ``version`` (call after the stage's writes)."""
+def commit_progress(spark: "SparkSession", stage: str, consumed: dict[str, int], run_id: str, settings: Settings) -> None:
+    """Record, in one Delta commit, that ``stage`` has consumed each table up to its version
+    (:func:`run_stage` calls this after the stage's writes)."""
     from pyspark.sql import functions as F
 
-    row = spark.createDataFrame([(stage, table, int(version), run_id)], "stage string, source_table string, version long, run_id string")
-    upsert(spark, row.withColumn("updated", F.current_timestamp()), "progress", settings)
+    if not consumed:
+        return
+    rows = [(stage, table, int(version), run_id) for table, version in sorted(consumed.items())]
+    df = spark.createDataFrame(rows, "stage string, source_table string, version long, run_id string")
+    upsert(spark, df.withColumn("updated", F.current_timestamp()), "progress", settings)

@@ -100,6 +100,9 @@ BRONZE = T.StructType(
         T.StructField("ingest_time", T.TimestampType(), False),
         T.StructField("ingest_date", T.DateType(), False),
         T.StructField("run_id", T.StringType(), False),
+        # The ledger batch that appended the row: the arrival order every event-time watermark is
+        # judged by (see sda.watermarks), the same whichever run later reads it.
+        T.StructField("ingest_batch", T.LongType(), False),
     ]
 )
 
@@ -130,6 +133,7 @@ OBSERVATION = T.StructType(
         T.StructField("event_time", T.TimestampType(), False),
         T.StructField("event_date", T.DateType(), False),
         T.StructField("ingest_time", T.TimestampType(), False),
+        T.StructField("ingest_batch", T.LongType(), False),  # arrival order (bronze ``ingest_batch``)
         # radar (site-relative, SI)
         T.StructField("range_m", T.DoubleType()),
         T.StructField("az_rad", T.DoubleType()),
@@ -198,12 +202,57 @@ UNCORRELATED = T.StructType(
 OBJECT_STATE = T.StructType(
     [
         T.StructField("norad_id", T.LongType(), False),
-        T.StructField("window_start", T.TimestampType(), False),
+        T.StructField("window_start", T.TimestampType(), False),  # fixed event-time window (settings.state_window_s)
+        T.StructField("window_end", T.TimestampType(), False),
         T.StructField("observations", T.LongType(), False),
         T.StructField("residual_mean_m", T.DoubleType()),
         T.StructField("residual_rms_m", T.DoubleType()),
         T.StructField("last_observed", T.TimestampType(), False),
+        # provisional (false) until the pipeline watermark passes window_end; then no data can change it
+        T.StructField("final", T.BooleanType(), False),
         T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+# A sensor's pass over an object: a session window over its correlated observations that ends after
+# a gap of settings.pass_gap_s without one.
+PASSES = T.StructType(
+    [
+        T.StructField("sensor_id", T.StringType(), False),
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("pass_start", T.TimestampType(), False),  # first observation
+        T.StructField("pass_end", T.TimestampType(), False),  # last observation
+        T.StructField("observations", T.LongType(), False),
+        T.StructField("residual_rms_m", T.DoubleType()),
+        T.StructField("final", T.BooleanType(), False),  # the sensor's watermark is past pass_end + gap
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+# Per sensor and ingest batch: the newest (and oldest) event time that arrived; the watermark of a
+# sensor before batch b is the newest event time of its batches < b minus the allowed lateness.
+WATERMARKS = T.StructType(
+    [
+        T.StructField("sensor_id", T.StringType(), False),
+        T.StructField("sensor_kind", T.StringType(), False),
+        T.StructField("ingest_batch", T.LongType(), False),
+        T.StructField("max_event_time", T.TimestampType(), False),
+        T.StructField("min_event_time", T.TimestampType(), False),
+        T.StructField("records", T.LongType(), False),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+# Observations that arrived after the event-time window they belong to was final: kept, counted,
+# never folded into a final result.
+LATE_DATA = T.StructType(
+    OBSERVATION.fields
+    + [
+        T.StructField("late_stage", T.StringType(), False),  # the stage whose window was final
+        T.StructField("window_end", T.TimestampType(), False),  # end of the window that was already final
+        T.StructField("watermark", T.TimestampType(), False),  # the watermark it met on arrival
+        T.StructField("lateness_s", T.DoubleType(), False),  # newest event time seen from its sensor - its event time
+        T.StructField("late_run_id", T.StringType(), False),
     ]
 )
 

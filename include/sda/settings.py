@@ -19,9 +19,10 @@ from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ENV_PREFIX = "SDA_"
-# SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch):
+# SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch, the
+# fault injection of sda.runtime.checkpoint):
 # allowed alongside the settings, so only a misspelt setting is refused.
-CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI"})
+CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_KILL_AT"})
 
 
 class SettingsError(ValueError):
@@ -99,7 +100,10 @@ class Settings:
     cadence_minutes: int = 15
     # event time
     dedup_window_s: float = 10.0
-    allowed_lateness_s: float = 3600.0
+    allowed_lateness_s: float = 3600.0  # watermark = newest event time seen from a sensor minus this
+    idle_source_s: float = 21600.0  # a sensor this far (event time) behind the newest one holds no window open
+    pass_gap_s: float = 600.0  # a sensor's pass over an object ends after this gap (session window)
+    state_window_s: float = 3600.0  # per-object catalogue-state window (fixed, event time)
     clock_skew_s: float = 300.0
     # correlation
     correlation_gate_km: float = 50.0
@@ -111,6 +115,8 @@ class Settings:
     pc_red: float = 1e-4
     pc_yellow: float = 1e-7
     hard_body_radius_m: float = 20.0
+    # table upkeep (jobs/maintenance.py)
+    vacuum_retention_h: float = 168.0  # VACUUM keeps files this long at least (and longer for a lagging consumer)
 
     def table_path(self, name: str) -> str:
         """The storage location of a registered table (see :mod:`sda.tables`)."""
@@ -142,6 +148,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "cadence_minutes": _positive_int,
     "dedup_window_s": _positive_float,
     "allowed_lateness_s": _positive_float,
+    "idle_source_s": _positive_float,
+    "pass_gap_s": _positive_float,
+    "state_window_s": _positive_float,
     "clock_skew_s": _positive_float,
     "correlation_gate_km": _positive_float,
     "screening_horizon_h": _positive_float,
@@ -151,6 +160,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "pc_red": _probability,
     "pc_yellow": _probability,
     "hard_body_radius_m": _positive_float,
+    "vacuum_retention_h": _positive_float,
 }
 
 
@@ -184,5 +194,12 @@ def _check_consistency(s: Settings) -> None:
             f"SDA_ALERT_DISTANCE_KM={s.alert_distance_km} exceeds SDA_SCREENING_THRESHOLD_KM={s.screening_threshold_km}: "
             "an alert distance must lie inside the screening threshold"
         )
+    if s.state_window_s % s.dedup_window_s or s.state_window_s < s.dedup_window_s:
+        raise SettingsError(
+            f"SDA_STATE_WINDOW_S={s.state_window_s} is not a whole multiple of SDA_DEDUP_WINDOW_S={s.dedup_window_s}: "
+            "dedup windows must nest inside state windows, or a final state window could be re-fired"
+        )
+    if s.vacuum_retention_h < 24:
+        raise SettingsError(f"SDA_VACUUM_RETENTION_H={s.vacuum_retention_h}: at least 24 hours, so no change-feed reader loses its files")
     if s.screening_step_s > 600:
         raise SettingsError(f"SDA_SCREENING_STEP_S={s.screening_step_s}: at most 600 s, or close approaches are missed")

@@ -37,6 +37,10 @@ class TableSpec:
     partition_by: tuple[str, ...] = ()
     append_only: bool = False
     key: tuple[str, ...] = ()  # the natural key writers MERGE on (empty: append-only log)
+    # Columns that a row's key determines (a partition column, a time in the key): MERGEs restrict the
+    # target to the source's range of them, so Delta prunes partitions / skips files and a MERGE costs
+    # what the batch touches, not the table's size.
+    prune: tuple[str, ...] = ()
 
     @property
     def properties(self) -> dict[str, str]:
@@ -67,18 +71,26 @@ _SPECS = [
               partition_by=("ingest_date",), append_only=True),
     TableSpec("observations", "silver", schemas.OBSERVATION,
               "every well-formed observation in the common envelope (SI units, event time)",
-              partition_by=("event_date",), key=("obs_id",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("observations_dedup", "silver", schemas.DEDUPED,
               "observations with redeliveries and same-track repeats collapsed",
-              partition_by=("event_date",), key=("obs_id",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("catalog", "gold", schemas.CATALOG, "catalogued objects: TLE history by epoch",
               key=("norad_id", "epoch")),
     TableSpec("correlated", "gold", schemas.CORRELATED, "observations associated with a catalogue object",
-              partition_by=("event_date",), key=("obs_id",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("uncorrelated", "gold", schemas.UNCORRELATED, "observations no catalogue object explains",
-              partition_by=("event_date",), key=("obs_id",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("object_state", "gold", schemas.OBJECT_STATE, "per object and event-time window state",
-              key=("norad_id", "window_start")),
+              key=("norad_id", "window_start"), prune=("window_start",)),
+    TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
+              key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",)),
+    TableSpec("watermarks", "ops", schemas.WATERMARKS,
+              "per sensor and ingest batch, the event times that arrived: the watermarks' source",
+              key=("sensor_id", "ingest_batch")),
+    TableSpec("late_data", "ops", schemas.LATE_DATA,
+              "observations that arrived after their event-time window was final, with their lateness",
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("conjunctions", "gold", schemas.CONJUNCTION, "close approaches under the screening threshold",
               key=("event_id",)),
     TableSpec("alerts", "gold", schemas.ALERT, "conjunctions over an alert threshold", key=("alert_id",)),

@@ -234,7 +234,8 @@ def _num(text: "Column") -> "Column":
 def _lineage(df: "DataFrame") -> list["Column"]:
     from pyspark.sql import functions as F
 
-    return [F.col(c) for c in ("bronze_id", "sensor_kind", "source_file", "record_no", "payload", "ingest_time")]
+    return [F.col(c) for c in ("bronze_id", "sensor_kind", "source_file", "record_no", "payload", "ingest_time",
+                               "ingest_batch")]
 
 
 def _contract(df: "DataFrame") -> "DataFrame":
@@ -246,7 +247,7 @@ def _contract(df: "DataFrame") -> "DataFrame":
             df = df.withColumn(name, F.lit(None).cast("double"))
     return df.select(
         "bronze_id", "sensor_kind", "source_file", "record_no", F.col("item_no").cast("long").alias("item_no"),
-        "payload", "ingest_time", "sensor_id", "event_time", *MEASUREMENT_COLUMNS, "parse_error",
+        "payload", "ingest_time", "ingest_batch", "sensor_id", "event_time", *MEASUREMENT_COLUMNS, "parse_error",
     )
 
 

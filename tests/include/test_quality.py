@@ -22,7 +22,7 @@ def observation(obs_id, sensor_id="EGLIN", kind="radar", event_s=0.0, ingest_s=6
     row = {f.name: None for f in schemas.OBSERVATION.fields}
     event = T0 + dt.timedelta(seconds=event_s)
     row.update(obs_id=obs_id, sensor_id=sensor_id, sensor_kind=kind, event_time=event, event_date=event.date(),
-               ingest_time=T0 + dt.timedelta(seconds=ingest_s), bronze_id=f"b-{obs_id}-{len(values)}",
+               ingest_time=T0 + dt.timedelta(seconds=ingest_s), ingest_batch=1, bronze_id=f"b-{obs_id}-{len(values)}",
                source_file=f"{kind}/f1", run_id="normalize-run")
     if kind == "radar":
         row.update(range_m=1.2e6, az_rad=3.1, el_rad=math.radians(30.0), range_rate_ms=-2500.0)

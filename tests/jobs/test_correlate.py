@@ -35,6 +35,13 @@ def args(run_id):
     return argparse.Namespace(start=EPOCH, end=EPOCH + dt.timedelta(hours=1), run_id=run_id)
 
 
+def run_job(job, spark, settings, run_id):
+    """The job as Airflow runs it (through runtime.run_stage: metrics, then the progress commit)."""
+    a = args(run_id)
+    return job.main(["--start", a.start.isoformat(), "--end", a.end.isoformat(), "--run-id", run_id],
+                    settings=settings, spark=spark)
+
+
 def tle(norad_id, epoch=EPOCH, elements=None):
     return screening.tle_from_elements(norad_id, epoch, *(elements or ELEMENTS[norad_id]))
 
@@ -60,7 +67,7 @@ def observation(obs_id, kind, norad_id, when):
         values.update(sensor_id="ISL-01", x_m=r[0] * 1000, y_m=r[1] * 1000, z_m=r[2] * 1000,
                       vx_ms=v[0] * 1000, vy_ms=v[1] * 1000, vz_ms=v[2] * 1000)
     values.update(obs_id=obs_id, sensor_kind=kind, event_time=when, event_date=when.date(), ingest_time=when,
-                  bronze_id="b-" + obs_id, source_file="test", run_id="test", copies=1)
+                  ingest_batch=1, bronze_id="b-" + obs_id, source_file="test", run_id="test", copies=1)
     return tuple(float(x) if isinstance(x, np.floating) else x for x in (values[f.name] for f in schemas.DEDUPED.fields))
 
 
@@ -99,7 +106,7 @@ def test_correlate_end_to_end_and_replay(spark, settings):
     ]
     append(spark, settings, "observations_dedup", obs, schemas.DEDUPED)
 
-    metrics = job.run(spark, settings, args("run-1"))
+    metrics = run_job(job, spark, settings, "run-1")
     assert metrics["observations"] == 6 and metrics["correlated"] == 5 and metrics["uncorrelated"] == 1
     correlated = table(spark, settings, "correlated")
     assert {k: v["norad_id"] for k, v in correlated.items()} == {"r13": 13, "r11": 11, "i11": 11, "o15": 15, "i12": 12}
@@ -119,10 +126,10 @@ def test_correlate_end_to_end_and_replay(spark, settings):
     assert s11["residual_rms_m"] >= abs(s11["residual_mean_m"]) and s11["residual_rms_m"] < 1.0
 
     # nothing new: a second run reads nothing and changes nothing
-    assert job.run(spark, settings, args("run-2"))["observations"] == 0
+    assert run_job(job, spark, settings, "run-2")["observations"] == 0
     # a crash before the progress commit means a full replay: same tables, nothing doubled
-    runtime.commit_progress(spark, "correlate", "observations_dedup", -1, "reset", settings)
-    replay = job.run(spark, settings, args("run-3"))
+    runtime.commit_progress(spark, "correlate", {"observations_dedup": -1}, "reset", settings)
+    replay = run_job(job, spark, settings, "run-3")
     assert replay["observations"] == 6
     assert TABLES["correlated"].read(spark, settings).count() == 5
     assert TABLES["uncorrelated"].read(spark, settings).count() == 1
@@ -132,7 +139,7 @@ def test_correlate_end_to_end_and_replay(spark, settings):
     # a late observation of 11 in the first hour refolds that window from the whole table
     append(spark, settings, "observations_dedup", [observation("late11", "isl", 11, EPOCH + dt.timedelta(minutes=50))],
            schemas.DEDUPED)
-    assert job.run(spark, settings, args("run-4"))["correlated"] == 1
+    assert run_job(job, spark, settings, "run-4")["correlated"] == 1
     state = table(spark, settings, "object_state")
     assert state[(11, hour0)]["observations"] == 3 and state[(11, hour0)]["run_id"] == "run-4"
     assert state[(13, hour0)]["observations"] == 1
@@ -143,5 +150,5 @@ def test_empty_catalogue_is_an_error_and_consumes_nothing(spark, settings):
     ensure_tables(spark, settings)
     append(spark, settings, "observations_dedup", [observation("x", "radar", 11, EPOCH)], schemas.DEDUPED)
     with pytest.raises(RuntimeError, match="catalog is empty"):
-        job.run(spark, settings, args("run-1"))
+        run_job(job, spark, settings, "run-1")
     assert runtime.last_consumed(spark, "correlate", "observations_dedup", settings) == -1

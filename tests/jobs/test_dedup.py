@@ -24,11 +24,11 @@ def dedup():
     return importlib.import_module("jobs.dedup")  # jobs/ is a package on pytest's path
 
 
-def obs(obs_id, sensor_id, kind, dt_s, **values):
+def obs(obs_id, sensor_id, kind, dt_s, batch=1, **values):
     row = {f.name: None for f in schemas.OBSERVATION.fields}
     event_time = BASE + dt.timedelta(seconds=dt_s)
     row.update(obs_id=obs_id, sensor_id=sensor_id, sensor_kind=kind, event_time=event_time,
-               event_date=event_time.date(), ingest_time=BASE + dt.timedelta(minutes=1),
+               event_date=event_time.date(), ingest_time=BASE + dt.timedelta(minutes=1), ingest_batch=batch,
                bronze_id=f"bronze-{obs_id}", source_file="f", run_id="norm-1", **values)
     return row
 

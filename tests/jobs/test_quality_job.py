@@ -26,7 +26,7 @@ def silver(spark, run_id, rows):
     for obs_id, range_m in rows:
         row = {f.name: None for f in schemas.OBSERVATION.fields}
         row.update(obs_id=obs_id, sensor_id="EGLIN", sensor_kind="radar", event_time=t0, event_date=t0.date(),
-                   ingest_time=t0, range_m=range_m, az_rad=3.0, el_rad=math.radians(20), range_rate_ms=100.0,
+                   ingest_time=t0, ingest_batch=1, range_m=range_m, az_rad=3.0, el_rad=math.radians(20), range_rate_ms=100.0,
                    bronze_id=f"b-{obs_id}", source_file="radar/f", run_id=run_id)
         out.append(tuple(row[f.name] for f in schemas.OBSERVATION.fields))
     return spark.createDataFrame(out, schemas.OBSERVATION)
