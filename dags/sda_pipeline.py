@@ -24,15 +24,12 @@ the same interval converges to the same tables. The graph is declared in
 from __future__ import annotations
 
 import datetime as dt
-import os
-import sys
-from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, DeltaTriggerTimetable
 
+from sda.airflow_support import submit_kwargs
 from sda.settings import PROJECT_ROOT, load_settings
-from sda.spark import DELTA_PACKAGE, session_conf
 from sda.topology import STAGES
 
 settings = load_settings()
@@ -46,22 +43,6 @@ INTERVAL_START = (
 INTERVAL_END = "{{ (data_interval_end | default(dag_run.run_after, true)).isoformat() }}"
 
 
-def _spark_submit() -> str | None:
-    """The spark-submit next to this interpreter (the venv's pyspark), else the hook's default
-    (``spark-submit`` on PATH, or the connection's ``spark-binary`` extra)."""
-    candidate = Path(sys.executable).parent / "spark-submit"
-    return str(candidate) if candidate.is_file() else None
-
-
-def _job_env() -> dict[str, str]:
-    """What the job process must see: the same SDA_* settings and the same Python on both sides."""
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    env = settings.as_env()
-    env.update({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", python)})
-    return env
-
-
-jars = settings.spark_jars()
 cadence = dt.timedelta(minutes=settings.cadence_minutes)
 
 with DAG(
@@ -91,17 +72,10 @@ with DAG(
         tasks[stage.name] = SparkSubmitOperator(
             task_id=stage.name,
             doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
-            conn_id="spark_default",
             application=str(PROJECT_ROOT / stage.job),
             application_args=["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", *extra],
-            conf=session_conf(settings),
-            jars=",".join(jars) or None,
-            packages=None if jars else DELTA_PACKAGE,
-            driver_memory=settings.driver_memory,
-            env_vars=_job_env(),
-            spark_binary=_spark_submit(),
             name=f"sda-{stage.name}",
-            verbose=False,
+            **submit_kwargs(settings),
         )
     for stage in STAGES:
         for upstream in stage.upstream:

@@ -199,7 +199,7 @@ def _instant(us: int) -> dt.datetime:
 
 
 def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFrame", sensor_marks: dict[str, int],
-                  run_id: str) -> None:
+                  run_id: str, retracted: "DataFrame | None" = None) -> None:
     """Passes where this run's correlated observations fell, read and rewritten within bounds taken
     from the data (literal ranges, so Delta skips the rest of both tables)."""
     gap_us = int(round(settings.pass_gap_s * 1e6))
@@ -213,6 +213,8 @@ def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFr
     days = [lo.date() + dt.timedelta(days=k) for k in range((hi.date() - lo.date()).days + 1)]
     nearby = TABLES["correlated"].read(spark, settings).where(
         F.col("event_date").isin(days) & F.col("event_time").between(F.lit(lo), F.lit(hi)))
+    if retracted is not None:
+        nearby = nearby.join(F.broadcast(retracted.select("obs_id")), on="obs_id", how="left_anti")
     write_passes(spark, passes_to_write(nearby, existing, new_rows, settings, sensor_marks, run_id), settings)
 
 
@@ -260,7 +262,8 @@ def _updated(table) -> int:
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
-    changes, first, last = runtime.read_changes(spark, STAGE, SOURCE, settings)
+    # net changes: dedup replaces a representative when an earlier copy of it arrives later
+    changes, retracted, first, last = runtime.read_net_changes(spark, STAGE, SOURCE, settings)
     metrics: dict[str, Any] = {"versions": [first, last], "records_in": 0, "records_out": 0, "quarantined": 0,
                                "duplicates": 0, "late": 0, "observations": 0}
     if first > last:
@@ -270,6 +273,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                  for r in latest_catalog(TABLES["catalog"].read(spark, settings)).collect()]
     totals = changes.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("obs_id").alias("ids"),
                          F.max("ingest_batch").alias("batch")).first()
+    newest_batch = max((b for b in (totals["batch"], retracted.agg(F.max("ingest_batch")).first()[0]) if b is not None),
+                       default=None)
     n_obs = totals["ids"]
     # a row the change feed carries twice (inserted, then its copies count updated) is one observation
     metrics.update(records_in=totals["n"], duplicates=totals["n"] - totals["ids"])
@@ -279,7 +284,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
 
     # What the watermarks say once every batch this run has seen is in: windows that end before
     # them are final (see sda.watermarks).
-    sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(totals["batch"])) if n_obs else ({}, None)
+    sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(newest_batch)) if newest_batch else ({}, None)
     final_before = None if pipeline_mark is None else dt.datetime.fromtimestamp(pipeline_mark / 1e6, dt.timezone.utc)
 
     gate_rad = float(np.deg2rad(correlation.OPTICAL_GATE_DEG))
@@ -292,25 +297,42 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         runtime.checkpoint("correlate:after-correlated")
         runtime.merge_new(spark, uncorrelated_rows(results, args.run_id), "uncorrelated", settings)
         runtime.checkpoint("correlate:after-uncorrelated")
+        # Observations dedup withdrew: their state windows and passes are recomputed without them
+        # (reads below skip them), and they are deleted last, so a retry still finds them.
+        retracted = retracted.select("obs_id", "event_date").localCheckpoint()
+        n_retracted = retracted.count()
+        gone = (TABLES["correlated"].read(spark, settings).join(F.broadcast(retracted), on=["obs_id", "event_date"], how="left_semi")
+                .select("sensor_id", "norad_id", "event_time") if n_retracted else None)
         new_rows = results.where(F.col("status") == "correlated").select("sensor_id", "norad_id", "event_time")
+        if gone is not None:
+            new_rows = new_rows.unionByName(gone).localCheckpoint()
         touched = new_rows.select("norad_id", watermarks.window_start(F.col("event_time"), window_s).alias("window_start")).distinct().collect()
         if touched:
             touched_df = spark.createDataFrame(touched, "norad_id long, window_start timestamp")
             days = sorted({r["window_start"].date() for r in touched} | {(r["window_start"] + dt.timedelta(seconds=window_s)).date() for r in touched})
             table = TABLES["correlated"].read(spark, settings).where(F.col("event_date").isin(days))  # partition pruning
-            state = object_state(table, touched_df, window_s, final_before, args.run_id)
+            if n_retracted:
+                table = table.join(F.broadcast(retracted.select("obs_id")), on="obs_id", how="left_anti")
+            state = object_state(table, touched_df, window_s, final_before, args.run_id).localCheckpoint()
             lo, hi = min(r["window_start"] for r in touched), max(r["window_start"] for r in touched)
             existing_state = TABLES["object_state"].read(spark, settings).where(
                 F.col("window_start").between(F.lit(lo), F.lit(hi)))  # file skipping by window_start
             refired = state.join(existing_state.select("norad_id", "window_start"),
                                  on=["norad_id", "window_start"], how="left_semi").count()
             runtime.upsert(spark, state, "object_state", settings)
+            emptied = touched_df.join(state.select("norad_id", "window_start"), on=["norad_id", "window_start"], how="left_anti")
+            if emptied.take(1):  # windows whose only observations were withdrawn
+                runtime.delete_keys(spark, emptied, "object_state", settings)
             runtime.checkpoint("correlate:after-object-state")
             metrics["state_windows_refired"] = refired
-            update_passes(spark, settings, new_rows, sensor_marks, args.run_id)
+            update_passes(spark, settings, new_rows, sensor_marks, args.run_id, retracted if n_retracted else None)
             runtime.checkpoint("correlate:after-passes")
+        if n_retracted:
+            for table_name in ("correlated", "uncorrelated"):
+                runtime.delete_keys(spark, retracted, table_name, settings)
     finally:
         results.unpersist()
+    metrics["retracted"] = n_retracted
     metrics.update(finalize(spark, settings, final_before, sensor_marks, args.run_id))
     correlated_n = sum(v for (s, _), v in counts.items() if s == "correlated")
     uncorrelated_n = sum(v for (s, _), v in counts.items() if s == "uncorrelated")

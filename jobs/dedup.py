@@ -83,8 +83,8 @@ def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) 
     target = DeltaTable.forPath(spark, TABLES[TARGET].path(settings))
     (
         target.alias("t")
-        # event_date is the same for a row in both tables (copied from silver): it prunes partitions
-        .merge(members.alias("s"), "t.obs_id = s.obs_id AND t.event_date = s.event_date")
+        # event_date is the same for a row in both tables (copied from silver): its range prunes partitions
+        .merge(members.alias("s"), runtime.merge_condition(TABLES[TARGET], members))
         .whenMatchedDelete(condition="NOT s.is_rep")
         .whenMatchedUpdate(condition="s.is_rep AND t.copies <> s.copies", set=values)
         .whenNotMatchedInsert(condition="s.is_rep", values=values)

@@ -23,7 +23,10 @@ SETTING_DOCS = {
     "driver_memory": "spark-submit `--driver-memory`",
     "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
     "dedup_window_s": "event-time window in which repeats of one sensor's observation are folded",
-    "allowed_lateness_s": "allowed event-time lateness behind the watermark (windowed stages)",
+    "allowed_lateness_s": "a sensor's watermark is the newest event time it delivered minus this; a window is final once the watermark passes its end",
+    "idle_source_s": "a sensor whose newest event time is this far behind the newest sensor's no longer holds cross-sensor windows open",
+    "pass_gap_s": "a sensor's pass over an object (session window) ends after this gap without an observation",
+    "state_window_s": "width of the fixed event-time windows of gold.object_state (a whole multiple of the dedup window)",
     "clock_skew_s": "how far in the future of the interval an event time may be",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
@@ -33,6 +36,7 @@ SETTING_DOCS = {
     "pc_red": "collision probability of a red alert",
     "pc_yellow": "collision probability of a yellow alert",
     "hard_body_radius_m": "combined hard-body radius used for the collision probability",
+    "vacuum_retention_h": "VACUUM keeps unreferenced files at least this long (longer when a change-feed consumer lags)",
 }
 
 

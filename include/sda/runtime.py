@@ -276,6 +276,12 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
     end = table_version(spark, table, settings)
     if start > end:
         return spark.createDataFrame([], spec.schema), start, end
+    if start == 0:
+        # Everything from the beginning: the snapshot at ``end`` holds the same current rows, needs no
+        # change-feed files (which VACUUM may have removed, see jobs/maintenance.py) and skips rows
+        # that were later deleted.
+        snapshot = spark.read.format("delta").option("versionAsOf", end).load(spec.path(settings))
+        return snapshot.select(*[f.name for f in spec.schema.fields]), start, end
     changes = (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
@@ -286,6 +292,48 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
         .select(*[f.name for f in spec.schema.fields])
     )
     return changes, start, end
+
+
+def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Settings
+                     ) -> tuple["DataFrame", "DataFrame", int, int]:
+    """For a table whose rows are also updated and deleted: the *net* change per key since this
+    stage's last consumed version -- (rows whose last change is an insert or update, rows whose last
+    change is a delete (their pre-image), first version, last version). A row inserted and deleted
+    within the range shows up only as deleted."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    spec = TABLES[table]
+    cols = [f.name for f in spec.schema.fields]
+    start = last_consumed(spark, stage, table, settings) + 1
+    end = table_version(spark, table, settings)
+    empty = spark.createDataFrame([], spec.schema)
+    if start > end or start == 0:
+        current, _, _ = read_changes(spark, stage, table, settings)
+        return current, empty, start, end
+    feed = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", start)
+        .option("endingVersion", end)
+        .load(spec.path(settings))
+        .where(F.col("_change_type").isin("insert", "update_postimage", "delete"))
+    )
+    latest = Window.partitionBy(*spec.key).orderBy(F.col("_commit_version").desc())
+    last_change = feed.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
+    current = last_change.where(F.col("_change_type") != "delete").select(*cols)
+    deleted = last_change.where(F.col("_change_type") == "delete").select(*cols)
+    return current, deleted, start, end
+
+
+def delete_keys(spark: "SparkSession", keys: "DataFrame", table: str, settings: Settings) -> None:
+    """Delete the rows of ``table`` whose key is in ``keys`` (which also carries the prune columns)."""
+    from delta.tables import DeltaTable
+
+    spec = TABLES[table]
+    source = keys.select(*dict.fromkeys(list(spec.key) + list(spec.prune))).dropDuplicates(list(spec.key))
+    target = DeltaTable.forPath(spark, spec.path(settings))
+    target.alias("t").merge(source.alias("s"), merge_condition(spec, source)).whenMatchedDelete().execute()
 
 
 def commit_progress(spark: "SparkSession", stage: str, consumed: dict[str, int], run_id: str, settings: Settings) -> None:

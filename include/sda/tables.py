@@ -81,10 +81,12 @@ _SPECS = [
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("uncorrelated", "gold", schemas.UNCORRELATED, "observations no catalogue object explains",
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
+    # object_state and passes are partitioned by ``final``: the provisional rows a run may refine or
+    # finalize are one small partition, whatever the history.
     TableSpec("object_state", "gold", schemas.OBJECT_STATE, "per object and event-time window state",
-              key=("norad_id", "window_start"), prune=("window_start",)),
+              partition_by=("final",), key=("norad_id", "window_start"), prune=("window_start",)),
     TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
-              key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",)),
+              partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",)),
     TableSpec("watermarks", "ops", schemas.WATERMARKS,
               "per sensor and ingest batch, the event times that arrived: the watermarks' source",
               key=("sensor_id", "ingest_batch")),

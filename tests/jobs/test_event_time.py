@@ -128,3 +128,49 @@ def test_windows_provisional_then_final_and_passes_merge(spark, event_settings):
     passes, windows = state()
     assert passes == {(11, 0, 900): (5, True), (11, 5000, 5000): (1, True), (12, 9000, 9000): (1, False)}
     assert windows == {(11, 0): (5, True), (11, 3600): (1, True), (12, 7200): (1, False)}
+
+
+def test_observations_dedup_withdraws_are_undone_downstream(spark, event_settings):
+    """dedup replaces a representative when an earlier copy arrives later (a delete + an insert in
+    its change feed): correlate must drop the old one from gold and recompute its windows and passes."""
+    from delta.tables import DeltaTable
+
+    s = event_settings
+    ensure_tables(spark, s)
+    append(spark, s, "catalog", [catalog_row(11, EPOCH)], schemas.CATALOG)
+
+    def add(batch, items):
+        rows = []
+        for obs_id, seconds in items:
+            row = dict(zip(schemas.DEDUPED.fieldNames(), observation(obs_id, "isl", 11, EPOCH + dt.timedelta(seconds=seconds))))
+            rows.append(tuple({**row, "ingest_batch": batch}[f] for f in schemas.DEDUPED.fieldNames()))
+        if rows:
+            append(spark, s, "observations_dedup", rows, schemas.DEDUPED)
+        append(spark, s, "watermarks", [("ISL-01", "isl", batch, EPOCH + dt.timedelta(seconds=60), EPOCH, 1, "t")],
+               schemas.WATERMARKS)
+
+    def withdraw(obs_id):
+        DeltaTable.forPath(spark, TABLES["observations_dedup"].path(s)).delete(f"obs_id = '{obs_id}'")
+
+    def gold():
+        correlated = sorted(r["obs_id"] for r in TABLES["correlated"].read(spark, s).collect())
+        passes = {(_seconds(r["pass_start"]), _seconds(r["pass_end"])): r["observations"]
+                  for r in TABLES["passes"].read(spark, s).collect()}
+        windows = {_seconds(r["window_start"]): r["observations"] for r in TABLES["object_state"].read(spark, s).collect()}
+        return correlated, passes, windows
+
+    add(1, [("a", 0), ("b", 60)])
+    chain.run_stage(spark, s, "correlate", "run-1")
+    assert gold() == (["a", "b"], {(0, 60): 2}, {0: 2})
+
+    withdraw("a")  # an earlier copy of "a" arrived: it becomes a2 at 1 s
+    add(2, [("a2", 1)])
+    second = chain.run_stage(spark, s, "correlate", "run-2")
+    assert second["retracted"] == 1 and second["records_in"] == 1
+    assert gold() == (["a2", "b"], {(1, 60): 2}, {0: 2})
+
+    withdraw("b")  # withdrawn with no replacement
+    add(3, [])
+    third = chain.run_stage(spark, s, "correlate", "run-3")
+    assert third["retracted"] == 1 and third["records_in"] == 0
+    assert gold() == (["a2"], {(1, 1): 1}, {0: 1})

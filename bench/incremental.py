@@ -1,0 +1,208 @@
+"""Bounded cost of a micro-batch: the same ~20,000 new observations through normalize, dedup and
+correlate when bronze already holds ~100,000 rows and when it holds >= 2,000,000, and a full
+recompute of the same stages at both sizes.
+
+    .venv/bin/python bench/incremental.py [--small-days 5] [--large-days 100] [--minutes 52] [--out FILE]
+
+How the data is made (all offline):
+
+1. the simulator writes ``--minutes`` of radar/optical/ISL files (~20,000 records with its usual
+   disorder) and its catalogue; ``jobs/ingest.py`` lands them in a template bronze: *the micro-batch*;
+2. *history*: copies of that bronze moved back by 1..N whole days (every date in the payloads shifted,
+   so every copy is a distinct set of observations on its own day, with its own ``event_date``
+   partition and ids), one ingest batch per day, oldest first; N = ``--small-days`` / ``--large-days``;
+3. per size, in a fresh lakehouse: the catalogue; the history in bronze; then
+   ``full``: normalize + dedup + correlate over all of it from nothing (a full recompute of a
+   bronze of that size), and ``incremental``: the micro-batch appended to bronze as the next ingest
+   batch, then normalize + dedup + correlate again -- each reads only what changed.
+
+The history copies lie days away from the catalogue's epoch, so most of them end up in
+``gold.uncorrelated`` rather than ``gold.correlated``; the association work per observation is the
+same either way, and the tables a micro-batch MERGEs into (silver, dedup, uncorrelated) hold the
+whole history.
+
+Timings are wall-clock seconds of each stage's ``main()`` in one warm Spark session (no JVM start).
+Prints each figure as it goes and, last, one JSON line; the same JSON goes to ``--out``
+(default ``bench/results/incremental.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT))
+
+UTC = dt.timezone.utc
+SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
+FLOW = ("normalize", "dedup", "correlate")
+DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})T")
+TMS_RE = re.compile(r"t_ms=(\d+)")
+
+
+def shift_payload(payload: str, days: int) -> str:
+    """Every ISO date and every ``t_ms`` in a raw record moved back by ``days`` whole days."""
+    def iso(m: re.Match) -> str:
+        return (dt.date.fromisoformat(m.group(1)) - dt.timedelta(days=days)).isoformat() + "T"
+
+    def tms(m: re.Match) -> str:
+        return f"t_ms={int(m.group(1)) - days * 86_400_000}"
+
+    return TMS_RE.sub(tms, DATE_RE.sub(iso, payload))
+
+
+def settings_for(root: Path, catalog: Path):
+    from sda.settings import load_settings
+
+    return load_settings(env={}, lakehouse=root / "lakehouse", landing=root / "landing", outbox=root / "outbox",
+                         catalog_file=catalog, shuffle_partitions=4, driver_memory="8g")
+
+
+def run(spark, settings, stage: str, run_id: str, extra=()) -> dict:
+    """One stage as Airflow would run it (its ``main``), on the shared session."""
+    import importlib
+
+    argv = ["--start", "2026-01-01T00:00:00Z", "--end", "2100-01-01T00:00:00Z", "--run-id", run_id, *extra]
+    return importlib.import_module(f"jobs.{stage}").main(argv, settings=settings, spark=spark)
+
+
+def make_template(spark, root: Path, minutes: float):
+    """Simulated files -> template bronze (the micro-batch) and the catalogue file."""
+    from sda.simulate import SimConfig, simulate
+    from sda.tables import BRONZE_BY_KIND
+
+    sim = simulate(SimConfig(start=SIM_START, end=SIM_START + dt.timedelta(minutes=minutes), landing=root / "landing",
+                             catalog_out=root / "catalog.tle", seed=11))
+    settings = settings_for(root, sim.catalog_file)
+    run(spark, settings, "ingest", "template")
+    frames = {kind: spec.read(spark, settings).localCheckpoint() for kind, spec in BRONZE_BY_KIND.items()}
+    return frames, sim.catalog_file
+
+
+def history(frames: dict, days: int) -> dict:
+    """Bronze copies moved back 1..days days, ingest batch 1 = the oldest day."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("string")
+    def shifted(payload: pd.Series, back: pd.Series) -> pd.Series:
+        return pd.Series([shift_payload(p, int(k)) for p, k in zip(payload, back)])
+
+    out = {}
+    for kind, df in frames.items():
+        spark = df.sparkSession
+        back = spark.range(1, days + 1).select(F.col("id").cast("int").alias("back"))
+        copies = df.crossJoin(back)
+        out[kind] = copies.select(
+            F.sha2(F.concat_ws(":", "bronze_id", F.col("back").cast("string")), 256).alias("bronze_id"),
+            "sensor_kind",
+            F.concat(F.lit("history/"), F.col("back").cast("string"), F.lit("/"), "source_file").alias("source_file"),
+            "record_no",
+            shifted("payload", "back").alias("payload"),
+            (F.col("ingest_time") - F.make_interval(days=F.col("back"))).alias("ingest_time"),
+            F.date_sub("ingest_date", F.col("back")).alias("ingest_date"),
+            F.lit("history").alias("run_id"),
+            (F.lit(days + 1) - F.col("back")).cast("long").alias("ingest_batch"),
+        )
+    return out
+
+
+def append_bronze(settings, frames: dict) -> int:
+    from sda.tables import BRONZE_BY_KIND
+
+    total = 0
+    for kind, df in frames.items():
+        df.write.format("delta").mode("append").save(BRONZE_BY_KIND[kind].path(settings))
+        total += df.count()
+    return total
+
+
+def timed_flow(spark, settings, run_id: str) -> tuple[float, dict]:
+    per_stage, figures = {}, {}
+    for stage in FLOW:
+        t0 = time.perf_counter()
+        metrics = run(spark, settings, stage, run_id)
+        per_stage[stage] = round(time.perf_counter() - t0, 2)
+        figures[stage] = {k: metrics.get(k) for k in ("records_in", "records_out", "duplicates", "late", "quarantined")}
+    return round(sum(per_stage.values()), 2), {"per_stage_s": per_stage, "records": figures}
+
+
+def one_size(spark, base: Path, name: str, days: int, template: dict, catalog: Path) -> dict:
+    from pyspark.sql import functions as F
+
+    from sda.tables import TABLES, ensure_tables
+
+    root = base / name
+    shutil.rmtree(root, ignore_errors=True)
+    settings = settings_for(root, catalog)
+    ensure_tables(spark, settings)
+    run(spark, settings, "catalog", f"{name}-catalog", ["--file", str(catalog)])
+    t0 = time.perf_counter()
+    bronze_rows = append_bronze(settings, history(template, days))
+    print(f"[{name}] history: {bronze_rows:,} bronze rows ({days} days) written in {time.perf_counter() - t0:.0f} s", flush=True)
+
+    full_s, full = timed_flow(spark, settings, f"{name}-full")
+    print(f"[{name}] full recompute over {bronze_rows:,} bronze rows: {full_s} s {full['per_stage_s']}", flush=True)
+
+    batch = {kind: df.withColumn("ingest_batch", F.lit(days + 1).cast("long")) for kind, df in template.items()}
+    batch_rows = append_bronze(settings, batch)
+    incr_s, incr = timed_flow(spark, settings, f"{name}-incremental")
+    print(f"[{name}] micro-batch of {batch_rows:,} bronze rows ({incr['records']['normalize']['records_in']:,} "
+          f"observations) on top: {incr_s} s {incr['per_stage_s']}", flush=True)
+    sizes = {t: TABLES[t].read(spark, settings).count() for t in ("observations", "observations_dedup", "correlated", "uncorrelated")}
+    return {"bronze_rows_before": bronze_rows, "batch_bronze_rows": batch_rows, "full_s": full_s, "incremental_s": incr_s,
+            "full": full, "incremental": incr, "table_rows_after": sizes}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--small-days", type=int, default=5, help="history copies for the small size (default 5: ~100k rows)")
+    p.add_argument("--large-days", type=int, default=100, help="history copies for the large size (default 100: ~2M rows)")
+    p.add_argument("--minutes", type=float, default=52.0, help="simulated minutes in the micro-batch (default 52: ~20k records)")
+    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "incremental")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "incremental.json")
+    args = p.parse_args(argv)
+    if not 1 <= args.small_days < args.large_days <= 400:
+        p.error(f"--small-days {args.small_days} / --large-days {args.large_days}: need 1 <= small < large <= 400")
+
+    from sda.spark import build_session
+
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    spark = build_session("sda-bench-incremental", settings_for(args.work / "template", args.work / "catalog.tle"),
+                          extra={"spark.sql.shuffle.partitions": "4"})
+    template, catalog = make_template(spark, args.work / "template", args.minutes)
+    small = one_size(spark, args.work, "small", args.small_days, template, catalog)
+    large = one_size(spark, args.work, "large", args.large_days, template, catalog)
+    result = {
+        "incremental_small_s": small["incremental_s"],
+        "incremental_large_s": large["incremental_s"],
+        "ratio_large_small": round(large["incremental_s"] / small["incremental_s"], 3),
+        "full_small_s": small["full_s"],
+        "full_large_s": large["full_s"],
+        "bronze_rows_small": small["bronze_rows_before"],
+        "bronze_rows_large": large["bronze_rows_before"],
+        "batch_bronze_rows": small["batch_bronze_rows"],
+        "batch_observations": small["incremental"]["records"]["normalize"]["records_in"],
+        "target_ratio": 1.3,
+        "detail": {"small": small, "large": large},
+        "machine": {"cores": __import__("os").cpu_count(), "spark_master": spark.sparkContext.master},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    spark.stop()
+    summary = {k: v for k, v in result.items() if k not in ("detail", "machine")}
+    print(json.dumps(summary), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
