@@ -12,6 +12,7 @@ help:
 	@echo "make run        install, start Airflow with the pipeline, feed simulated sensors, process end to end"
 	@echo "make test       install and run the whole test suite (what CI runs)"
 	@echo "make test-fast  the suite without the slow end-to-end tests"
+	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/)"
 	@echo "make clean      delete run output under var/ (keeps the venv and the jar cache)"
 
 setup: $(STAMP) $(JARS)
@@ -38,5 +39,10 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -ra -m "not slow"
 
+# Benchmarks print their figures and write them to bench/results/<name>.json (long: see each docstring).
+bench: setup
+	$(PY) bench/incremental.py
+	$(PY) bench/latency.py
+
 clean:
-	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports
+	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench

@@ -2,21 +2,22 @@
 correlate when bronze already holds ~100,000 rows and when it holds >= 2,000,000, and a full
 recompute of the same stages at both sizes.
 
-    .venv/bin/python bench/incremental.py [--small-days 5] [--large-days 100] [--minutes 52] [--out FILE]
+    .venv/bin/python bench/incremental.py [--small-rows 100000] [--large-rows 2000000] [--minutes 56] [--out FILE]
 
 How the data is made (all offline):
 
 1. the simulator writes ``--minutes`` of radar/optical/ISL files (~20,000 records with its usual
    disorder) and its catalogue; ``jobs/ingest.py`` lands them in a template bronze: *the micro-batch*;
-2. *history*: copies of that bronze moved back by 1..N whole days (every date in the payloads shifted,
-   so every copy is a distinct set of observations on its own day, with its own ``event_date``
-   partition and ids), one ingest batch per day, oldest first; N = ``--small-days`` / ``--large-days``;
+2. *history*: the optical and ISL rows of that bronze (one observation per row) copied N times, copy
+   k moved back k hours (every time in the payloads shifted, so each copy is a distinct set of
+   observations with its own ids), one ingest batch per copy, oldest first; N is what it takes to
+   reach ``--small-rows`` / ``--large-rows`` bronze rows;
 3. per size, in a fresh lakehouse: the catalogue; the history in bronze; then
    ``full``: normalize + dedup + correlate over all of it from nothing (a full recompute of a
    bronze of that size), and ``incremental``: the micro-batch appended to bronze as the next ingest
    batch, then normalize + dedup + correlate again -- each reads only what changed.
 
-The history copies lie days away from the catalogue's epoch, so most of them end up in
+The history copies are moved in time but their objects are not, so most of them end up in
 ``gold.uncorrelated`` rather than ``gold.correlated``; the association work per observation is the
 same either way, and the tables a micro-batch MERGEs into (silver, dedup, uncorrelated) hold the
 whole history.
@@ -37,25 +38,29 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd  # module level: pandas_udf resolves its type hints here
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
 
 UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
 FLOW = ("normalize", "dedup", "correlate")
-DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})T")
+ISO_RE = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d+)?Z")
 TMS_RE = re.compile(r"t_ms=(\d+)")
+HISTORY_KINDS = ("optical", "isl")  # one observation per bronze row: history rows cost what they count
 
 
-def shift_payload(payload: str, days: int) -> str:
-    """Every ISO date and every ``t_ms`` in a raw record moved back by ``days`` whole days."""
+def shift_payload(payload: str, hours: int) -> str:
+    """Every ISO time and every ``t_ms`` in a raw record moved back by ``hours`` (fractions kept)."""
     def iso(m: re.Match) -> str:
-        return (dt.date.fromisoformat(m.group(1)) - dt.timedelta(days=days)).isoformat() + "T"
+        t = dt.datetime.fromisoformat(m.group(1)) - dt.timedelta(hours=hours)
+        return t.isoformat() + (m.group(2) or "") + "Z"
 
     def tms(m: re.Match) -> str:
-        return f"t_ms={int(m.group(1)) - days * 86_400_000}"
+        return f"t_ms={int(m.group(1)) - hours * 3_600_000}"
 
-    return TMS_RE.sub(tms, DATE_RE.sub(iso, payload))
+    return TMS_RE.sub(tms, ISO_RE.sub(iso, payload))
 
 
 def settings_for(root: Path, catalog: Path):
@@ -86,9 +91,10 @@ def make_template(spark, root: Path, minutes: float):
     return frames, sim.catalog_file
 
 
-def history(frames: dict, days: int) -> dict:
-    """Bronze copies moved back 1..days days, ingest batch 1 = the oldest day."""
-    import pandas as pd
+def history(frames: dict, copies_n: int) -> dict:
+    """Optical and ISL bronze rows copied ``copies_n`` times, copy k moved back k hours (the
+    micro-batch spans less than an hour, so copies never overlap); one ingest batch per copy, batch
+    1 = the oldest."""
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
@@ -98,8 +104,10 @@ def history(frames: dict, days: int) -> dict:
 
     out = {}
     for kind, df in frames.items():
+        if kind not in HISTORY_KINDS:
+            continue
         spark = df.sparkSession
-        back = spark.range(1, days + 1).select(F.col("id").cast("int").alias("back"))
+        back = spark.range(1, copies_n + 1).select(F.col("id").cast("int").alias("back"))
         copies = df.crossJoin(back)
         out[kind] = copies.select(
             F.sha2(F.concat_ws(":", "bronze_id", F.col("back").cast("string")), 256).alias("bronze_id"),
@@ -107,10 +115,10 @@ def history(frames: dict, days: int) -> dict:
             F.concat(F.lit("history/"), F.col("back").cast("string"), F.lit("/"), "source_file").alias("source_file"),
             "record_no",
             shifted("payload", "back").alias("payload"),
-            (F.col("ingest_time") - F.make_interval(days=F.col("back"))).alias("ingest_time"),
-            F.date_sub("ingest_date", F.col("back")).alias("ingest_date"),
+            (F.col("ingest_time") - F.make_interval(hours=F.col("back"))).alias("ingest_time"),
+            F.to_date(F.col("ingest_time") - F.make_interval(hours=F.col("back"))).alias("ingest_date"),
             F.lit("history").alias("run_id"),
-            (F.lit(days + 1) - F.col("back")).cast("long").alias("ingest_batch"),
+            (F.lit(copies_n + 1) - F.col("back")).cast("long").alias("ingest_batch"),
         )
     return out
 
@@ -135,7 +143,7 @@ def timed_flow(spark, settings, run_id: str) -> tuple[float, dict]:
     return round(sum(per_stage.values()), 2), {"per_stage_s": per_stage, "records": figures}
 
 
-def one_size(spark, base: Path, name: str, days: int, template: dict, catalog: Path) -> dict:
+def one_size(spark, base: Path, name: str, rows: int, template: dict, catalog: Path) -> dict:
     from pyspark.sql import functions as F
 
     from sda.tables import TABLES, ensure_tables
@@ -145,14 +153,17 @@ def one_size(spark, base: Path, name: str, days: int, template: dict, catalog: P
     settings = settings_for(root, catalog)
     ensure_tables(spark, settings)
     run(spark, settings, "catalog", f"{name}-catalog", ["--file", str(catalog)])
+    per_copy = sum(template[k].count() for k in HISTORY_KINDS)
+    copies_n = -(-rows // per_copy)
     t0 = time.perf_counter()
-    bronze_rows = append_bronze(settings, history(template, days))
-    print(f"[{name}] history: {bronze_rows:,} bronze rows ({days} days) written in {time.perf_counter() - t0:.0f} s", flush=True)
+    bronze_rows = append_bronze(settings, history(template, copies_n))
+    print(f"[{name}] history: {bronze_rows:,} bronze rows ({copies_n} hourly copies) written in "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
 
     full_s, full = timed_flow(spark, settings, f"{name}-full")
     print(f"[{name}] full recompute over {bronze_rows:,} bronze rows: {full_s} s {full['per_stage_s']}", flush=True)
 
-    batch = {kind: df.withColumn("ingest_batch", F.lit(days + 1).cast("long")) for kind, df in template.items()}
+    batch = {kind: df.withColumn("ingest_batch", F.lit(copies_n + 1).cast("long")) for kind, df in template.items()}
     batch_rows = append_bronze(settings, batch)
     incr_s, incr = timed_flow(spark, settings, f"{name}-incremental")
     print(f"[{name}] micro-batch of {batch_rows:,} bronze rows ({incr['records']['normalize']['records_in']:,} "
@@ -164,14 +175,16 @@ def one_size(spark, base: Path, name: str, days: int, template: dict, catalog: P
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--small-days", type=int, default=5, help="history copies for the small size (default 5: ~100k rows)")
-    p.add_argument("--large-days", type=int, default=100, help="history copies for the large size (default 100: ~2M rows)")
-    p.add_argument("--minutes", type=float, default=52.0, help="simulated minutes in the micro-batch (default 52: ~20k records)")
+    p.add_argument("--small-rows", type=int, default=100_000, help="bronze rows before the micro-batch, small size")
+    p.add_argument("--large-rows", type=int, default=2_000_000, help="bronze rows before the micro-batch, large size")
+    p.add_argument("--minutes", type=float, default=56.0, help="simulated minutes in the micro-batch (default 56: ~20k observations)")
     p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "incremental")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "incremental.json")
     args = p.parse_args(argv)
-    if not 1 <= args.small_days < args.large_days <= 400:
-        p.error(f"--small-days {args.small_days} / --large-days {args.large_days}: need 1 <= small < large <= 400")
+    if not 1_000 <= args.small_rows < args.large_rows <= 50_000_000:
+        p.error(f"--small-rows {args.small_rows} / --large-rows {args.large_rows}: need 1000 <= small < large <= 50,000,000")
+    if not 1 <= args.minutes <= 59:
+        p.error(f"--minutes {args.minutes}: expected 1..59 (history copies are an hour apart)")
 
     from sda.spark import build_session
 
@@ -180,8 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     spark = build_session("sda-bench-incremental", settings_for(args.work / "template", args.work / "catalog.tle"),
                           extra={"spark.sql.shuffle.partitions": "4"})
     template, catalog = make_template(spark, args.work / "template", args.minutes)
-    small = one_size(spark, args.work, "small", args.small_days, template, catalog)
-    large = one_size(spark, args.work, "large", args.large_days, template, catalog)
+    small = one_size(spark, args.work, "small", args.small_rows, template, catalog)
+    large = one_size(spark, args.work, "large", args.large_rows, template, catalog)
     result = {
         "incremental_small_s": small["incremental_s"],
         "incremental_large_s": large["incremental_s"],
