@@ -67,7 +67,7 @@ with DAG(
     tags=["sda", "spark", "delta", "space-domain-awareness"],
 ) as dag:
     tasks = {}
-    for stage in STAGES:
+    for order, stage in enumerate(STAGES):
         extra = [arg.format(catalog_file=settings.catalog_file) for arg in stage.extra_args]
         tasks[stage.name] = SparkSubmitOperator(
             task_id=stage.name,
@@ -75,6 +75,10 @@ with DAG(
             application=str(PROJECT_ROOT / stage.job),
             application_args=["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", *extra],
             name=f"sda-{stage.name}",
+            # topology order first: with one task at a time the catalogue is loaded before the sensor
+            # stages, so a new element set reaches the screening in the same run
+            priority_weight=len(STAGES) - order,
+            weight_rule="absolute",
             **submit_kwargs(settings),
         )
     for stage in STAGES:
