@@ -25,24 +25,6 @@ EXPECTED_EDGES = {
 
 
 @pytest.fixture(scope="module")
-def dagbag(tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow-home")
-    env = {"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS)}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        from airflow.dag_processing.dagbag import DagBag
-
-        yield DagBag(dag_folder=str(DAGS))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@pytest.fixture(scope="module")
 def dag(dagbag):
     return dagbag.dags["sda_pipeline"]
 
