@@ -283,15 +283,22 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
         snapshot = spark.read.format("delta").option("versionAsOf", end).load(spec.path(settings))
         return snapshot.select(*[f.name for f in spec.schema.fields]), start, end
     changes = (
+        _change_feed(spark, spec, settings, start, end)
+        .where(F.col("_change_type").isin("insert", "update_postimage"))
+        .select(*[f.name for f in spec.schema.fields])
+    )
+    return changes, start, end
+
+
+def _change_feed(spark: "SparkSession", spec: TableSpec, settings: Settings, start: int, end: int) -> "DataFrame":
+    """Every change of versions start..end, with Delta's _change_type and _commit_version columns."""
+    return (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
         .option("startingVersion", start)
         .option("endingVersion", end)
         .load(spec.path(settings))
-        .where(F.col("_change_type").isin("insert", "update_postimage"))
-        .select(*[f.name for f in spec.schema.fields])
     )
-    return changes, start, end
 
 
 def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Settings
@@ -311,14 +318,8 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
     if start > end or start == 0:
         current, _, _ = read_changes(spark, stage, table, settings)
         return current, empty, start, end
-    feed = (
-        spark.read.format("delta")
-        .option("readChangeFeed", "true")
-        .option("startingVersion", start)
-        .option("endingVersion", end)
-        .load(spec.path(settings))
-        .where(F.col("_change_type").isin("insert", "update_postimage", "delete"))
-    )
+    feed = _change_feed(spark, spec, settings, start, end).where(
+        F.col("_change_type").isin("insert", "update_postimage", "delete"))
     latest = Window.partitionBy(*spec.key).orderBy(F.col("_commit_version").desc())
     last_change = feed.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
     current = last_change.where(F.col("_change_type") != "delete").select(*cols)
