@@ -1,15 +1,31 @@
 """Frames, time and vectorised SGP4: the orbital maths shared by the simulator and the jobs.
 
-Frame chain (stated once, used everywhere):
+Frame chain (stated once, used everywhere), following Vallado et al., "Revisiting Spacetrack
+Report #3" (AIAA 2006-6753), ``teme2ecef``/``ecef2teme``:
 
 * SGP4 outputs position/velocity in **TEME** (true equator, mean equinox of date), km and km/s.
-* TEME -> **PEF/ECEF** is one rotation about z by the Greenwich mean sidereal time (IAU-82,
-  Vallado's ``gstime``), velocity corrected by Earth's rotation (omega x r). Polar motion (< 15 m)
-  and UT1-UTC (< 0.9 s, ~400 m at the equator... for the *site*, ~0.4 km of rotation) are neglected
-  here; UTC is used for UT1.
-* Ground sites are WGS-84 geodetic (latitude, longitude, height) -> ECEF.
+* TEME -> **PEF** (pseudo-Earth-fixed) is one rotation about z by the Greenwich mean sidereal time
+  GMST(UT1) (IAU-82, Vallado's ``gstime``); velocity gets Earth's rotation removed
+  (v_pef = R3(GMST) v_teme - omega x r_pef, omega = 7.292115146706979e-5 rad/s, LOD neglected).
+* PEF -> **ITRF** (ECEF) is the polar-motion matrix W = R1(-yp) R2(-xp) (IERS/SOFA ``pom00`` with
+  s' = 0, as Vallado and astropy do), applied to position and velocity alike.
+* Earth orientation enters only through :class:`Eop` (UT1-UTC, xp, yp): pass ``eop=`` to
+  :func:`gmst`, :func:`teme_to_ecef`, :func:`ecef_to_teme`, :func:`site_teme` and :func:`radec`
+  (daily values from CelesTrak's EOP file via :mod:`sda.eop`). With EOP the chain agrees with
+  astropy (erfa ``gmst82`` + ``pom00``) to millimetres (tests/include/test_frames_library.py).
+* With ``eop=None`` (the default, used by the simulator and the jobs) UT1 is taken = UTC and polar
+  motion is neglected, so "ECEF" is PEF at UTC. The position error is then a rotation about z by
+  omega * (UT1-UTC), i.e. 0.0729 m per km of distance from the spin axis per second of UT1-UTC
+  (|UT1-UTC| < 0.9 s by the leap-second rule: up to 0.44 km at 400 km altitude, 0.55 km at
+  2000 km, 2.8 km at GEO), plus polar motion |(xp, yp)| * r, 4.85 mm per km per arcsec
+  (|(xp, yp)| <= 0.6" in the IERS record since 1973: up to 19 m at the ground, 0.12 km at GEO).
+  Velocities turn by the same angle: omega * |UT1-UTC| * |v_ecef|, up to 0.6 m/s in LEO. The
+  simulator and the correlator use the same chain, so both cancel in the pipeline's simulated
+  residuals; they matter for real sensor data and outside ITRF/ECEF products (pass ``eop``).
+  tests/include/test_frames_library.py checks these numbers against astropy and IERS data.
+* Ground sites are WGS-84 geodetic (latitude, longitude, height) -> ITRF (ECEF).
 * Radar measurements (azimuth from north through east, elevation, range, range-rate) are topocentric
-  in the site's east-north-up frame, computed in ECEF.
+  in the site's geodetic east-north-up frame, computed in ECEF (no refraction, no light time).
 * Optical right ascension / declination are **topocentric in TEME** (site position rotated into TEME).
 * ISL state vectors are in TEME, metres and m/s.
 
@@ -19,6 +35,8 @@ km for positions (SGP4's unit), radians for angles, unix seconds (UTC) for time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 MU_KM3_S2 = 398600.4418
@@ -27,6 +45,21 @@ WGS84_F = 1.0 / 298.257223563
 OMEGA_EARTH = 7.292115146706979e-5  # rad/s
 UNIX_EPOCH_JD = 2440587.5
 AU_KM = 149597870.7
+ARCSEC_RAD = np.pi / (180.0 * 3600.0)
+
+
+@dataclass(frozen=True)
+class Eop:
+    """Earth-orientation parameters at an instant: UT1-UTC (s) and the pole coordinates xp, yp
+    (arcsec), as published by the IERS (Bulletin A/B, C04) and CelesTrak's EOP files.
+
+    Fields may be floats or numpy arrays broadcasting against the times they are used with (one
+    value per time); :meth:`sda.eop.EopTable.at` builds them from a table.
+    """
+
+    dut1_s: float | np.ndarray = 0.0
+    xp_arcsec: float | np.ndarray = 0.0
+    yp_arcsec: float | np.ndarray = 0.0
 
 
 # --- time -----------------------------------------------------------------------------------------
@@ -41,8 +74,13 @@ def unix_to_jd(unix_s: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     return jd, fr
 
 
-def gmst(unix_s: np.ndarray | float) -> np.ndarray:
-    """Greenwich mean sidereal time (IAU-82, radians) at UTC unix seconds (UT1 ~ UTC)."""
+def gmst(unix_s: np.ndarray | float, eop: Eop | None = None) -> np.ndarray:
+    """Greenwich mean sidereal time (IAU-82, radians) at UTC unix seconds.
+
+    UT1 = UTC + ``eop.dut1_s``; with ``eop=None`` UT1 is taken = UTC (off by up to 0.9 s of rotation).
+    """
+    if eop is not None:
+        unix_s = np.asarray(unix_s, dtype=float) + np.asarray(eop.dut1_s, dtype=float)
     jd, fr = unix_to_jd(unix_s)
     tut1 = ((jd - 2451545.0) + fr) / 36525.0
     seconds = (
@@ -63,19 +101,46 @@ def _rot_z(vec: np.ndarray, angle: np.ndarray) -> np.ndarray:
     return np.stack([c * x + s * y, -s * x + c * y, z], axis=-1)
 
 
-def teme_to_ecef(r_teme: np.ndarray, v_teme: np.ndarray, unix_s) -> tuple[np.ndarray, np.ndarray]:
-    """TEME (km, km/s) -> ECEF/PEF (km, km/s)."""
-    theta = np.asarray(gmst(unix_s))
+def _polar_motion(vec: np.ndarray, eop: Eop, inverse: bool = False) -> np.ndarray:
+    """PEF -> ITRF, ``W @ vec`` with W = R1(-yp) R2(-xp) (SOFA ``pom00``, s' = 0), over the last
+    axis; ``inverse=True`` applies W^T (ITRF -> PEF)."""
+    xp = np.asarray(eop.xp_arcsec, dtype=float) * ARCSEC_RAD
+    yp = np.asarray(eop.yp_arcsec, dtype=float) * ARCSEC_RAD
+    cx, sx, cy, sy = np.cos(xp), np.sin(xp), np.cos(yp), np.sin(yp)
+    x, y, z = vec[..., 0], vec[..., 1], vec[..., 2]
+    if not inverse:
+        out = [cx * x + sx * z, sx * sy * x + cy * y - sy * cx * z, -sx * cy * x + sy * y + cx * cy * z]
+    else:
+        out = [cx * x + sx * sy * y - sx * cy * z, cy * y + sy * z, sx * x - cx * sy * y + cx * cy * z]
+    return np.stack(np.broadcast_arrays(*out), axis=-1)
+
+
+def teme_to_ecef(
+    r_teme: np.ndarray, v_teme: np.ndarray, unix_s, eop: Eop | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """TEME (km, km/s) -> ECEF (km, km/s).
+
+    With ``eop`` the result is ITRF (GMST at UT1, then polar motion); with ``eop=None`` it is PEF at
+    UT1 = UTC (see the module docstring for the size of that approximation).
+    """
+    theta = np.asarray(gmst(unix_s, eop))
     r = _rot_z(np.asarray(r_teme, float), theta)
     v = _rot_z(np.asarray(v_teme, float), theta)
     omega_cross_r = np.stack([-OMEGA_EARTH * r[..., 1], OMEGA_EARTH * r[..., 0], np.zeros_like(r[..., 2])], axis=-1)
-    return r, v - omega_cross_r
+    if eop is None:
+        return r, v - omega_cross_r
+    return _polar_motion(r, eop), _polar_motion(v - omega_cross_r, eop)
 
 
-def ecef_to_teme(r_ecef: np.ndarray, v_ecef: np.ndarray, unix_s) -> tuple[np.ndarray, np.ndarray]:
-    """ECEF/PEF (km, km/s) -> TEME (km, km/s); the inverse of :func:`teme_to_ecef`."""
-    theta = np.asarray(gmst(unix_s))
+def ecef_to_teme(
+    r_ecef: np.ndarray, v_ecef: np.ndarray, unix_s, eop: Eop | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """ECEF (km, km/s) -> TEME (km, km/s); the inverse of :func:`teme_to_ecef` (same ``eop``)."""
+    theta = np.asarray(gmst(unix_s, eop))
     r_ecef = np.asarray(r_ecef, float)
+    if eop is not None:
+        r_ecef = _polar_motion(r_ecef, eop, inverse=True)
+        v_ecef = _polar_motion(np.asarray(v_ecef, float), eop, inverse=True)
     omega_cross_r = np.stack(
         [-OMEGA_EARTH * r_ecef[..., 1], OMEGA_EARTH * r_ecef[..., 0], np.zeros_like(r_ecef[..., 2])], axis=-1
     )
@@ -98,10 +163,12 @@ def geodetic_to_ecef(lat_deg, lon_deg, alt_m) -> np.ndarray:
     )
 
 
-def site_teme(lat_deg, lon_deg, alt_m, unix_s) -> np.ndarray:
-    """A ground site's position in TEME (km) at the given times."""
+def site_teme(lat_deg, lon_deg, alt_m, unix_s, eop: Eop | None = None) -> np.ndarray:
+    """A ground site's position in TEME (km) at the given times (``eop`` as for :func:`ecef_to_teme`)."""
     site = geodetic_to_ecef(lat_deg, lon_deg, alt_m)
-    theta = np.asarray(gmst(unix_s))
+    theta = np.asarray(gmst(unix_s, eop))
+    if eop is not None:
+        site = _polar_motion(site, eop, inverse=True)
     return _rot_z(np.broadcast_to(site, np.broadcast_shapes(site.shape, theta.shape + (3,))), -theta)
 
 
@@ -136,9 +203,10 @@ def razel_to_ecef(rng_km, az_rad, el_rad, lat_deg, lon_deg, alt_m) -> np.ndarray
     return geodetic_to_ecef(lat_deg, lon_deg, alt_m) + rng * los
 
 
-def radec(r_teme, lat_deg, lon_deg, alt_m, unix_s) -> tuple[np.ndarray, np.ndarray]:
-    """Topocentric right ascension [0, 2pi) and declination (rad), in TEME, of an object seen from a site."""
-    rho = np.asarray(r_teme, float) - site_teme(lat_deg, lon_deg, alt_m, unix_s)
+def radec(r_teme, lat_deg, lon_deg, alt_m, unix_s, eop: Eop | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Topocentric right ascension [0, 2pi) and declination (rad), in TEME, of an object seen from a site
+    (``eop`` places the site as in :func:`site_teme`)."""
+    rho = np.asarray(r_teme, float) - site_teme(lat_deg, lon_deg, alt_m, unix_s, eop)
     ra = np.mod(np.arctan2(rho[..., 1], rho[..., 0]), 2.0 * np.pi)
     dec = np.arcsin(np.clip(rho[..., 2] / np.linalg.norm(rho, axis=-1), -1.0, 1.0))
     return ra, dec
