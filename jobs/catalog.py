@@ -1,9 +1,12 @@
-"""Stage ``catalog``: a TLE/OMM catalogue file -> gold ``catalog`` (TLE history by epoch).
+"""Stage ``catalog``: a TLE/OMM catalogue -> gold ``catalog`` (TLE history by epoch).
 
-    spark-submit jobs/catalog.py --start ISO --end ISO --run-id ID [--file PATH]
+    spark-submit jobs/catalog.py --start ISO --end ISO --run-id ID [--file PATH | --celestrak GROUP]
 
 The file (default ``settings.catalog_file``) is parsed on the driver with :func:`sda.catalog.load_catalog`
-(catalogues are megabytes, not a distributed read). Element sets are MERGEd on (norad_id, epoch), so
+(catalogues are megabytes, not a distributed read). With ``--celestrak GROUP`` the group is first
+downloaded from CelesTrak and kept as ``<landing>/catalog/celestrak-<group>-<UTC time>.tle`` (the raw
+text: a rerun of that file replays the load), then loaded like any file; offline the job fails with
+the URL and the network error and writes nothing. Element sets are MERGEd on (norad_id, epoch), so
 every epoch ever loaded is kept and a rerun inserts nothing; records that do not parse, fail the TLE
 checksum or that SGP4 refuses at initialisation go to ``quarantine`` keyed by a hash of (stage, file
 content, position), so a rerun quarantines nothing twice.
@@ -14,12 +17,21 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sda import runtime, schemas
-from sda.catalog import CatalogEntry, Rejected, load_catalog
+from sda.catalog import (
+    SGP4_ERRORS,
+    CatalogEntry,
+    Rejected,
+    celestrak_url,
+    check_celestrak_group,
+    fetch_celestrak,
+    load_catalog,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -27,17 +39,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from sda.settings import Settings
 
 STAGE = "catalog"
-SGP4_ERRORS = {
-    1: "mean eccentricity out of range",
-    2: "mean motion below zero",
-    3: "perturbed eccentricity out of range",
-    4: "semi-latus rectum below zero",
-    6: "orbit decayed",
-}
+
+
+class CatalogFetchError(RuntimeError):
+    """The catalogue could not be fetched (offline, HTTP error, an empty answer): nothing was written."""
 
 
 def tle_checksum_ok(line: str) -> bool:
-    """Column 69 is the sum of the digits of columns 1-68 (a minus sign counts 1), modulo 10."""
+    """Column 69 is the sum of the digits of columns 1-68 (a minus sign counts 1), modulo 10.
+
+    Letters, blanks, '.' and '+' count 0: an Alpha-5 catalogue number ("A0001") adds only its four
+    digits, and Space-Track's blank-padded "    5" weighs what "00005" does."""
     if len(line) < 69 or not line[68].isdigit():
         return False
     total = sum(int(c) if c.isdigit() else (1 if c == "-" else 0) for c in line[:68])
@@ -106,8 +118,47 @@ def write_quarantine(spark: "SparkSession", rows: list[tuple], settings: "Settin
         runtime.append_once(df, "quarantine", settings, app_id, 0)
 
 
+def fetch_to_landing(settings: "Settings", group: str, now: dt.datetime | None = None) -> Path:
+    """Download CelesTrak GP group ``group`` as TLE and keep the raw text in the landing zone.
+
+    Raises :class:`CatalogFetchError` (naming the URL and the ``OSError``) when CelesTrak cannot be
+    reached, and when its answer holds no element set (CelesTrak answers an unknown group with a line
+    of text); in both cases nothing is written."""
+    group = check_celestrak_group(group)
+    url = celestrak_url(group, "tle")
+    try:
+        text = fetch_celestrak(group, "tle")
+    except OSError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc  # the network's own error
+        raise CatalogFetchError(
+            f"CelesTrak group {group!r} not fetched from {url}: {type(cause).__name__}: {cause}"
+        ) from exc
+    if not any(line.startswith("1 ") for line in text.lstrip("\ufeff").splitlines()):
+        raise CatalogFetchError(
+            f"CelesTrak answered {url} without any element set (the answer begins {text.strip()[:80]!r})"
+        )
+    now = now or dt.datetime.now(dt.timezone.utc)
+    folder = settings.landing / "catalog"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"celestrak-{group}-{now:%Y%m%dT%H%M%SZ}.tle"
+    if path.exists():  # a second fetch within the same second: keep both raw files
+        path = folder / f"celestrak-{group}-{now:%Y%m%dT%H%M%S.%fZ}.tle"
+    tmp = folder / f".{path.name}.tmp"  # ingest and readers ignore dot files; the rename is atomic
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
-    path = Path(args.file) if getattr(args, "file", None) else settings.catalog_file
+    file_arg, group = getattr(args, "file", None), getattr(args, "celestrak", None)
+    if file_arg and group:
+        raise runtime.StageArgumentError("--file and --celestrak are alternatives: pass one of them")
+    fetched: dict[str, Any] = {}
+    if group:
+        path = fetch_to_landing(settings, group)
+        fetched = {"celestrak_group": group, "celestrak_url": celestrak_url(group, "tle")}
+    else:
+        path = Path(file_arg) if file_arg else settings.catalog_file
     if not path.is_file():
         raise FileNotFoundError(f"catalogue file {path} does not exist (pass --file or set SDA_CATALOG_FILE)")
     data = path.read_bytes()
@@ -128,6 +179,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                          app_id=f"{STAGE}-quarantine-{file_sha256}")
     return {
         "file": source,
+        **fetched,
         "file_sha256": file_sha256,
         "element_sets": len(entries),
         "objects": len({e.norad_id for e in entries}),
@@ -140,14 +192,30 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     }
 
 
+def _group_arg(text: str) -> str:
+    try:
+        return check_celestrak_group(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = runtime.stage_parser(STAGE, "Load a TLE/OMM catalogue file into the gold catalog table.")
-    p.add_argument("--file", default=None, help="catalogue file (TLE, OMM CSV/JSON/XML); default settings.catalog_file")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--file", default=None, help="catalogue file (TLE, OMM CSV/JSON/XML); default settings.catalog_file")
+    source.add_argument("--celestrak", metavar="GROUP", type=_group_arg, default=None,
+                        help="fetch this CelesTrak GP group (e.g. active) as TLE, keep it under <landing>/catalog/, load it")
     return p
 
 
 def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
-    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
+    """Run the stage; a failed CelesTrak fetch exits with status 1 and its message on stderr."""
+    try:
+        return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
+    except CatalogFetchError as exc:
+        runtime.log.error("%s", exc)
+        print(f"jobs/{STAGE}.py: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from exc
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     sda simulate --start ... --end ... [--inject-conjunction]   write simulated sensor files
     sda catalog generate --objects 300 --out FILE               an offline synthetic catalogue
     sda catalog fetch --group active --out FILE                 CelesTrak (needs network)
+    sda stage --start ... --end ... catalog --celestrak active  fetch a CelesTrak group into gold catalog
     sda catalog check FILE                                      parse a TLE/OMM file, report rejects
     sda stage NAME --start ... --end ... [--run-id ...]          run one stage with spark-submit
     sda tables                                                  the table registry
@@ -45,8 +46,8 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         try:
             text = catalog.fetch_celestrak(args.group, "tle")
-        except OSError as exc:
-            print(f"sda catalog fetch: CelesTrak is not reachable ({exc}); use a local TLE/OMM file instead", file=sys.stderr)
+        except OSError as exc:  # the message names the URL
+            print(f"sda catalog fetch: {exc}; use a local TLE/OMM file instead", file=sys.stderr)
             return 1
         _write_text(args.out, text)
         entries, rejected = catalog.parse_text(text)
@@ -57,6 +58,15 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     for rej in rejected[:20]:
         print(f"  {rej.where}: {rej.reason}")
     return 0 if entries else 1
+
+
+def _celestrak_group(text: str) -> str:
+    from sda import catalog
+
+    try:
+        return catalog.check_celestrak_group(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _write_text(path: str, text: str) -> None:
@@ -120,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--out", default=str(load_settings().catalog_file))
     fetch = cat_sub.add_parser("fetch", help="download a CelesTrak GP group as TLE (needs network)")
-    fetch.add_argument("--group", default="active")
+    fetch.add_argument("--group", default="active", type=_celestrak_group,
+                       help="CelesTrak GP group: letters, digits and '-' (default active)")
     fetch.add_argument("--out", default=str(load_settings().catalog_file))
     check = cat_sub.add_parser("check", help="parse a TLE/OMM file and report rejected records")
     check.add_argument("file")

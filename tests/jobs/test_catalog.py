@@ -112,3 +112,160 @@ def test_checksum():
     assert job.tle_checksum_ok(line)
     assert not job.tle_checksum_ok(corrupt_checksum(line))
     assert runtime.RUN_ID_RE.match("r1")
+
+
+# --- element sets as Space-Track and CelesTrak write them (checksums computed once and pasted) -----
+
+# VANGUARD 1 with Space-Track's blank-padded catalogue number; epoch 2020 day 287.20333880 =
+# 2020-10-13T04:52:48.472320 (leap year: 274 days to the end of September; 0.2033388 d = 17568.47232 s)
+VANGUARD = ("1     5U 58002B   20287.20333880 -.00000016  00000-0 -22483-4 0  9998",
+            "2     5  34.2443 225.5254 1845686 162.2516 205.2356 10.84869164218149")
+VANGUARD_EPOCH = dt.datetime(2020, 10, 13, 4, 52, 48, 472320, tzinfo=dt.timezone.utc)
+# Alpha-5: T = 27 (A = 10 ... H = 17, J = 18, ..., N = 22, P = 23, ..., T = 27), Z = 33
+T1234 = ("1 T1234U 24901B   24100.50000000  .00001000  00000-0  20000-4 0  9995",
+         "2 T1234  97.5000 200.0000 0010000  45.0000 315.0000 14.80000000 10008")
+Z9999 = ("1 Z9999U 24902C   24100.50000000  .00001000  00000-0  20000-4 0  9992",
+         "2 Z9999  70.0000 300.0000 0020000  10.0000 350.0000 14.20000000 10007")
+A0001 = ("1 A0001U 24900A   24100.50000000  .00001000  00000-0  20000-4 0  9995",
+         "2 A0001  53.0000 120.0000 0001500  90.0000 270.0000 15.06000000 10001")
+ALPHA5_EPOCH = dt.datetime(2024, 4, 9, 12, 0, tzinfo=dt.timezone.utc)  # 2024 day 100.5
+ISS = ("1 25544U 98067A   08264.51782528 -.00002182  00000-0 -11606-4 0  2927",
+       "2 25544  51.6416 247.4627 0006703 130.5360 325.0288 15.72125391563537")
+CELESTRAK_URL = "https://celestrak.org/NORAD/elements/gp.php?GROUP=active&FORMAT=tle"
+
+
+def utc(ts):
+    return ts.replace(tzinfo=dt.timezone.utc)
+
+
+def test_checksum_of_space_track_and_alpha5_lines():
+    job = load_job()
+    for line in (*VANGUARD, *T1234, *Z9999, *A0001):
+        assert job.tle_checksum_ok(line), line
+        assert not job.tle_checksum_ok(corrupt_checksum(line))
+    # blank padding weighs what zero padding does: the canonical stored line keeps its checksum
+    assert job.tle_checksum_ok(VANGUARD[0].replace("1     5U", "1 00005U"))
+    assert not job.tle_checksum_ok(VANGUARD[0][:68])  # too short to have one
+
+
+def test_epoch_history_across_files_and_reloads(spark, settings, tmp_path):
+    job = load_job()
+    ensure_tables(spark, settings)
+    later = EPOCH + dt.timedelta(days=1, hours=3)
+    ids = (3001, 3002, 3003)
+    first = write_file(tmp_path / "cat" / "first.tle", "".join(f"{l1}\n{l2}\n" for l1, l2 in (tle(n) for n in ids)))
+    second = write_file(tmp_path / "cat" / "second.tle",
+                        "".join(f"{l1}\n{l2}\n" for l1, l2 in (tle(n, later, 710.0) for n in ids)))
+    assert job.run(spark, settings, args("h1", first))["inserted"] == 3
+    assert job.run(spark, settings, args("h2", second))["inserted"] == 3
+    rows = TABLES["catalog"].read(spark, settings).collect()
+    history = {n: sorted(utc(r["epoch"]) for r in rows if r["norad_id"] == n) for n in ids}
+    assert history == {n: [EPOCH, later] for n in ids}
+    # each epoch keeps its own element set
+    by_key = {(r["norad_id"], utc(r["epoch"])): r for r in rows}
+    assert by_key[(3001, later)]["line1"] == tle(3001, later, 710.0)[0]
+    assert by_key[(3001, EPOCH)]["line1"] == tle(3001)[0]
+    # reloading either file, or both epochs at once, adds nothing
+    for n, path in enumerate((first, second)):
+        again = job.run(spark, settings, args(f"h-again-{n}", path))
+        assert again["inserted"] == 0 and again["duplicates"] == 3
+    both = write_file(tmp_path / "cat" / "both.tle", first.read_text() + second.read_text())
+    assert job.run(spark, settings, args("h-both", both))["inserted"] == 0
+    assert TABLES["catalog"].read(spark, settings).count() == 6
+
+
+def test_space_track_and_alpha5_lines_load_and_checksums_are_still_checked(spark, settings, tmp_path):
+    job = load_job()
+    ensure_tables(spark, settings)
+    text = (
+        "\ufeff0 VANGUARD 1\r\n" + "\r\n".join(VANGUARD) + "\r\n"
+        "0 ALPHA T\r\n" + "\r\n".join(T1234) + "  \r\n"
+        "0 ALPHA Z\r\n" + "\r\n".join(Z9999) + "\r\n"
+        "0 BAD CHECKSUM\r\n" + A0001[0] + "\r\n" + corrupt_checksum(A0001[1]) + "\r\n"
+        "0 TRUNCATED\r\n" + ISS[0][:68] + "\r\n" + ISS[1] + "\r\n"
+    )
+    path = tmp_path / "cat" / "spacetrack.3le"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(text.encode("utf-8"))
+    metrics = job.run(spark, settings, args("st1", path))
+    assert (metrics["inserted"], metrics["quarantined"]) == (3, 2)
+    rows = {r["norad_id"]: r for r in TABLES["catalog"].read(spark, settings).collect()}
+    assert sorted(rows) == [5, 271234, 339999]
+    assert rows[5]["name"] == "VANGUARD 1" and utc(rows[5]["epoch"]) == VANGUARD_EPOCH
+    assert rows[5]["line1"] == VANGUARD[0].replace("1     5U", "1 00005U")  # canonical, same checksum
+    assert rows[271234]["name"] == "ALPHA T" and rows[271234]["line1"] == T1234[0]
+    assert utc(rows[339999]["epoch"]) == ALPHA5_EPOCH
+    reasons = sorted(r["reason"] for r in TABLES["quarantine"].read(spark, settings).where("stage = 'catalog'").collect())
+    assert any("norad 100001: TLE checksum mismatch" in r for r in reasons)
+    assert any("line 14: TLE line 1 has 68 characters, not 69" in r for r in reasons)
+
+
+def celestrak_argv(run_id, *extra):
+    return ["--start", EPOCH.isoformat(), "--end", (EPOCH + dt.timedelta(hours=1)).isoformat(), "--run-id", run_id, *extra]
+
+
+def catalog_run_metrics(spark, settings):
+    return TABLES["run_metrics"].read(spark, settings).where("stage = 'catalog'").count()
+
+
+def test_celestrak_group_is_kept_in_landing_and_loaded(spark, settings, monkeypatch):
+    job = load_job()
+    # CelesTrak's FORMAT=tle: names padded to 24 characters, CRLF line ends
+    served = "".join(f"{name:<24}\r\n{l1}\r\n{l2}\r\n" for name, (l1, l2) in
+                     (("ISS (ZARYA)", ISS), ("VANGUARD 1", VANGUARD), ("ALPHA T", T1234)))
+    asked = []
+    monkeypatch.setattr(job, "fetch_celestrak", lambda group, fmt="tle", timeout_s=30.0: asked.append((group, fmt)) or served)
+    metrics = job.main(celestrak_argv("ct1", "--celestrak", "active"), settings=settings, spark=spark)
+    assert asked == [("active", "tle")]
+    [kept] = (settings.landing / "catalog").iterdir()
+    assert kept.name.startswith("celestrak-active-") and kept.suffix == ".tle"
+    assert kept.read_bytes() == served.encode("utf-8")  # the raw answer, replayable
+    assert metrics["file"] == str(kept) and metrics["celestrak_url"] == CELESTRAK_URL
+    assert metrics["inserted"] == 3 and metrics["quarantined"] == 0
+    rows = {r["norad_id"]: r for r in TABLES["catalog"].read(spark, settings).collect()}
+    assert sorted(rows) == [5, 25544, 271234]
+    assert rows[25544]["name"] == "ISS (ZARYA)" and rows[25544]["source"] == str(kept)
+    # replaying the kept file changes nothing
+    assert job.run(spark, settings, args("ct2", kept))["inserted"] == 0
+
+
+def test_celestrak_offline_fails_clearly_and_writes_nothing(spark, settings, monkeypatch, capsys):
+    import urllib.error
+    import urllib.request
+
+    job = load_job()
+
+    def offline(url, *a, **k):
+        raise urllib.error.URLError(OSError(101, "Network is unreachable"))
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(SystemExit) as stop:
+        job.main(celestrak_argv("off1", "--celestrak", "active"), settings=settings, spark=spark)
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert CELESTRAK_URL in err and "URLError" in err and "Network is unreachable" in err
+    assert not (settings.landing / "catalog").exists()
+    assert TABLES["catalog"].read(spark, settings).count() == 0
+    assert TABLES["quarantine"].read(spark, settings).count() == 0
+    assert catalog_run_metrics(spark, settings) == 0
+
+    # an answer without element sets (CelesTrak's reply to an unknown group) is refused the same way
+    monkeypatch.setattr(job, "fetch_celestrak", lambda group, fmt="tle", timeout_s=30.0: "No GP data found")
+    with pytest.raises(SystemExit) as stop:
+        job.main(celestrak_argv("off2", "--celestrak", "no-such-group"), settings=settings, spark=spark)
+    assert stop.value.code == 1 and "No GP data found" in capsys.readouterr().err
+    assert not (settings.landing / "catalog").exists() and catalog_run_metrics(spark, settings) == 0
+
+
+def test_file_and_celestrak_are_alternatives(spark, settings, tmp_path, capsys):
+    job = load_job()
+    with pytest.raises(SystemExit) as stop:
+        job.main(celestrak_argv("x1", "--file", str(tmp_path / "a.tle"), "--celestrak", "active"),
+                 settings=settings, spark=spark)
+    assert stop.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    for bad in ("active/../x", "act ive", "ümlaut", ""):
+        with pytest.raises(SystemExit) as stop:
+            job.main(celestrak_argv("x2", "--celestrak", bad), settings=settings, spark=spark)
+        assert stop.value.code == 2 and "letters, digits and '-'" in capsys.readouterr().err
+    with pytest.raises(runtime.StageArgumentError, match="alternatives"):
+        job.run(spark, settings, argparse.Namespace(**vars(args("x3", tmp_path / "a.tle")), celestrak="active"))
