@@ -5,8 +5,11 @@ The chain, from all pairs of a catalogue to close approaches under a threshold `
 
 (a) **altitude bands** -- two objects whose radial bands [perigee, apogee] (mean elements, padded by
     ``D`` and :data:`ALTITUDE_MARGIN_KM` for short-periodic terms) do not overlap can never meet;
-(b) **spatial grid** -- positions at the time grid ``t_k = start + k h`` are hashed to cubic cells
-    of size ``C``; only objects in the same or adjacent cells at the same step are compared;
+(b) **spatial grid** -- positions at the time grid ``t_k = start + k h`` are keyed by cubic cell and
+    joined by sorting the keys; only objects in the same or adjacent cells at the same step are
+    compared, and a pair only if it lies within its own reach ``D + (V1 + V2) h / 2``. Objects no
+    faster than :data:`SLOW_SPEED_KM_S` share a fine grid (cell ``D + V_slow h``); the few faster ones
+    (GTO, Molniya) are compared with everything on a coarse one (cell ``D + V_max h``);
 (b') **linearised motion** -- a (pair, step) survives only if the straight-line relative motion
     around ``t_k`` comes within ``D`` plus a curvature bound during the half step either side;
 (c) **refinement** -- for the surviving pairs, the time of closest approach (TCA) is a root of the
@@ -17,10 +20,11 @@ Why no pair under ``D`` is lost (the argument the cell size and the pads rest on
 
 * every instant ``t*`` of ``[start, end]`` is within ``h/2`` of a grid time ``t_k`` (the grid runs
   from ``start`` to the first ``t_k >= end``);
-* the relative speed of two objects never exceeds ``V1 + V2 <= 2 Vmax`` where ``Vmax`` is the
-  largest perigee speed in the catalogue (vis-viva, padded by :data:`SPEED_MARGIN`); so if
-  ``|r1 - r2| < D`` at ``t*`` then ``|r1 - r2| < D + Vmax h`` at ``t_k``: with cells of that size
-  ``C``, the two are in the same or adjacent cells (each axis differs by less than ``C``);
+* the relative speed of two objects never exceeds ``V1 + V2`` where ``Vi`` is object i's perigee
+  speed (vis-viva, padded by :data:`SPEED_MARGIN`); so if ``|r1 - r2| < D`` at ``t*`` then
+  ``|r1 - r2| < D + (V1 + V2) h / 2`` at ``t_k``; that reach is at most the cell edge of the grid the
+  pair is met on (``D + V_slow h`` when both are slow, ``D + V_max h`` otherwise), so the two are in
+  the same or adjacent cells (each axis differs by less than one edge);
 * with relative acceleration at most ``A = A1 + A2`` (central gravity at the perigee radius,
   padded for J2 and drag), Taylor's remainder bounds the departure of the true relative position
   from ``dr + dv tau`` by ``A tau^2 / 2``; so such a pair also has a straight-line minimum over
@@ -79,11 +83,6 @@ def accel_bound_km_s2(perigee_km: np.ndarray | float) -> np.ndarray:
     return ACCEL_MARGIN * MU_KM3_S2 / r_min**2
 
 
-def cell_size_km(threshold_km: float, step_s: float, vmax_km_s: float) -> float:
-    """Grid cell edge: the threshold plus the largest relative motion in half a step (2 Vmax h/2)."""
-    return float(threshold_km + SPEED_MARGIN * vmax_km_s * step_s)
-
-
 def curvature_pad_km(accel_sum_km_s2, step_s: float):
     """Departure from straight-line relative motion within half a step: A (h/2)^2 / 2."""
     return 0.5 * accel_sum_km_s2 * (step_s / 2.0) ** 2
@@ -136,27 +135,76 @@ def satrecs_from_lines(line1: Iterable[str], line2: Iterable[str]) -> list[Satre
     return [Satrec.twoline2rv(l1, l2, WGS72) for l1, l2 in zip(line1, line2)]
 
 
-def grid_positions(norad_ids: Sequence[int], satrecs: Sequence[Satrec], times: np.ndarray) -> pd.DataFrame:
-    """Positions and velocities of every object at every grid time, one row per (object, step) that
-    SGP4 could evaluate (error codes are dropped: a decayed object cannot collide)."""
-    if len(satrecs) == 0:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in GRID_COLUMNS.items()})
-    err, r, v = propagate(satrecs, times)
-    n, m = err.shape
-    ok = (err == 0).ravel()
-    out = pd.DataFrame(
-        {
-            "step": np.tile(np.arange(m, dtype=np.int64), n),
-            "norad_id": np.repeat(np.asarray(norad_ids, dtype=np.int64), m),
-            "x": r[..., 0].ravel(), "y": r[..., 1].ravel(), "z": r[..., 2].ravel(),
-            "vx": v[..., 0].ravel(), "vy": v[..., 1].ravel(), "vz": v[..., 2].ravel(),
-        }
-    )
-    return out[ok].reset_index(drop=True)
+# Cells are keyed by one int64: (cx, cy, cz) offset into [0, 2^21) each, z fastest, so the three
+# cells of a column (cz - 1, cz, cz + 1) are one contiguous run of keys in sorted order.
+_CELL_BITS = 21
+_CELL_SPAN = 1 << _CELL_BITS
+_CELL_OFFSET = _CELL_SPAN // 2
+# The columns probed besides the object's own: lexicographically positive (dx, dy), so that with the
+# own column's (0, 0, +1) and the cell itself every unordered pair of neighbouring cells is met once
+# -- the 14 cells of HALF_NEIGHBOURS, probed with 9 binary searches instead of 28.
+COLUMN_OFFSETS: tuple[tuple[int, int], ...] = ((0, 1), (1, -1), (1, 0), (1, 1))
 
 
-GRID_COLUMNS = {"step": "int64", "norad_id": "int64", "x": "float64", "y": "float64", "z": "float64",
-                "vx": "float64", "vy": "float64", "vz": "float64"}
+def cell_keys(pos_km: np.ndarray, cell_km: float) -> np.ndarray:
+    cells = np.floor(np.asarray(pos_km, float) / cell_km).astype(np.int64) + _CELL_OFFSET
+    if cells.size and (cells.min() < 1 or cells.max() >= _CELL_SPAN - 1):
+        raise ValueError(f"positions beyond the cell grid ({_CELL_SPAN} cells of {cell_km} km per axis)")
+    return (cells[:, 0] * _CELL_SPAN + cells[:, 1]) * _CELL_SPAN + cells[:, 2]
+
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each i, the indices j in [lo_i, hi_i): returned as flat (i, j) arrays."""
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    first = np.repeat(np.arange(len(lo)), counts)
+    second = np.arange(total) - np.repeat(np.cumsum(counts) - counts - lo, counts)
+    return first, second
+
+
+def _sorted_keys(pos_km: np.ndarray, cell_km: float) -> tuple[np.ndarray, np.ndarray]:
+    key = cell_keys(pos_km, cell_km)
+    order = np.argsort(key, kind="stable")
+    return order, key[order]
+
+
+def _half_neighbour_pairs(ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of positions (in sorted order) of sorted cell keys ``ks`` in the same or adjacent cells,
+    each unordered pair once."""
+    n = len(ks)
+    firsts, seconds = [], []
+    # own column: later rows of the same cell, then the cell above (key + 1)
+    a, b = _expand(np.arange(1, n + 1), np.searchsorted(ks, ks + 1, side="right"))
+    firsts.append(a)
+    seconds.append(b)
+    for dx, dy in COLUMN_OFFSETS:
+        base = ks + (dx * _CELL_SPAN + dy) * _CELL_SPAN
+        a, b = _expand(np.searchsorted(ks, base - 1, side="left"), np.searchsorted(ks, base + 1, side="right"))
+        firsts.append(a)
+        seconds.append(b)
+    return np.concatenate(firsts), np.concatenate(seconds)
+
+
+def _all_neighbours(ks: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each key of ``query``, the positions in sorted ``ks`` of keys in the 27 surrounding cells:
+    (query index, position) pairs."""
+    firsts, seconds = [], []
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            base = query + (dx * _CELL_SPAN + dy) * _CELL_SPAN
+            a, b = _expand(np.searchsorted(ks, base - 1, side="left"), np.searchsorted(ks, base + 1, side="right"))
+            firsts.append(a)
+            seconds.append(b)
+    return np.concatenate(firsts), np.concatenate(seconds)
+
+
+def neighbour_pairs(pos_km: np.ndarray, cell_km: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every unordered pair of rows of ``pos_km`` lying in the same or adjacent cubic cells of edge
+    ``cell_km``, each once: a sort-merge join on the cell key (sort, then binary searches for the
+    neighbouring columns), so the work grows with the pairs found, not with n^2."""
+    order, ks = _sorted_keys(pos_km, cell_km)
+    first, second = _half_neighbour_pairs(ks)
+    return order[first], order[second]
 
 
 def linear_min_distance(dr: np.ndarray, dv: np.ndarray, half_step_s: float) -> np.ndarray:
@@ -167,46 +215,167 @@ def linear_min_distance(dr: np.ndarray, dv: np.ndarray, half_step_s: float) -> n
     return np.linalg.norm(dr + dv * tau[..., None], axis=-1)
 
 
-def grid_candidates(pos: pd.DataFrame, objects: pd.DataFrame, threshold_km: float, step_s: float,
-                    cell_km: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Numpy/pandas version of the Spark keyed join (the reference the job mirrors).
+@dataclasses.dataclass(frozen=True)
+class ScreeningObjects:
+    """The catalogue as the grid needs it: ids, SatrecArray, padded bands and acceleration bounds."""
 
-    ``pos`` from :func:`grid_positions`; ``objects`` has norad_id, perigee_km, apogee_km. Returns
-    (grid pairs: primary_id, secondary_id, step passing (a)+(b), the subset also passing (b')).
-    """
-    pos = pos.merge(objects[["norad_id", "perigee_km", "apogee_km"]], on="norad_id", how="inner")
-    for axis in "xyz":
-        pos["c" + axis] = np.floor(pos[axis] / cell_km).astype(np.int64)
-    probes = []
-    for dx, dy, dz in HALF_NEIGHBOURS:
-        probe = pos.copy()
-        probe["cx"] += dx
-        probe["cy"] += dy
-        probe["cz"] += dz
-        probe["same_cell"] = (dx, dy, dz) == (0, 0, 0)
-        probes.append(probe)
-    probe = pd.concat(probes, ignore_index=True)
-    joined = probe.merge(pos, on=["step", "cx", "cy", "cz"], how="inner", suffixes=("_a", "_b"))
-    keep = (joined["norad_id_a"] != joined["norad_id_b"]) & (
-        ~joined["same_cell"] | (joined["norad_id_a"] < joined["norad_id_b"])
-    )
-    joined = joined[keep]
-    dr = joined[["x_a", "y_a", "z_a"]].to_numpy() - joined[["x_b", "y_b", "z_b"]].to_numpy()
-    dv = joined[["vx_a", "vy_a", "vz_a"]].to_numpy() - joined[["vx_b", "vy_b", "vz_b"]].to_numpy()
-    near = (np.linalg.norm(dr, axis=1) < cell_km) & bands_overlap(
-        joined["perigee_km_a"].to_numpy(), joined["apogee_km_a"].to_numpy(),
-        joined["perigee_km_b"].to_numpy(), joined["apogee_km_b"].to_numpy(), threshold_km,
-    )
-    grid = pd.DataFrame(
-        {
-            "primary_id": np.minimum(joined["norad_id_a"], joined["norad_id_b"]).to_numpy(),
-            "secondary_id": np.maximum(joined["norad_id_a"], joined["norad_id_b"]).to_numpy(),
-            "step": joined["step"].to_numpy(),
-        }
-    )[near]
-    accel = accel_bound_km_s2(joined["perigee_km_a"].to_numpy()) + accel_bound_km_s2(joined["perigee_km_b"].to_numpy())
-    lin = linear_min_distance(dr, dv, step_s / 2.0) < threshold_km + curvature_pad_km(accel, step_s)
-    return grid.reset_index(drop=True), grid[lin[near]].reset_index(drop=True)
+    norad_ids: np.ndarray
+    satrecs: list
+    perigee_km: np.ndarray
+    apogee_km: np.ndarray
+    accel_km_s2: np.ndarray
+    speed_km_s: np.ndarray  # bound on each object's speed: perigee speed x SPEED_MARGIN
+
+    @classmethod
+    def from_satrecs(cls, norad_ids: Sequence[int], satrecs: Sequence[Satrec]) -> "ScreeningObjects":
+        perigee = np.array([s.a * s.radiusearthkm * (1 - s.ecco) - s.radiusearthkm for s in satrecs], dtype=float)
+        apogee = np.array([s.a * s.radiusearthkm * (1 + s.ecco) - s.radiusearthkm for s in satrecs], dtype=float)
+        speed = np.array([SPEED_MARGIN * perigee_speed_km_s(s) for s in satrecs], dtype=float)
+        return cls(np.asarray(norad_ids, dtype=np.int64), list(satrecs), perigee, apogee, accel_bound_km_s2(perigee), speed)
+
+    @property
+    def vmax_km_s(self) -> float:
+        return max((perigee_speed_km_s(s) for s in self.satrecs), default=0.0)
+
+    def grids(self, threshold_km: float, step_s: float) -> "Grids":
+        slow = self.speed_km_s <= SLOW_SPEED_KM_S
+        v_slow = float(self.speed_km_s[slow].max()) if slow.any() else 0.0
+        v_all = float(self.speed_km_s.max()) if len(self.speed_km_s) else 0.0
+        return Grids(slow, float(threshold_km + v_slow * step_s), float(threshold_km + v_all * step_s))
+
+
+# Objects no faster than this (every near-circular orbit, all of LEO but its eccentric members) share
+# a grid whose cells are sized to their own speed; the few faster ones (GTO, Molniya, HEO perigees at
+# up to ~11 km/s) are compared with everything on a second, coarser grid. One grid sized to the
+# fastest object would hold ~2x the candidate pairs in the crowded LEO shells.
+SLOW_SPEED_KM_S = 8.2
+
+
+@dataclasses.dataclass(frozen=True)
+class Grids:
+    """Cell edges: a pair's relative motion in half a step is at most (V1 + V2) h / 2, so two objects
+    within ``threshold`` at some instant are within ``threshold + Vmax h`` at the nearest grid time."""
+
+    slow: np.ndarray  # mask of the objects on the fine grid
+    slow_cell_km: float  # threshold + V_slow h: slow-slow pairs
+    fast_cell_km: float  # threshold + V_max h: pairs with a fast object
+
+
+@dataclasses.dataclass(frozen=True)
+class CatalogueLines:
+    """What travels to the executors: the element sets as text (picklable, ~150 bytes an object)."""
+
+    norad_ids: tuple[int, ...]
+    line1: tuple[str, ...]
+    line2: tuple[str, ...]
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for n, l1, l2 in zip(self.norad_ids, self.line1, self.line2):
+            h.update(f"{n}|{l1}|{l2}\n".encode())
+        return h.hexdigest()
+
+
+_WORKER_OBJECTS: dict[str, tuple[ScreeningObjects, object]] = {}
+
+
+def worker_objects(catalogue: CatalogueLines) -> tuple[ScreeningObjects, object]:
+    """The catalogue's Satrecs and SatrecArray, built once per Python process (Spark reuses its
+    Python workers across tasks, so a run parses each element set once per worker, not per task)."""
+    from sgp4.api import SatrecArray
+
+    key = catalogue.digest
+    if key not in _WORKER_OBJECTS:
+        _WORKER_OBJECTS.clear()  # one catalogue at a time: a new run's replaces the last
+        objects = ScreeningObjects.from_satrecs(catalogue.norad_ids, satrecs_from_lines(catalogue.line1, catalogue.line2))
+        _WORKER_OBJECTS[key] = (objects, SatrecArray(objects.satrecs) if objects.satrecs else None)
+    return _WORKER_OBJECTS[key]
+
+
+@dataclasses.dataclass
+class BlockResult:
+    """Candidates of a block of grid steps: (primary_id, secondary_id, step) passing (a)+(b)+(b'),
+    the number of (pair, step)s that passed (a)+(b) only, and SGP4's failures (first step, code)."""
+
+    primary_id: np.ndarray
+    secondary_id: np.ndarray
+    step: np.ndarray
+    pair_steps_grid: int
+    errors: dict[int, tuple[int, int]]  # norad_id -> (first failing step, SGP4 error code)
+
+
+PROPAGATION_CHUNK_STEPS = 32  # steps propagated at once: n x 32 x 6 doubles (~20 MB for 13k objects)
+
+
+def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: int, threshold_km: float,
+                     step_s: float, satrec_array=None) -> BlockResult:
+    """Filters (a), (b) and (b') over the grid steps ``first_step + k`` at ``times[k]``.
+
+    Propagates every object with one ``SatrecArray`` per chunk of steps, then per step: a sort-merge
+    join on the cell key (slow objects among themselves on the fine grid, fast ones against all on
+    the coarse grid, see :class:`Grids`), the pair's own distance bound ``threshold + (V1 + V2) h / 2``,
+    the altitude-band predicate, and the straight-line + curvature bound (b')."""
+    from sgp4.api import SatrecArray
+
+    arr = satrec_array if satrec_array is not None else SatrecArray(objects.satrecs)
+    grids = objects.grids(threshold_km, step_s)
+    ids, per, apo = objects.norad_ids, objects.perigee_km, objects.apogee_km
+    acc, speed = objects.accel_km_s2, objects.speed_km_s
+    pad = threshold_km + ALTITUDE_MARGIN_KM
+    out_p, out_s, out_k = [], [], []
+    grid_count = 0
+    errors: dict[int, tuple[int, int]] = {}
+    times = np.asarray(times, dtype=float)
+    for c0 in range(0, len(times), PROPAGATION_CHUNK_STEPS):
+        jd, fr = unix_to_jd(times[c0:c0 + PROPAGATION_CHUNK_STEPS])
+        err, r, v = arr.sgp4(jd, fr)
+        bad_rows = np.flatnonzero((err != 0).any(axis=1))
+        for row in bad_rows:
+            k = int(np.argmax(err[row] != 0))
+            norad = int(ids[row])
+            if norad not in errors:
+                errors[norad] = (first_step + c0 + k, int(err[row, k]))
+        for k in range(err.shape[1]):
+            ok = err[:, k] == 0
+            i, j = _step_pairs(r[:, k, :], ok & grids.slow, ok & ~grids.slow, ok, grids)
+            pos, vel = r[:, k, :], v[:, k, :]
+            dr = pos[i] - pos[j]
+            reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
+            keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
+            i, j, dr = i[keep], j[keep], dr[keep]
+            keep = (per[i] - pad <= apo[j] + pad) & (per[j] - pad <= apo[i] + pad)
+            i, j, dr = i[keep], j[keep], dr[keep]
+            grid_count += len(i)
+            dv = vel[i] - vel[j]
+            bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
+            keep = linear_min_distance(dr, dv, step_s / 2.0) < bound
+            i, j = i[keep], j[keep]
+            out_p.append(np.minimum(ids[i], ids[j]))
+            out_s.append(np.maximum(ids[i], ids[j]))
+            out_k.append(np.full(len(i), first_step + c0 + k, dtype=np.int64))
+    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)  # noqa: E731
+    return BlockResult(cat(out_p), cat(out_s), cat(out_k), grid_count, errors)
+
+
+def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndarray, grids: Grids) -> tuple[np.ndarray, np.ndarray]:
+    """Row pairs of one step to test: slow-slow in neighbouring fine cells, and fast-anything in
+    neighbouring coarse cells (fast-fast once), never an object with itself."""
+    rows = np.flatnonzero(slow)
+    order, ks = _sorted_keys(pos[rows], grids.slow_cell_km)
+    a, b = _half_neighbour_pairs(ks)
+    pairs_i, pairs_j = [rows[order[a]]], [rows[order[b]]]
+    fast_rows = np.flatnonzero(fast)
+    if len(fast_rows):
+        every = np.flatnonzero(ok)
+        order, ks = _sorted_keys(pos[every], grids.fast_cell_km)
+        q, b = _all_neighbours(ks, cell_keys(pos[fast_rows], grids.fast_cell_km))
+        i, j = fast_rows[q], every[order[b]]
+        # drop self-pairs, and keep a fast-fast pair once (from its lower row)
+        keep = (i != j) & (~fast[j] | (i < j))
+        pairs_i.append(i[keep])
+        pairs_j.append(j[keep])
+    return np.concatenate(pairs_i), np.concatenate(pairs_j)
 
 
 # --- (c) refinement ---------------------------------------------------------------------------------
@@ -221,6 +390,19 @@ class Approach:
     r_km: float
     t_km: float
     n_km: float
+    # both objects' TEME states at TCA (km, km/s): what the covariance and Pc need
+    p_x: float
+    p_y: float
+    p_z: float
+    p_vx: float
+    p_vy: float
+    p_vz: float
+    s_x: float
+    s_y: float
+    s_z: float
+    s_vx: float
+    s_vy: float
+    s_vz: float
 
 
 def rtn_components(r_primary: np.ndarray, v_primary: np.ndarray, r_secondary: np.ndarray) -> np.ndarray:
@@ -235,47 +417,72 @@ def rtn_components(r_primary: np.ndarray, v_primary: np.ndarray, r_secondary: np
     return np.stack([np.sum(rel * radial, axis=-1), np.sum(rel * transverse, axis=-1), np.sum(rel * normal, axis=-1)], axis=-1)
 
 
-def _state(sat: Satrec, t: float) -> tuple[np.ndarray, np.ndarray] | None:
-    jd, fr = unix_to_jd(t)
-    err, r, v = sat.sgp4(float(jd), float(fr))
-    if err != 0:
+def _states(sat: Satrec, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(error codes, r km, v km/s) of one object at many times: one vectorised SGP4 call."""
+    jd, fr = unix_to_jd(np.asarray(times, dtype=float))
+    err, r, v = sat.sgp4_array(np.atleast_1d(jd), np.atleast_1d(fr))
+    return err, r, v
+
+
+def _range_rates(sat1: Satrec, sat2: Satrec, times: np.ndarray) -> np.ndarray | None:
+    """(r1 - r2) . (v1 - v2) at ``times``; None if SGP4 refuses either object at any of them."""
+    e1, r1, v1 = _states(sat1, times)
+    e2, r2, v2 = _states(sat2, times)
+    if e1.any() or e2.any():
         return None
-    return np.asarray(r), np.asarray(v)
+    return np.einsum("ij,ij->i", r1 - r2, v1 - v2)
 
 
-class _PropagationError(Exception):
-    pass
+REFINE_FINE_POINTS = 33  # samples across a bracket before interpolating the root
 
 
-def _range_rate(sat1: Satrec, sat2: Satrec, t: float) -> float:
-    s1, s2 = _state(sat1, t), _state(sat2, t)
-    if s1 is None or s2 is None:
-        raise _PropagationError(t)
-    return float(np.dot(s1[0] - s2[0], s1[1] - s2[1]))
+def _root(sat1: Satrec, sat2: Satrec, a: float, b: float) -> float | None:
+    """The range-rate root inside [a, b] (f(a) < 0 <= f(b)): sample the bracket finely, interpolate
+    linearly between the samples around the sign change, then once more between the root estimate
+    and its neighbour on the other side. Range-rate is smooth (relative acceleration is small next
+    to |dv|^2), so the error is far under a millisecond -- far under the 1 s the TCA needs."""
+    ts = np.linspace(a, b, REFINE_FINE_POINTS)
+    f = _range_rates(sat1, sat2, ts)
+    if f is None:
+        return None
+    k = int(np.argmax(f >= 0.0))  # first sample at or past the root (f[-1] >= 0 by the bracket)
+    if k == 0 or f[k] == 0.0:
+        return float(ts[k])
+    lo, hi, flo, fhi = ts[k - 1], ts[k], f[k - 1], f[k]
+    t = lo - flo * (hi - lo) / (fhi - flo)
+    ft = _range_rates(sat1, sat2, np.array([t]))
+    if ft is None or ft[0] == 0.0:
+        return float(t)
+    if ft[0] < 0.0:
+        lo, flo = t, ft[0]
+    else:
+        hi, fhi = t, ft[0]
+    return float(lo - flo * (hi - lo) / (fhi - flo))
 
 
 def refine_window(primary_id: int, secondary_id: int, sat1: Satrec, sat2: Satrec,
                   t_lo: float, t_hi: float, subsamples: int) -> list[Approach]:
     """Closest approaches (range-rate roots going - to +) of two objects inside [t_lo, t_hi]."""
-    from scipy.optimize import brentq
-
     ts = np.linspace(t_lo, t_hi, max(subsamples, 1) + 1)
-    try:
-        f = np.array([_range_rate(sat1, sat2, t) for t in ts])
-    except _PropagationError:
+    f = _range_rates(sat1, sat2, ts)
+    if f is None:
         return []
     out = []
     for a, b, fa, fb in zip(ts[:-1], ts[1:], f[:-1], f[1:]):
         if not (fa < 0.0 <= fb):
             continue
-        try:
-            tca = b if fb == 0.0 else brentq(lambda t: _range_rate(sat1, sat2, t), a, b, xtol=1e-5, rtol=1e-15)
-        except _PropagationError:
+        tca = _root(sat1, sat2, float(a), float(b))
+        if tca is None:
             continue
-        (r1, v1), (r2, v2) = _state(sat1, tca), _state(sat2, tca)
+        e1, r1, v1 = _states(sat1, np.array([tca]))
+        e2, r2, v2 = _states(sat2, np.array([tca]))
+        if e1[0] or e2[0]:
+            continue
+        r1, v1, r2, v2 = r1[0], v1[0], r2[0], v2[0]
         rtn = rtn_components(r1, v1, r2)
         out.append(Approach(int(primary_id), int(secondary_id), float(tca), float(np.linalg.norm(r1 - r2)),
-                            float(np.linalg.norm(v1 - v2)), float(rtn[0]), float(rtn[1]), float(rtn[2])))
+                            float(np.linalg.norm(v1 - v2)), float(rtn[0]), float(rtn[1]), float(rtn[2]),
+                            *map(float, r1), *map(float, v1), *map(float, r2), *map(float, v2)))
     return out
 
 
@@ -314,8 +521,8 @@ def refine_pairs(pairs: pd.DataFrame, satrecs: dict[int, Satrec], grid_start: fl
     return frame.astype(APPROACH_COLUMNS)
 
 
-APPROACH_COLUMNS = {"primary_id": "int64", "secondary_id": "int64", "tca_unix": "float64", "miss_km": "float64",
-                    "rel_speed_km_s": "float64", "r_km": "float64", "t_km": "float64", "n_km": "float64"}
+APPROACH_COLUMNS = {"primary_id": "int64", "secondary_id": "int64",
+                    **{f.name: "float64" for f in dataclasses.fields(Approach)[2:]}}
 
 
 def event_id(primary_id: int, secondary_id: int, tca_unix: float) -> str:
@@ -329,27 +536,28 @@ def event_id(primary_id: int, secondary_id: int, tca_unix: float) -> str:
 
 def screen(norad_ids: Sequence[int], satrecs: Sequence[Satrec], start: float, end: float,
            threshold_km: float, step_s: float) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Screen a (small) catalogue with the same chain as the Spark job, in one process."""
-    ids = np.asarray(norad_ids, dtype=np.int64)
-    perigee = np.array([s.a * s.radiusearthkm * (1 - s.ecco) - s.radiusearthkm for s in satrecs])
-    apogee = np.array([s.a * s.radiusearthkm * (1 + s.ecco) - s.radiusearthkm for s in satrecs])
-    objects = pd.DataFrame({"norad_id": ids, "perigee_km": perigee, "apogee_km": apogee})
-    vmax = max((perigee_speed_km_s(s) for s in satrecs), default=0.0)
-    cell = cell_size_km(threshold_km, step_s, vmax)
+    """Screen a catalogue with the same chain as the Spark job, in one process (tests, benchmarks)."""
+    objects = ScreeningObjects.from_satrecs(norad_ids, satrecs)
+    grids = objects.grids(threshold_km, step_s)
     times = time_grid(start, end, step_s)
-    pos = grid_positions(ids, satrecs, times)
-    grid, linear = grid_candidates(pos, objects, threshold_km, step_s, cell)
+    block = block_candidates(objects, times, 0, threshold_km, step_s)
+    linear = pd.DataFrame({"primary_id": block.primary_id, "secondary_id": block.secondary_id, "step": block.step})
     pairs = linear.groupby(["primary_id", "secondary_id"], as_index=False)["step"].agg(list).rename(columns={"step": "steps"})
-    events = refine_pairs(pairs, dict(zip(ids.tolist(), satrecs)), start, step_s, start, end, threshold_km)
+    events = refine_pairs(pairs, dict(zip(objects.norad_ids.tolist(), satrecs)), start, step_s, start, end, threshold_km)
+    n = len(objects.norad_ids)
     metrics = {
-        "objects": len(ids),
-        "pairs_all": len(ids) * (len(ids) - 1) // 2,
-        "pairs_altitude": altitude_band_pair_count(perigee, apogee, threshold_km),
-        "pair_steps_grid": len(grid),
-        "pairs_grid": int(grid[["primary_id", "secondary_id"]].drop_duplicates().shape[0]),
+        "objects": n,
+        "steps": len(times),
+        "cell_km": grids.slow_cell_km,
+        "cell_fast_km": grids.fast_cell_km,
+        "fast_objects": int((~grids.slow).sum()),
+        "pairs_all": n * (n - 1) // 2,
+        "pairs_altitude": altitude_band_pair_count(objects.perigee_km, objects.apogee_km, threshold_km),
+        "pair_steps_grid": block.pair_steps_grid,
         "pair_steps_linear": len(linear),
         "pairs_linear": len(pairs),
         "events": len(events),
+        "sgp4_errors": len(block.errors),
     }
     return events, metrics
 
