@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--start", required=True)
     stage.add_argument("--end", required=True)
     stage.add_argument("--run-id")
-    stage.add_argument("extra", nargs=argparse.REMAINDER, help="further job arguments")
+    # further job arguments (e.g. catalog --file X) are passed through: see main()
     sub.add_parser("tables", help="list the table registry")
     sub.add_parser("status", help="row counts of every table")
     sub.add_parser("settings", help="print the effective settings")
@@ -152,7 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv[:1] == ["simulate"]:
             return _cmd_simulate(argv[1:])
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "stage":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.extra = extra
         if args.command == "catalog":
             return _cmd_catalog(args)
         if args.command == "stage":
