@@ -37,7 +37,7 @@ GATE_FAILED_EXIT = 3
 LAYERS = {
     "bronze": ("radar_frames", "optical_tracks", "isl_beacons"),
     "silver": ("observations", "observations_dedup"),
-    "gold": ("uncorrelated", "correlated", "conjunctions", "alerts"),
+    "gold": ("uncorrelated", "correlated", "conjunctions", "alerts", "alert_events"),
 }
 
 

@@ -18,10 +18,10 @@ FLOW = ("ingest", "normalize", "dedup", "correlate")
 # Columns that say when, by which run or through which file a row arrived, not what it is.
 METADATA = frozenset({
     "run_id", "correlate_run_id", "late_run_id", "ingest_time", "ingest_date", "ingest_batch", "bronze_id",
-    "source_file", "quarantine_time", "load_time", "updated", "outbox_file",
+    "source_file", "quarantine_time", "load_time", "updated", "outbox_file", "first_run_id",
 })
 COMPARED = ("observations", "observations_dedup", "correlated", "uncorrelated", "object_state", "passes",
-            "late_data", "quarantine", "catalog", "conjunctions", "alerts")
+            "late_data", "quarantine", "catalog", "conjunctions", "alerts", "alert_events")
 
 
 def job(stage: str):

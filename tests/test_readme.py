@@ -15,7 +15,7 @@ README = PROJECT_ROOT / "README.md"
 SETTING_DOCS = {
     "lakehouse": "root of the Delta tables (`<layer>/<table>`)",
     "landing": "where sensor files arrive (`radar/`, `optical/`, `isl/`)",
-    "outbox": "alert messages written by `conjunction`",
+    "outbox": "alert CDMs (CCSDS KVN) and their JSON twins written by `conjunction`",
     "jars_dir": "Delta jars cached by `make setup`",
     "catalog_file": "the TLE/OMM catalogue the `catalog` task loads",
     "spark_master": "Spark master of every job and of the `spark_default` connection",
@@ -31,6 +31,9 @@ SETTING_DOCS = {
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "screening_step_s": "propagation step of the screening",
+    "alert_tca_tolerance_s": "an event updates an open alert of the same pair whose TCA is within this many seconds",
+    "cdm_originator": "ORIGINATOR and MESSAGE_ID prefix of the CDMs in the outbox",
+    "uncertainty_min_sigma_m": "floor of each axis of an observed object's position sigma (covariance model)",
     "screening_threshold_km": "close approaches under this distance are kept",
     "alert_distance_km": "close approaches under this distance raise an alert",
     "pc_red": "collision probability of a red alert",

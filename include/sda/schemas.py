@@ -268,19 +268,61 @@ CONJUNCTION = T.StructType(
         T.StructField("r_m", T.DoubleType(), False),  # relative position, primary's RTN frame
         T.StructField("t_m", T.DoubleType(), False),
         T.StructField("n_m", T.DoubleType(), False),
+        # 2-D Pc (Foster, sda.pc) with the modelled covariances (sda.uncertainty); null when the 2-D
+        # method is invalid for the encounter (pc_valid false, pc_flag says why)
+        T.StructField("pc", T.DoubleType()),
+        T.StructField("pc_valid", T.BooleanType(), False),
+        T.StructField("pc_flag", T.StringType()),  # null | low relative velocity | long encounter (...) | ...
+        T.StructField("level", T.StringType(), False),  # red | yellow | none (sda.alerts.alert_level)
         T.StructField("run_id", T.StringType(), False),
     ]
 )
 
-ALERT = T.StructType(
-    CONJUNCTION.fields
-    + [
-        T.StructField("alert_id", T.StringType(), False),
-        T.StructField("level", T.StringType(), False),  # red | yellow
-        T.StructField("reason", T.StringType(), False),
-        T.StructField("outbox_file", T.StringType(), False),
-    ]
-)
+# The current state of an alert (gold ``alerts``, one row per alert_id) and each emitted change of it
+# (gold ``alert_events``, one row per (alert_id, version)): see sda.alerts for the lifecycle.
+_ALERT_STATE = [
+    T.StructField("alert_id", T.StringType(), False),  # event_id of the first sighting
+    T.StructField("version", T.IntegerType(), False),  # 1 when new, +1 per emitted change
+    T.StructField("status", T.StringType(), False),  # new | updated | closed (the last emitted change)
+    T.StructField("level", T.StringType(), False),  # red | yellow | none (none: closed, risk gone)
+    T.StructField("reason", T.StringType(), False),  # why this level / status, in words
+    T.StructField("close_reason", T.StringType()),  # null | TCA passed | risk dropped below thresholds | ...
+    T.StructField("event_id", T.StringType(), False),  # the conjunctions row the values come from
+    T.StructField("primary_id", T.LongType(), False),
+    T.StructField("secondary_id", T.LongType(), False),
+    T.StructField("primary_name", T.StringType()),
+    T.StructField("secondary_name", T.StringType()),
+    T.StructField("primary_intldes", T.StringType()),  # international designator, e.g. 1998-067A
+    T.StructField("secondary_intldes", T.StringType()),
+    T.StructField("screen_start", T.TimestampType(), False),  # screening start of the run the values come from
+    T.StructField("tca", T.TimestampType(), False),
+    T.StructField("miss_m", T.DoubleType(), False),
+    T.StructField("rel_speed_ms", T.DoubleType(), False),
+    T.StructField("r_m", T.DoubleType(), False),  # secondary relative to primary, primary's RTN frame
+    T.StructField("t_m", T.DoubleType(), False),
+    T.StructField("n_m", T.DoubleType(), False),
+    T.StructField("pc", T.DoubleType()),  # null when the 2-D method is invalid
+    T.StructField("pc_valid", T.BooleanType(), False),
+    T.StructField("pc_flag", T.StringType()),
+    T.StructField("hbr_m", T.DoubleType(), False),  # combined hard-body radius used for pc
+    # both objects' states at TCA (SGP4, TEME; m, m/s) and the modelled 1-sigma RTN uncertainties there
+    # (sda.uncertainty; diagonal covariance): what the CDM carries, so any version can be re-emitted
+    *[T.StructField(f"{o}_{c}", T.DoubleType(), False)
+      for o in ("p", "s") for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")],
+    *[T.StructField(f"{o}_sigma_{c}", T.DoubleType(), False)
+      for o in ("p", "s") for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms")],
+    T.StructField("p_cov_source", T.StringType(), False),  # observed/<regime> | tle/<regime>
+    T.StructField("s_cov_source", T.StringType(), False),
+    T.StructField("content_hash", T.StringType(), False),  # sha256 of the rounded emitted values
+    T.StructField("cdm_created", T.TimestampType(), False),  # the CDM's CREATION_DATE (the emitting run's screen start)
+    T.StructField("cdm_file", T.StringType(), False),  # file names in settings.outbox
+    T.StructField("json_file", T.StringType(), False),
+    T.StructField("run_id", T.StringType(), False),  # the run that emitted this version
+]
+
+ALERT = T.StructType(_ALERT_STATE + [T.StructField("first_run_id", T.StringType(), False)])
+
+ALERT_EVENTS = T.StructType(list(_ALERT_STATE))
 
 # One row per expectation per validated table per run (sda.quality); MERGEd on (run_id, table, expectation).
 DATA_QUALITY = T.StructType(
@@ -299,6 +341,20 @@ DATA_QUALITY = T.StructType(
         T.StructField("checked_at", T.TimestampType(), False),
         T.StructField("suite", T.StringType(), False),  # the GX expectation suite
         T.StructField("data_docs_url", T.StringType()),  # file:// URL of the run's validation page
+    ]
+)
+
+# Objects SGP4 could not propagate at some time of a run (its error codes 1-6), per stage and run:
+# they are skipped from that time on, never crash the job.
+PROPAGATION_ERRORS = T.StructType(
+    [
+        T.StructField("stage", T.StringType(), False),
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("error_code", T.IntegerType(), False),
+        T.StructField("meaning", T.StringType(), False),
+        T.StructField("first_error_time", T.TimestampType(), False),
+        T.StructField("epoch", T.TimestampType()),  # the element set's epoch
     ]
 )
 

@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 from sgp4.api import WGS72, Satrec
 
-from sda.frames import MU_KM3_S2, R_EARTH_KM, propagate, unix_to_jd
+from sda.frames import MU_KM3_S2, R_EARTH_KM, unix_to_jd
 
 # SGP4's mean elements are not osculating: short-periodic J2 terms move the radius by < ~10 km and
 # drag lowers a LEO orbit by a few km a day; 30 km covers both for the altitude-band filter.

@@ -82,6 +82,15 @@ def _text(name: str, raw: str) -> str:
     return raw
 
 
+_ORIGINATOR_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+
+
+def _cdm_originator(name: str, raw: str) -> str:
+    if not _ORIGINATOR_RE.match(raw):
+        raise SettingsError(f"{name}={raw!r}: expected 1-40 letters, digits, '_', '.' or '-' (it goes into CDM headers and file names)")
+    return raw
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Validated configuration. Build with :func:`load_settings`; never mutate."""
@@ -115,6 +124,9 @@ class Settings:
     pc_red: float = 1e-4
     pc_yellow: float = 1e-7
     hard_body_radius_m: float = 20.0
+    alert_tca_tolerance_s: float = 120.0  # an event belongs to an open alert of the same pair within this TCA shift
+    cdm_originator: str = "SDA-FUSION"
+    uncertainty_min_sigma_m: float = 10.0  # floor per axis of an observed object's position sigma
     # table upkeep (jobs/maintenance.py)
     vacuum_retention_h: float = 168.0  # VACUUM keeps files this long at least (and longer for a lagging consumer)
 
@@ -143,6 +155,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "jars_dir": _path,
     "catalog_file": _path,
     "spark_master": _spark_master,
+    "alert_tca_tolerance_s": _positive_float,
+    "cdm_originator": _cdm_originator,
+    "uncertainty_min_sigma_m": _positive_float,
     "shuffle_partitions": _positive_int,
     "driver_memory": _text,
     "cadence_minutes": _positive_int,

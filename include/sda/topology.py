@@ -21,7 +21,7 @@ import dataclasses
 OPERATOR_KINDS = ("map", "filter", "flatMap", "fold", "window", "join")
 LANDING = "landing"  # external source: sensor files under settings.landing
 CATALOG_FILE = "catalog_file"  # external source: a TLE/OMM file (settings.catalog_file)
-OUTBOX = "outbox"  # external sink: alert messages under settings.outbox
+OUTBOX = "outbox"  # external sink: alert CDMs (CCSDS KVN) and their JSON twins under settings.outbox
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +109,10 @@ STAGES: tuple[Stage, ...] = (
         name="conjunction",
         summary="screen catalogued objects for close approaches over the horizon and raise alerts",
         upstream=("correlate",),
-        inputs=("catalog",),
-        outputs=("conjunctions", "alerts", OUTBOX),
+        inputs=("catalog", "object_state", "alerts"),
+        outputs=("conjunctions", "alerts", "alert_events", "propagation_errors", OUTBOX),
         operators=("flatMap", "join", "fold", "map", "filter"),
-        key=("time step", "grid cell"),
+        key=("time step", "grid cell", "pair"),
     ),
 )
 
@@ -148,7 +148,7 @@ def mermaid() -> str:
     lines = ["flowchart TD"]
     lines.append(f'    {LANDING}[/"landing files<br/>radar · optical · ISL"/]')
     lines.append(f'    {CATALOG_FILE}[/"catalogue file<br/>TLE · OMM"/]')
-    lines.append(f'    {OUTBOX}[\\"outbox<br/>alert messages"\\]')
+    lines.append(f'    {OUTBOX}[\\"outbox<br/>alert CDMs + JSON"\\]')
     for stage in STAGES:
         ops = " → ".join(stage.operators)
         shape = ("[[", "]]") if stage.stateful else ("[", "]")

@@ -1,6 +1,7 @@
 """jobs/conjunction.py on a ten-object synthetic catalogue with a constructed close pair: the Spark
 chain finds what the single-process chain (itself checked against brute force in
-tests/include/test_screening.py) finds; reruns give the same rows and emit no outbox file twice."""
+tests/include/test_screening.py) finds; the close pair gets a red alert with its Pc and one CCSDS CDM +
+JSON in the outbox (sda.alerts); reruns give the same rows and emit no outbox file twice."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import json
 
 import pytest
 
-from sda import schemas, screening
+from sda import alerts, schemas, screening
+from sda.cdm import parse_cdm
 from sda.tables import TABLES, ensure_tables
 
 UTC = dt.timezone.utc
@@ -63,14 +65,14 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
 
     metrics = job.run(spark, settings, args("run-1"))
     assert metrics["objects"] == 10 and metrics["pairs_all"] == 45
-    assert metrics["pairs_all"] >= metrics["pairs_altitude"] >= metrics["pairs_grid"] >= metrics["pairs_linear"] >= 2
+    assert metrics["pairs_all"] >= metrics["pairs_altitude"] >= metrics["pairs_linear"] >= 2
 
     # the same chain in one process (checked against brute force in the include tests)
     ids = sorted(ELEMENTS)
     sats = screening.satrecs_from_lines(*zip(*[screening.tle_from_elements(n, EPOCH, *ELEMENTS[n]) for n in ids]))
     start = (EPOCH - dt.timedelta(hours=3)).timestamp()
-    reference, ref_metrics = screening.screen(ids, sats, start, start + 6 * 3600, 5.0, 60.0)
-    for key in ("pairs_altitude", "pairs_grid", "pair_steps_grid", "pairs_linear", "pair_steps_linear"):
+    reference, ref_metrics = screening.screen(ids, sats, start, start + 6 * 3600, 5.0, settings.screening_step_s)
+    for key in ("pairs_altitude", "pair_steps_grid", "pairs_linear", "pair_steps_linear"):
         assert metrics[key] == ref_metrics[key], key
 
     rows = {r["event_id"]: r for r in TABLES["conjunctions"].read(spark, settings).collect()}
@@ -84,35 +86,49 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         assert row["primary_id"] < row["secondary_id"] and row["miss_m"] < 5000
         assert row["screen_start"] == (EPOCH - dt.timedelta(hours=3)).replace(tzinfo=None)
 
-    # exactly one approach under the 1 km alert distance: 101/102 at the node, ~160 m -> red
+    # every event carries its 2-D Pc, or none and a flag where the 2-D method is invalid
+    for row in rows.values():
+        assert row["level"] in ("red", "yellow", "none")
+        if row["pc_valid"]:
+            assert 0.0 <= row["pc"] <= 1.0 and row["pc_flag"] is None
+        else:
+            assert row["pc"] is None and row["pc_flag"]
+
+    # exactly one alert: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts)
     [alert] = TABLES["alerts"].read(spark, settings).collect()
     assert (alert["primary_id"], alert["secondary_id"]) == (101, 102)
-    assert alert["level"] == "red" and alert["miss_m"] < 200 and "alert distance" in alert["reason"]
+    assert alert["level"] == "red" and alert["miss_m"] < 200 and "red threshold" in alert["reason"]
+    assert alert["pc"] >= settings.pc_red and (alert["status"], alert["version"]) == ("new", 1)
     assert abs(alert["tca"].replace(tzinfo=UTC) - EPOCH) < dt.timedelta(seconds=30)
-    files = sorted(settings.outbox.glob("*.json"))
-    assert [f.name for f in files] == [f"alert-{alert['alert_id']}.json"] and alert["outbox_file"] == str(files[0])
-    message = json.loads(files[0].read_text())
-    assert message["alert_id"] == alert["alert_id"] and message["level"] == "red"
-    mtime = files[0].stat().st_mtime_ns
-    assert metrics["alerts"] == 1 and metrics["outbox_written"] == 1
+    files = sorted(settings.outbox.iterdir())
+    assert [f.name for f in files] == [f"CDM-{alert['alert_id']}-v1.cdm", f"CDM-{alert['alert_id']}-v1.json"]
+    assert (alert["cdm_file"], alert["json_file"]) == (files[0].name, files[1].name)
+    message = json.loads(files[1].read_text())
+    assert message["alert_id"] == alert["alert_id"] and message["level"] == "red" and message["version"] == 1
+    cdm = parse_cdm(files[0].read_text())
+    assert cdm.collision_probability == alert["pc"] and cdm.miss_distance_m == alert["miss_m"]
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    assert metrics["alerts_new"] == 1 and metrics["emitted_files"] == 2
+    assert [r["version"] for r in TABLES["alert_events"].read(spark, settings).collect()] == [1]
 
-    before = {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts")}
+    before = {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts", "alert_events")}
     again = job.run(spark, settings, args("run-2"))
-    assert again["events"] == metrics["events"] and again["outbox_written"] == 0 and again["outbox_unchanged"] == 1
-    assert {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts")} == before
+    assert again["events"] == metrics["events"] and again["emitted_files"] == 0 and again["alerts_unchanged"] == 1
+    assert (again["alerts_new"], again["alerts_updated"], again["alerts_closed"]) == (0, 0, 0)
+    assert {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts", "alert_events")} == before
     assert sorted(settings.outbox.iterdir()) == files  # no temp files left, no second message
-    assert files[0].stat().st_mtime_ns == mtime
+    assert [f.stat().st_mtime_ns for f in files] == mtimes
 
 
-def test_alert_levels_and_atomic_outbox(tmp_path):
-    job = load_job()
-    assert job.alert_level(150.0, 1.0)[0] == "red"
-    assert job.alert_level(250.0, 1.0)[0] == "yellow"
-    path = tmp_path / "box" / "a.json"
-    assert job.write_outbox_file(path, "x\n") is True
-    assert job.write_outbox_file(path, "x\n") is False
-    assert job.write_outbox_file(path, "y\n") is True and path.read_text() == "y\n"
-    assert [p.name for p in path.parent.iterdir()] == ["a.json"]
+def test_alert_levels_and_atomic_outbox(tmp_path, settings):
+    # the job's levels and outbox writes are sda.alerts' (tests/include/test_alerts.py has the details)
+    assert alerts.alert_level(2e-4, 4000.0, settings)[0] == "red"
+    assert alerts.alert_level(1e-9, 250.0, settings)[0] == "yellow"
+    assert alerts.alert_level(1e-9, 1500.0, settings)[0] == "none"
+    path = tmp_path / "box" / "a.cdm"
+    assert alerts.write_if_absent(path, "x\n") is True
+    assert alerts.write_if_absent(path, "y\n") is False and path.read_text() == "x\n"
+    assert [p.name for p in path.parent.iterdir()] == ["a.cdm"]
 
 
 def test_cli_arguments():
