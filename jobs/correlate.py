@@ -9,11 +9,15 @@
 3. Observations are keyed by event-time bucket (:data:`sda.correlation.BUCKET_S`); each bucket is one
    ``applyInPandas`` group in which the catalogue is propagated once, vectorised, at the bucket's
    observation times and every observation is associated by array arithmetic
-   (:func:`sda.correlation.correlate_frame`: gates, residuals, ambiguity).
+   (:func:`sda.correlation.correlate_frame`: spatial candidate prefilter, predicted measurements,
+   a gate on the residuals normalised by the sensor's noise (sensor registry, also in the closure)
+   plus the prediction's uncertainty, per-measurement residuals, ambiguity).
 4. ``correlated`` and ``uncorrelated`` are MERGEd on obs_id (insert-if-new: a replay adds nothing).
-5. ``object_state`` is a keyed fold per (norad_id, 1-hour event-time window): the windows this run
-   touched are recomputed from *all* of ``correlated`` in those windows and upserted, so a replay, a
-   late observation or a second run converge to the same state.
+5. ``object_state`` is a keyed fold per (norad_id, ``settings.state_window_s`` event-time window):
+   observation count, position-miss mean / RMS, last observed time and, per measurement type, the
+   count, mean and sample variance of the signed residuals. The windows this run touched are
+   recomputed from *all* of ``correlated`` in those windows and upserted, so a replay, a late
+   observation, a retraction or a second run converge to the same state.
 6. Progress is committed last: a crash anywhere before replays the same changes into idempotent sinks.
 """
 
@@ -31,6 +35,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F, types as T
 
 from sda import correlation, runtime, schemas, watermarks
+from sda.sensors import load_sensors
 from sda.tables import TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,6 +55,9 @@ RESULT_FIELDS = [
     T.StructField("reason", T.StringType()),
     T.StructField("nearest_norad_id", T.LongType()),
     T.StructField("nearest_residual_m", T.DoubleType()),
+    T.StructField("gate_d2", T.DoubleType()),
+    T.StructField("nearest_gate_d2", T.DoubleType()),
+    *[T.StructField(c, T.DoubleType()) for c in correlation.RESIDUAL_COLUMNS],
 ]
 RESULT = T.StructType(schemas.DEDUPED.fields + RESULT_FIELDS)
 
@@ -72,8 +80,11 @@ def bucket(event_time: "F.Column") -> "F.Column":
 
 
 def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int, str, str]], gate_km: float,
-                           optical_gate_rad: float) -> "DataFrame":
-    """Observations (DEDUPED columns) -> the same columns plus the association (RESULT)."""
+                           sigmas: dict[str, dict[str, float]] | None = None,
+                           prediction_sigma_m: float = correlation.PREDICTION_SIGMA_M) -> "DataFrame":
+    """Observations (DEDUPED columns) -> the same columns plus the association (RESULT). ``sigmas``:
+    :func:`sda.correlation.sensor_sigmas` (default: the embedded sensor registry)."""
+    sigmas = correlation.sensor_sigmas(None) if sigmas is None else sigmas
     ids = np.array([c[0] for c in catalogue], dtype=np.int64)
     lines1 = [c[1] for c in catalogue]
     lines2 = [c[2] for c in catalogue]
@@ -88,7 +99,7 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
             _SATRECS[fingerprint] = (ids, satrecs_from_lines(lines1, lines2))
         cat_ids, sats = _SATRECS[fingerprint]
         group = group.reset_index(drop=True)
-        found = correlation.correlate_frame(group, cat_ids, sats, gate_km, optical_gate_rad)
+        found = correlation.correlate_frame(group, cat_ids, sats, gate_km, sigmas, prediction_sigma_m)
         out = pd.concat([group, found.drop(columns=["obs_id"])], axis=1)
         return out[columns]
 
@@ -104,6 +115,7 @@ def correlated_rows(results: "DataFrame", run_id: str) -> "DataFrame":
         *[f.name for f in schemas.DEDUPED.fields],
         "norad_id", "residual_m", "candidates", "ambiguous",
         F.lit(run_id).alias("correlate_run_id"),
+        "gate_d2", *correlation.RESIDUAL_COLUMNS,
     )
 
 
@@ -112,16 +124,30 @@ def uncorrelated_rows(results: "DataFrame", run_id: str) -> "DataFrame":
         *[f.name for f in schemas.DEDUPED.fields],
         "reason", "nearest_norad_id", "nearest_residual_m",
         F.lit(run_id).alias("correlate_run_id"),
+        "nearest_gate_d2",
     )
 
 
 def object_state(correlated: "DataFrame", touched: "DataFrame", window_s: float, final_before: dt.datetime | None,
                  run_id: str) -> "DataFrame":
     """Recompute the touched (norad_id, window_start) windows from every correlated row in them;
-    a window is final when it ends at or before ``final_before`` (the pipeline watermark)."""
+    a window is final when it ends at or before ``final_before`` (the pipeline watermark).
+
+    Per measurement type (:data:`sda.schemas.MEASUREMENT_RESIDUALS`): the number of the window's
+    observations that carry that residual, its mean and its sample variance (``var_samp``: n - 1
+    denominator, null for fewer than 2) -- ambiguous associations included, counted apart in
+    ``ambiguous_observations``. Every aggregate is a whole-window recomputation, so the fold stays
+    exact when observations arrive late or are withdrawn."""
     rows = correlated.withColumn("window_start", watermarks.window_start(F.col("event_time"), window_s))
     window_end = F.col("window_start") + F.make_dt_interval(secs=F.lit(window_s))
     final = F.lit(False) if final_before is None else window_end <= F.lit(final_before)
+    per_measurement, names = [], []
+    for name, unit, var_unit in schemas.MEASUREMENT_RESIDUALS:
+        column = F.col(f"residual_{name}_{unit}")
+        per_measurement += [F.count(column).alias(f"residual_{name}_count"),
+                            F.avg(column).alias(f"residual_{name}_mean_{unit}"),
+                            F.var_samp(column).alias(f"residual_{name}_var_{var_unit}")]
+        names += [f"residual_{name}_count", f"residual_{name}_mean_{unit}", f"residual_{name}_var_{var_unit}"]
     return (
         rows.join(F.broadcast(touched), on=["norad_id", "window_start"], how="left_semi")
         .groupBy("norad_id", "window_start")
@@ -130,10 +156,13 @@ def object_state(correlated: "DataFrame", touched: "DataFrame", window_s: float,
             F.avg("residual_m").alias("residual_mean_m"),
             F.sqrt(F.avg(F.col("residual_m") * F.col("residual_m"))).alias("residual_rms_m"),
             F.max("event_time").alias("last_observed"),
+            F.count_if(F.col("ambiguous")).cast("long").alias("ambiguous_observations"),
+            *per_measurement,
         )
         .select(
             "norad_id", "window_start", window_end.alias("window_end"), "observations", "residual_mean_m",
             "residual_rms_m", "last_observed", final.alias("final"), F.lit(run_id).alias("run_id"),
+            "ambiguous_observations", *names,
         )
     )
 
@@ -287,8 +316,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(newest_batch)) if newest_batch else ({}, None)
     final_before = None if pipeline_mark is None else dt.datetime.fromtimestamp(pipeline_mark / 1e6, dt.timezone.utc)
 
-    gate_rad = float(np.deg2rad(correlation.OPTICAL_GATE_DEG))
-    results = correlate_observations(observations, catalogue, settings.correlation_gate_km, gate_rad).persist()
+    # The prediction-uncertainty term of the gate (sda.correlation); a setting overrides the default.
+    prediction_sigma_m = settings.correlation_prediction_sigma_m
+    sigmas = correlation.sensor_sigmas(load_sensors())
+    results = correlate_observations(observations, catalogue, settings.correlation_gate_km, sigmas,
+                                     prediction_sigma_m).persist()
     window_s = settings.state_window_s
     try:
         counts = {(r["status"], r["ambiguous"]): r["count"] for r in results.groupBy("status", "ambiguous").count().collect()}
@@ -347,7 +379,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         "state_windows": len(touched),
         "pipeline_watermark": final_before.isoformat() if final_before else None,
         "gate_km": settings.correlation_gate_km,
-        "optical_gate_deg": correlation.OPTICAL_GATE_DEG,
+        "gate_tail": correlation.GATE_TAIL,
+        "prediction_sigma_m": prediction_sigma_m,
         "consumed": {SOURCE: last},
     }
 

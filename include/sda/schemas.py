@@ -178,15 +178,34 @@ CATALOG = T.StructType(
     ]
 )
 
+# Signed per-measurement residuals (observed - predicted) of the associated object, see
+# sda.correlation: (name, unit, unit of the variance). Radar: range, azimuth (wrapped to [-pi, pi]),
+# elevation, range-rate; optical: right ascension (wrapped, not times cos dec), declination; ISL:
+# the position miss on the predicted orbit's radial / along-track / cross-track axes.
+MEASUREMENT_RESIDUALS = (
+    ("range", "m", "m2"),
+    ("az", "rad", "rad2"),
+    ("el", "rad", "rad2"),
+    ("range_rate", "ms", "m2s2"),
+    ("ra", "rad", "rad2"),
+    ("dec", "rad", "rad2"),
+    ("radial", "m", "m2"),
+    ("along", "m", "m2"),
+    ("cross", "m", "m2"),
+)
+
 CORRELATED = T.StructType(
     DEDUPED.fields
     + [
         T.StructField("norad_id", T.LongType(), False),
         T.StructField("residual_m", T.DoubleType(), False),  # position-space miss to the prediction
         T.StructField("candidates", T.IntegerType(), False),  # objects inside the gate
-        T.StructField("ambiguous", T.BooleanType(), False),
+        T.StructField("ambiguous", T.BooleanType(), False),  # an in-gate runner-up not 100x less likely
         T.StructField("correlate_run_id", T.StringType(), False),
+        T.StructField("gate_d2", T.DoubleType()),  # normalised residual (chi-square statistic) of the association
     ]
+    # residual_<name>_<unit>: null for the measurements the observation's sensor kind does not make
+    + [T.StructField(f"residual_{name}_{unit}", T.DoubleType()) for name, unit, _ in MEASUREMENT_RESIDUALS]
 )
 
 UNCORRELATED = T.StructType(
@@ -196,6 +215,7 @@ UNCORRELATED = T.StructType(
         T.StructField("nearest_norad_id", T.LongType()),
         T.StructField("nearest_residual_m", T.DoubleType()),
         T.StructField("correlate_run_id", T.StringType(), False),
+        T.StructField("nearest_gate_d2", T.DoubleType()),  # the named near miss's normalised residual
     ]
 )
 
@@ -211,6 +231,18 @@ OBJECT_STATE = T.StructType(
         # provisional (false) until the pipeline watermark passes window_end; then no data can change it
         T.StructField("final", T.BooleanType(), False),
         T.StructField("run_id", T.StringType(), False),
+        T.StructField("ambiguous_observations", T.LongType()),  # of ``observations``, those flagged ambiguous
+    ]
+    # Per measurement type, over the window's correlated observations that have it: how many, the
+    # mean of the signed residual and its *sample* variance (n - 1 denominator; null below 2).
+    + [
+        field
+        for name, unit, var_unit in MEASUREMENT_RESIDUALS
+        for field in (
+            T.StructField(f"residual_{name}_count", T.LongType()),
+            T.StructField(f"residual_{name}_mean_{unit}", T.DoubleType()),
+            T.StructField(f"residual_{name}_var_{var_unit}", T.DoubleType()),
+        )
     ]
 )
 

@@ -116,6 +116,7 @@ class Settings:
     clock_skew_s: float = 300.0
     # correlation
     correlation_gate_km: float = 50.0
+    correlation_prediction_sigma_m: float = 2000.0  # catalogue prediction 1-sigma per axis, added to sensor noise in the gate
     # conjunction screening
     screening_horizon_h: float = 24.0
     screening_step_s: float = 30.0  # grid step: 30 s is the cheapest for a LEO-crowded catalogue (bench/screening.py)
@@ -156,6 +157,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "catalog_file": _path,
     "spark_master": _spark_master,
     "alert_tca_tolerance_s": _positive_float,
+    "correlation_prediction_sigma_m": _positive_float,
     "cdm_originator": _cdm_originator,
     "uncertainty_min_sigma_m": _positive_float,
     "shuffle_partitions": _positive_int,

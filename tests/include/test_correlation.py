@@ -11,7 +11,7 @@ from sgp4.api import WGS72, Satrec
 
 from sda import correlation as C
 from sda import screening as S
-from sda.frames import propagate, radec, razel, teme_to_ecef
+from sda.frames import propagate, radec, razel, site_teme, teme_to_ecef
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 T_OBS = EPOCH + dt.timedelta(minutes=37, seconds=12.25)
@@ -158,3 +158,99 @@ def test_sgp4_failures_are_skipped_and_incomplete_rows_reported():
     assert out.loc["k", "reason"] == C.REASON_UNKNOWN_KIND
     only_bad = run([radar_obs("a", 12)], [99], [bad])
     assert only_bad.loc["a", "reason"] == C.REASON_NOT_PROPAGATED
+
+
+# --- per-measurement residuals and the noise-normalised gate (hand-computed) -------------------------
+
+SIGMA_P2 = C.PREDICTION_SIGMA_M**2
+
+
+def test_chi_square_gate_thresholds():
+    # closed forms: P(chi2_2 > x) = exp(-x/2); P(chi2_4 > x) = exp(-x/2) (1 + x/2)
+    assert C.GATE_D2[2] == pytest.approx(-2.0 * np.log(C.GATE_TAIL), rel=1e-12)
+    x = C.GATE_D2[4]
+    assert np.exp(-x / 2) * (1 + x / 2) == pytest.approx(C.GATE_TAIL, rel=1e-9)
+    assert C.chi2_tail(C.GATE_D2[3], 3) == pytest.approx(C.GATE_TAIL, rel=1e-9)
+    assert C.wrap_angle(np.array([0.25 - 2 * np.pi, 2 * np.pi - 0.25, 3.0])) == pytest.approx([0.25, -0.25, 3.0])
+
+
+def test_signed_residuals_per_measurement_are_observed_minus_predicted():
+    ids, sats = catalogue()
+    sigmas = C.sensor_sigmas(None)  # the embedded registry: EGLIN 30 m / 0.0154 deg / 2 m/s, SOCORRO 1", ISL-01 50 m
+    # radar (EGLIN) of 13: +150 m range, +0.4 mrad azimuth (written 2 pi low: the residual wraps),
+    # -0.3 mrad elevation, +3 m/s range-rate
+    r, v = state(13)
+    rng, az, el, rr = razel(*teme_to_ecef(r, v, T_OBS.timestamp()), *EGLIN)
+    radar = obs_row("r", "radar", sensor_id="EGLIN", range_m=float(rng) * 1000 + 150.0, az_rad=float(az) + 4e-4 - 2 * np.pi,
+                    el_rad=float(el) - 3e-4, range_rate_ms=float(rr) * 1000 + 3.0,
+                    site_lat_deg=EGLIN[0], site_lon_deg=EGLIN[1], site_alt_m=EGLIN[2])
+    # optical (SOCORRO) of the GEO object 15: +20 urad right ascension (written 2 pi high), -10 urad declination
+    r15 = state(15)[0]
+    ra, dec = radec(r15, *SOCORRO, T_OBS.timestamp())
+    optical = obs_row("o", "optical", sensor_id="SOCORRO", ra_rad=float(ra) + 2e-5 + 2 * np.pi, dec_rad=float(dec) - 1e-5,
+                      site_lat_deg=SOCORRO[0], site_lon_deg=SOCORRO[1], site_alt_m=SOCORRO[2])
+    # ISL (ISL-01) of 11: 30 m radial, -120 m along-track, 45 m cross-track of the predicted orbit
+    r11, v11 = state(11)
+    radial = r11 / np.linalg.norm(r11)
+    cross = np.cross(r11, v11) / np.linalg.norm(np.cross(r11, v11))
+    along = np.cross(cross, radial)
+    fix = r11 * 1000.0 + 30.0 * radial - 120.0 * along + 45.0 * cross
+    isl = obs_row("i", "isl", sensor_id="ISL-01", x_m=fix[0], y_m=fix[1], z_m=fix[2])
+    out = C.correlate_frame(pd.DataFrame([radar, optical, isl]), ids, sats, GATE_KM, sigmas).set_index("obs_id")
+    assert (out["status"] == "correlated").all() and list(out["norad_id"]) == [13, 15, 11]
+    assert not out["ambiguous"].any()
+
+    r_ = out.loc["r"]
+    assert r_["residual_range_m"] == pytest.approx(150.0, abs=1e-3)
+    assert r_["residual_az_rad"] == pytest.approx(4e-4, abs=1e-10)
+    assert r_["residual_el_rad"] == pytest.approx(-3e-4, abs=1e-10)
+    assert r_["residual_range_rate_ms"] == pytest.approx(3.0, abs=1e-6)
+    rho_m, sa = float(rng) * 1000.0, np.deg2rad(0.0154)
+    expected = (150.0**2 / (30.0**2 + SIGMA_P2)
+                + (4e-4) ** 2 / (sa**2 + SIGMA_P2 / (rho_m * np.cos(float(el))) ** 2)
+                + (3e-4) ** 2 / (sa**2 + SIGMA_P2 / rho_m**2)
+                + 3.0**2 / (2.0**2 + C.PREDICTION_SIGMA_RANGE_RATE_MS**2))
+    assert r_["gate_d2"] == pytest.approx(expected, rel=1e-6)
+
+    o = out.loc["o"]
+    assert o["residual_ra_rad"] == pytest.approx(2e-5, abs=1e-11)
+    assert o["residual_dec_rad"] == pytest.approx(-1e-5, abs=1e-11)
+    rho_m = np.linalg.norm(r15 - site_teme(*SOCORRO, T_OBS.timestamp())) * 1000.0
+    so = np.deg2rad(0.00028)
+    assert o["gate_d2"] == pytest.approx(((2e-5 * np.cos(float(dec))) ** 2 + 1e-5**2) / (so**2 + SIGMA_P2 / rho_m**2), rel=1e-5)
+
+    i = out.loc["i"]
+    assert (i["residual_radial_m"], i["residual_along_m"], i["residual_cross_m"]) == pytest.approx((30.0, -120.0, 45.0), abs=1e-5)
+    miss2 = 30.0**2 + 120.0**2 + 45.0**2
+    assert i["residual_m"] == pytest.approx(np.sqrt(miss2), abs=1e-5)
+    assert i["gate_d2"] == pytest.approx(miss2 / (50.0**2 + SIGMA_P2), rel=1e-6)
+
+    # each kind fills only its own residuals
+    for obs_id, kind in (("r", "radar"), ("o", "optical"), ("i", "isl")):
+        others = [c for k, cols in C.RESIDUALS.items() if k != kind for c in cols]
+        assert out.loc[obs_id, others].isna().all()
+        assert out.loc[obs_id, list(C.RESIDUALS[kind])].notna().all()
+
+
+def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
+    # 12 km along the line of sight: inside the 50 km position cap, but with EGLIN's 30 m range noise
+    # and the 2 km prediction term d2 = 12000^2 / (30^2 + 2000^2) = 36.0 > chi2_4(1 - 1e-6) = 33.4
+    ids, sats = catalogue()
+    row = dict(radar_obs("a", 13, range_offset_m=12_000.0), sensor_id="EGLIN")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM).set_index("obs_id")
+    expected = 12_000.0**2 / (30.0**2 + SIGMA_P2)
+    assert out.loc["a", "status"] == "uncorrelated" and out.loc["a", "reason"] == C.REASON_NO_CANDIDATE
+    assert out.loc["a", "nearest_norad_id"] == 13
+    assert out.loc["a", "nearest_gate_d2"] == pytest.approx(expected, rel=1e-6)
+    assert out.loc["a", "nearest_residual_m"] == pytest.approx(12_000.0, abs=1e-3)
+    # a noisier sensor (5 km range sigma) or a less certain catalogue (3 km) lets it in
+    noisy = {"EGLIN": {**C.sensor_sigmas(None)["EGLIN"], "sigma_range_m": 5000.0}}
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, noisy).set_index("obs_id")
+    assert out.loc["a", "norad_id"] == 13
+    assert out.loc["a", "gate_d2"] == pytest.approx(12_000.0**2 / (5000.0**2 + SIGMA_P2), rel=1e-6)
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, prediction_sigma_m=3000.0).set_index("obs_id")
+    assert out.loc["a", "norad_id"] == 13
+    assert out.loc["a", "residual_range_m"] == pytest.approx(12_000.0, abs=1e-3)
+    # whatever the uncertainties, nothing beyond gate_km correlates
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, 10.0, noisy).set_index("obs_id")
+    assert out.loc["a", "status"] == "uncorrelated"

@@ -52,7 +52,8 @@ def teme_state(norad_id, when):
     return r[0, 0], v[0, 0]
 
 
-def observation(obs_id, kind, norad_id, when):
+def observation(obs_id, kind, norad_id, when, **offsets):
+    """A DEDUPED row measuring ``norad_id`` exactly, plus ``offsets`` added to named measurements."""
     values = dict.fromkeys(f.name for f in schemas.DEDUPED.fields)
     r, v = teme_state(norad_id, when)
     if kind == "radar":
@@ -68,6 +69,8 @@ def observation(obs_id, kind, norad_id, when):
                       vx_ms=v[0] * 1000, vy_ms=v[1] * 1000, vz_ms=v[2] * 1000)
     values.update(obs_id=obs_id, sensor_kind=kind, event_time=when, event_date=when.date(), ingest_time=when,
                   ingest_batch=1, bronze_id="b-" + obs_id, source_file="test", run_id="test", copies=1)
+    for name, offset in offsets.items():
+        values[name] += offset
     return tuple(float(x) if isinstance(x, np.floating) else x for x in (values[f.name] for f in schemas.DEDUPED.fields))
 
 
@@ -152,3 +155,63 @@ def test_empty_catalogue_is_an_error_and_consumes_nothing(spark, settings):
     with pytest.raises(RuntimeError, match="catalog is empty"):
         run_job(job, spark, settings, "run-1")
     assert runtime.last_consumed(spark, "correlate", "observations_dedup", settings) == -1
+
+
+def test_object_state_residual_statistics_per_measurement(spark, settings):
+    """Signed residuals per measurement type in ``correlated`` and their per-window count, mean and
+    sample variance in ``object_state``, against values computed by hand; a late observation refolds."""
+    job = load_job()
+    ensure_tables(spark, settings)
+    append(spark, settings, "catalog", [catalog_row(n, EPOCH) for n in (11, 13, 15)], schemas.CATALOG)
+    t0 = EPOCH + dt.timedelta(minutes=10, seconds=0.5)
+    sec = lambda s: t0 + dt.timedelta(seconds=s)  # noqa: E731
+    obs = [
+        # radar range offsets +100, +200, +600 m: mean 300, sample variance (200^2 + 100^2 + 300^2) / 2 = 70,000 m^2
+        observation("ra", "radar", 13, sec(0), range_m=100.0),
+        observation("rb", "radar", 13, sec(10), range_m=200.0),
+        observation("rc", "radar", 13, sec(20), range_m=600.0),
+        # optical declination offsets +10, +30 urad: mean 20 urad, sample variance 2 x (10 urad)^2 / 1 = 2e-10 rad^2
+        observation("oa", "optical", 15, sec(0), dec_rad=1e-5),
+        observation("ob", "optical", 15, sec(30), dec_rad=3e-5),
+        # one exact ISL fix: count 1, mean 0, variance undefined (null)
+        observation("ia", "isl", 11, sec(5)),
+    ]
+    append(spark, settings, "observations_dedup", obs, schemas.DEDUPED)
+    assert run_job(job, spark, settings, "run-1")["correlated"] == 6
+
+    correlated = table(spark, settings, "correlated")
+    assert correlated["ra"]["residual_range_m"] == pytest.approx(100.0, abs=1e-3)
+    assert correlated["ra"]["residual_az_rad"] == pytest.approx(0.0, abs=1e-9)
+    assert correlated["ra"]["residual_range_rate_ms"] == pytest.approx(0.0, abs=1e-6)
+    assert correlated["ra"]["residual_ra_rad"] is None and correlated["ra"]["residual_radial_m"] is None
+    assert correlated["ob"]["residual_dec_rad"] == pytest.approx(3e-5, abs=1e-11)
+    assert correlated["ob"]["residual_range_m"] is None
+    assert correlated["ia"]["residual_along_m"] == pytest.approx(0.0, abs=1e-3)
+    assert all(0.0 <= v["gate_d2"] < 1.0 for v in correlated.values())
+
+    hour0 = dt.datetime(2026, 11, 21, 6)
+    state = table(spark, settings, "object_state")
+    s13, s15, s11 = state[(13, hour0)], state[(15, hour0)], state[(11, hour0)]
+    assert s13["observations"] == 3 and s13["ambiguous_observations"] == 0
+    assert s13["last_observed"] == sec(20).replace(tzinfo=None)
+    assert (s13["residual_range_count"], s13["residual_az_count"], s13["residual_range_rate_count"]) == (3, 3, 3)
+    assert s13["residual_range_mean_m"] == pytest.approx(300.0, abs=1e-3)
+    assert s13["residual_range_var_m2"] == pytest.approx(70_000.0, abs=0.1)
+    assert s13["residual_el_mean_rad"] == pytest.approx(0.0, abs=1e-9)
+    assert s13["residual_ra_count"] == 0 and s13["residual_ra_mean_rad"] is None and s13["residual_ra_var_rad2"] is None
+    assert s13["residual_radial_count"] == 0 and s13["residual_radial_var_m2"] is None
+    assert s15["residual_dec_count"] == 2 and s15["residual_range_count"] == 0
+    assert s15["residual_dec_mean_rad"] == pytest.approx(2e-5, abs=1e-11)
+    assert s15["residual_dec_var_rad2"] == pytest.approx(2e-10, rel=1e-4)
+    assert s15["residual_ra_mean_rad"] == pytest.approx(0.0, abs=1e-10)
+    assert s11["residual_radial_count"] == 1 and s11["residual_radial_var_m2"] is None
+    assert s11["residual_cross_mean_m"] == pytest.approx(0.0, abs=1e-3)
+
+    # a late radar observation (+300 m) refolds the window from the whole table:
+    # 100, 200, 600, 300 -> mean 300, sample variance (200^2 + 100^2 + 300^2 + 0) / 3
+    append(spark, settings, "observations_dedup", [observation("rd", "radar", 13, sec(40), range_m=300.0)], schemas.DEDUPED)
+    assert run_job(job, spark, settings, "run-2")["correlated"] == 1
+    s13 = table(spark, settings, "object_state")[(13, hour0)]
+    assert s13["observations"] == 4 and s13["residual_range_count"] == 4
+    assert s13["residual_range_mean_m"] == pytest.approx(300.0, abs=1e-3)
+    assert s13["residual_range_var_m2"] == pytest.approx(140_000.0 / 3.0, abs=0.1)

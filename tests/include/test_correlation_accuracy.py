@@ -1,0 +1,162 @@
+"""Association accuracy on the simulator's default scenario, scored against its truth file.
+
+The default scenario is what ``make run`` (scripts/run.sh) and tests/test_end_to_end.py simulate:
+30 minutes of the embedded sensor registry (6 radars, 3 GEODSS telescopes, 3 ISL relays) over the
+generated catalogue (300 objects, seed 1) plus the injected conjunction pair (TCA after the
+window), with the default disorder rates. The catalogue the correlator uses is the file the
+simulator wrote (newest element set per object, as gold ``catalog`` gives it).
+
+What reaches correlation is emulated from the landed files and the truth labels, as upstream does
+it: ingest refuses malformed lines (:func:`sda.wire.file_records`), normalize refuses unknown
+sensors and impossible values and converts to SI, dedup collapses re-deliveries and folds a
+re-processed copy with its original, keeping the earliest event time (so ~1 % of the observations
+carry a time tag up to 50 ms off their measurement). The association is
+:func:`sda.correlation.correlate_frame` per event-time bucket, exactly what jobs/correlate.py runs in
+each ``applyInPandas`` group (a decision depends only on the observation and the catalogue, not on
+the rest of its bucket).
+
+Scoring: *correct* = associated with the true object; *wrong* = associated with another object
+(or with any object when the truth is "no catalogued object"); everything else is uncorrelated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sda import correlation, wire
+from sda.catalog import latest_by_object, load_catalog
+from sda.screening import satrecs_from_lines
+from sda.sensors import load_sensors
+from sda.settings import Settings
+from sda.simulate import SimConfig, simulate
+
+UTC = dt.timezone.utc
+START = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
+MIN_CORRECT = 0.99
+MAX_WRONG = 0.001
+
+
+def landed_observations(result) -> pd.DataFrame:
+    """Every well-formed measurement of the landing files in the OBSERVATION envelope's units, with
+    its truth row's ``key``."""
+    rows = []
+    for rel in result.files:
+        kind = rel.split("/", 1)[0]
+        for rec in wire.file_records(kind, (result.landing / rel).read_bytes()):
+            if rec.text is None:  # refused at ingest (malformed)
+                continue
+            key = f"{rel}#{rec.record_no}"
+            if kind == "radar":
+                frame = json.loads(rec.text)
+                for i, d in enumerate(frame["dets"]):
+                    rows.append(dict(key=f"{key}#{i}", sensor_id=frame["sensor"], sensor_kind=kind, event_time=d["t"],
+                                     range_m=d["range_km"] * 1000.0, az_rad=np.deg2rad(d["az_deg"]),
+                                     el_rad=np.deg2rad(d["el_deg"]), range_rate_ms=d["rr_km_s"] * 1000.0))
+            elif kind == "optical":
+                station, stamp, ra_hours, dec_deg = rec.text.split(",")[:4]
+                rows.append(dict(key=key, sensor_id=station, sensor_kind=kind, event_time=stamp,
+                                 ra_rad=float(ra_hours) * np.pi / 12.0, dec_rad=np.deg2rad(float(dec_deg))))
+            else:
+                kv = dict(part.split("=", 1) for part in rec.text.split("|")[1:])
+                stamp = dt.datetime.fromtimestamp(int(kv["t_ms"]) / 1000.0, UTC).isoformat()
+                rows.append(dict(key=key, sensor_id=kv["src"], sensor_kind=kind, event_time=stamp,
+                                 **{c: float(kv[c]) for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")}))
+    obs = pd.DataFrame(rows)
+    obs["event_time"] = pd.to_datetime(obs["event_time"], utc=True, format="ISO8601").dt.tz_convert(None)
+    return obs
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    root = tmp_path_factory.mktemp("accuracy")
+    defaults = SimConfig(start=START, end=START)
+    cfg = SimConfig(start=START, end=START + dt.timedelta(minutes=30), landing=root / "landing",
+                    catalog_out=root / "catalog.tle", inject_conjunction=True,
+                    tca=START + dt.timedelta(hours=3, minutes=30))
+    assert (cfg.objects, cfg.seed, cfg.dup_rate, cfg.reprocess_rate, cfg.late_rate) == (
+        defaults.objects, defaults.seed, defaults.dup_rate, defaults.reprocess_rate, defaults.late_rate)
+    result = simulate(cfg)
+    truth = {}
+    for line in result.truth_file.read_text().splitlines():
+        row = json.loads(line)
+        truth[row["key"]] = row
+    sensors = load_sensors()
+
+    obs = landed_observations(result)
+    labels = obs["key"].map(truth)
+    assert labels.notna().all(), "a landed measurement without a truth row"
+    obs["disorder"] = [t["disorder"] for t in labels]
+    obs["true_id"] = pd.array([t["norad_id"] for t in labels], dtype="Int64")
+    obs["duplicate_of"] = [t["duplicate_of"] for t in labels]
+    # normalize: unknown sensors and physically impossible values are quarantined
+    obs = obs[obs["sensor_id"].isin(sensors) & (obs["disorder"] != "impossible")]
+    # dedup: a re-delivery is the same observation; a re-processed copy folds with its original and
+    # the earliest event time is the representative
+    obs = obs[obs["disorder"] != "redelivery"].copy()
+    obs["cluster"] = obs["duplicate_of"].where(obs["duplicate_of"].notna(), obs["key"])
+    obs = obs.sort_values(["cluster", "event_time", "key"]).drop_duplicates("cluster").reset_index(drop=True)
+    for column, attr in (("site_lat_deg", "lat_deg"), ("site_lon_deg", "lon_deg"), ("site_alt_m", "alt_m")):
+        obs[column] = obs["sensor_id"].map({sid: getattr(s, attr) for sid, s in sensors.items()})
+    obs["obs_id"] = obs["key"]
+
+    entries = latest_by_object(load_catalog(result.catalog_file)[0])
+    ids = [e.norad_id for e in entries]
+    sats = satrecs_from_lines([e.line1 for e in entries], [e.line2 for e in entries])
+    gate_km = Settings().correlation_gate_km
+    sigmas = correlation.sensor_sigmas(sensors)
+    bucket = obs["event_time"].astype("int64") // (correlation.BUCKET_S * 10**9)
+    found = pd.concat([correlation.correlate_frame(group.reset_index(drop=True), ids, sats, gate_km, sigmas)
+                       for _, group in obs.groupby(bucket)])
+    return obs.merge(found, on="obs_id", validate="one_to_one"), result
+
+
+def test_default_scenario_is_representative(scenario):
+    scored, result = scenario
+    assert set(scored["sensor_kind"]) == {"radar", "optical", "isl"}
+    assert scored.groupby("sensor_kind").size().min() > 300
+    assert {"none", "late", "reprocessed"} <= set(scored["disorder"])
+    assert result.injected is not None
+
+
+def test_association_accuracy_against_truth(scenario):
+    scored, _ = scenario
+    n = len(scored)
+    associated = (scored["status"] == "correlated").to_numpy()
+    same = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
+    no_object = scored["true_id"].isna().to_numpy()
+    correct = (associated & same) | (~associated & no_object)
+    wrong = associated & ~same
+    uncorrelated = ~associated & ~no_object
+    figures = (f"{n} observations: correct {correct.sum()} ({correct.mean():.3%}), wrong {wrong.sum()} "
+               f"({wrong.mean():.3%}), uncorrelated {uncorrelated.sum()} ({uncorrelated.mean():.3%}); "
+               f"ambiguous {int(scored['ambiguous'].sum())}")
+    per_kind = "; ".join(
+        f"{kind}: {int(correct[idx].sum())}/{len(idx)} correct, {int(wrong[idx].sum())} wrong"
+        for kind, idx in scored.groupby("sensor_kind").indices.items())
+    print(f"\ncorrelation accuracy, default scenario: {figures}\n  {per_kind}")
+    assert correct.mean() >= MIN_CORRECT and wrong.mean() < MAX_WRONG, f"{figures}\n{per_kind}"
+
+
+def test_residuals_match_the_sensor_noise(scenario):
+    """The signed residuals of the correct associations are the simulator's noise: zero mean, the
+    registry's sigma (the catalogue is the truth here, so the prediction adds nothing)."""
+    scored, _ = scenario
+    ok = scored[(scored["status"] == "correlated") & (scored["norad_id"] == scored["true_id"])
+                & (scored["disorder"] != "reprocessed")]
+    radar = ok[ok["sensor_kind"] == "radar"]
+    sigma_range = radar["sensor_id"].map({s: v.sigma_range_m for s, v in load_sensors().items()})
+    assert (radar["residual_range_m"] / sigma_range).std() == pytest.approx(1.0, abs=0.05)
+    assert radar["residual_az_rad"].std() == pytest.approx(np.deg2rad(0.015), rel=0.1)
+    assert radar["residual_range_rate_ms"].std() == pytest.approx(2.0, rel=0.05)
+    optical = ok[ok["sensor_kind"] == "optical"]
+    assert optical["residual_dec_rad"].std() == pytest.approx(np.deg2rad(0.00028), rel=0.1)
+    isl = ok[ok["sensor_kind"] == "isl"]
+    assert isl[["residual_radial_m", "residual_along_m", "residual_cross_m"]].stack().std() == pytest.approx(50.0, rel=0.1)
+    for column in correlation.RESIDUAL_COLUMNS:
+        values = ok[column].dropna()
+        assert abs(values.mean()) < 4 * values.std() / np.sqrt(len(values)) + 1e-12, column
