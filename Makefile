@@ -43,6 +43,7 @@ test-fast: setup
 bench: setup
 	$(PY) bench/incremental.py
 	$(PY) bench/latency.py
+	$(PY) bench/screening.py
 
 clean:
 	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench
