@@ -1,0 +1,85 @@
+"""docker-compose.yaml, checked without a Docker engine: the services Airflow's official compose file
+has (on PostgreSQL), a Spark master with two workers, one shared lakehouse volume everywhere a table
+path is read or written, healthchecks, start-up order, the spark_default connection from the
+environment, and no secret in the file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yaml"
+AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+SPARK = ("spark-master", "spark-worker-1", "spark-worker-2")
+LAKEHOUSE = "/opt/sda/var/lakehouse"
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())  # anchors and merge keys resolved as Compose does
+
+
+def env(service: dict) -> dict[str, str]:
+    e = service.get("environment", {})
+    return dict(e) if isinstance(e, dict) else dict(item.split("=", 1) for item in e)
+
+
+def test_services_of_the_official_file_plus_a_spark_cluster(compose):
+    assert set(compose["services"]) == {"postgres", *AIRFLOW, "airflow-init", *SPARK}
+    assert set(compose["volumes"]) >= {"postgres-db-volume", "lakehouse"}
+
+
+@pytest.mark.parametrize("name", ["postgres", *AIRFLOW, *SPARK])
+def test_long_running_services_have_healthchecks(compose, name):
+    check = compose["services"][name]["healthcheck"]
+    assert check["test"] and check["interval"] and check["retries"] >= 1
+
+
+@pytest.mark.parametrize("name", [*AIRFLOW, "airflow-init", *SPARK])
+def test_one_shared_lakehouse_volume(compose, name):
+    """Driver (Airflow's spark-submit) and executors must see a table path as the same files."""
+    service = compose["services"][name]
+    assert f"lakehouse:{LAKEHOUSE}" in service["volumes"]
+    assert env(service)["SDA_LAKEHOUSE"] == LAKEHOUSE
+
+
+@pytest.mark.parametrize("name", [*AIRFLOW, "airflow-init"])
+def test_airflow_on_postgres_with_spark_default_from_the_environment(compose, name):
+    e = env(compose["services"][name])
+    assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:")
+    assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow")
+    assert e["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    conn = json.loads(e["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert conn["conn_type"] == "spark" and f"{conn['host']}:{conn['port']}" == "spark://spark-master:7077"
+    assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert e["AIRFLOW__CORE__AUTH_MANAGER"].endswith("SimpleAuthManager")  # a login for UI and API
+
+
+def test_workers_join_the_master_and_start_after_it(compose):
+    master = compose["services"]["spark-master"]
+    assert "deploy.master.Master" in master["command"] and "--port 7077" in master["command"]
+    for name in SPARK[1:]:
+        worker = compose["services"][name]
+        assert "deploy.worker.Worker" in worker["command"] and worker["command"].endswith("spark://spark-master:7077")
+        assert worker["depends_on"]["spark-master"]["condition"] == "service_healthy"
+
+
+def test_airflow_waits_for_postgres_and_the_init_service(compose):
+    for name in AIRFLOW:
+        deps = compose["services"][name]["depends_on"]
+        assert deps["postgres"]["condition"] == "service_healthy"
+        assert deps["airflow-init"]["condition"] == "service_completed_successfully"
+    assert "db migrate" in compose["services"]["airflow-init"]["command"][-1]
+
+
+def test_no_secret_in_the_file():
+    """Passwords and keys come from the environment (.env), never from the file itself."""
+    text = COMPOSE.read_text()
+    for key in ("POSTGRES_PASSWORD", "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET"):
+        for m in re.finditer(rf"^\s*{key}:\s*(.+)$", text, flags=re.M):
+            assert m.group(1).strip().startswith("${"), f"{key} is set in docker-compose.yaml: {m.group(0).strip()}"
+    assert re.search(r"postgresql\+psycopg2://airflow:\$\{POSTGRES_PASSWORD", text)
