@@ -2,7 +2,8 @@
 
     spark-submit jobs/catalog.py --start ISO --end ISO --run-id ID [--file PATH | --celestrak GROUP]
 
-The file (default ``settings.catalog_file``) is parsed on the driver with :func:`sda.catalog.load_catalog`
+The file (default ``settings.catalog_file``; ``--file`` must lie in that file's directory or in the
+landing zone, see :func:`check_args`) is parsed on the driver with :func:`sda.catalog.load_catalog`
 (catalogues are megabytes, not a distributed read). With ``--celestrak GROUP`` the group is first
 downloaded from CelesTrak and kept as ``<landing>/catalog/celestrak-<group>-<UTC time>.tle`` (the raw
 text: a rerun of that file replays the load), then loaded like any file; offline the job fails with
@@ -208,10 +209,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_args(args: argparse.Namespace, settings: "Settings") -> None:
+    """``--file`` must lie (after resolving ``..`` and symlinks) in the catalogue directory (the
+    directory of ``settings.catalog_file``) or the landing zone: the stage loads it into gold.
+    Runs in :func:`sda.runtime.run_stage`'s validation, before any Spark session; a refusal exits 2."""
+    from sda.paths import confine
+
+    if getattr(args, "file", None):
+        args.file = str(confine(args.file, [settings.catalog_file.parent, settings.landing], "--file"))
+
+
 def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
     """Run the stage; a failed CelesTrak fetch exits with status 1 and its message on stderr."""
     try:
-        return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
+        return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark, check=check_args)
     except CatalogFetchError as exc:
         runtime.log.error("%s", exc)
         print(f"jobs/{STAGE}.py: {exc}", file=sys.stderr, flush=True)

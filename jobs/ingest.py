@@ -72,11 +72,20 @@ def discover(landing: Path, end: dt.datetime) -> list[tuple[str, str, Path]]:
             rel = path.relative_to(landing)
             if not path.is_file() or not is_candidate(path.relative_to(root), kind):
                 continue
+            if not _inside(landing, path):
+                log.warning("landing file %s is a symlink to %s, outside the landing zone %s: not ingested",
+                            rel.as_posix(), path.resolve(), landing)
+                continue
             # a file still being written has a fresh mtime: it waits for the interval that covers it
             if path.stat().st_mtime > end.timestamp():
                 continue
             found.append((rel.as_posix(), kind, path))
     return sorted(found)
+
+
+def _inside(landing: Path, path: Path) -> bool:
+    """Whether ``path``, symlinks resolved, lies inside the landing zone."""
+    return path.resolve().is_relative_to(landing.resolve())
 
 
 def bronze_id(file_sha256: str, record_no: int) -> str:
@@ -168,6 +177,9 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
 
 def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
     path = landing / rel
+    if not _inside(landing, path):  # swapped for a symlink leading out since it was listed or planned
+        log.warning("landing file %s resolves to %s, outside the landing zone %s: not read", rel, path.resolve(), landing)
+        return None
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -341,8 +341,12 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
     path = TABLES[table].path(settings)
     with listing_parallelism(spark, max(2, settings.shuffle_partitions)):
         if dry_run:
+            # The only SQL text built here: the path comes from the lakehouse setting, which refuses
+            # ` ' " ; and control characters (sda.settings); the backtick is escaped all the same. The
+            # retention is a number formatted by code.
             quoted = path.replace("`", "``")
-            files = spark.sql(f"VACUUM delta.`{quoted}` RETAIN {plan.retention_h} HOURS DRY RUN").count()
+            hours = math.ceil(float(plan.retention_h))
+            files = spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours:d} HOURS DRY RUN").count()
             return {**out, "files_vacuumed": files}
         before = _latest_version(spark, table, settings)
         with_conflict_retry(lambda: _delta_table(spark, table, settings).vacuum(float(plan.retention_h)).collect(),

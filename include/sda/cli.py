@@ -35,6 +35,8 @@ def _cmd_simulate(argv: list[str]) -> int:
 def _cmd_catalog(args: argparse.Namespace) -> int:
     from sda import catalog
 
+    if args.action in ("generate", "fetch"):
+        args.out = str(_confined_out(args.out))
     if args.action == "generate":
         from sda import catgen
 
@@ -67,6 +69,15 @@ def _celestrak_group(text: str) -> str:
         return catalog.check_celestrak_group(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _confined_out(out: str) -> Path:
+    """``--out`` of ``catalog generate|fetch``: inside the catalogue directory (that of the settings'
+    ``catalog_file``) or the landing zone, ``..`` and symlinks resolved (else UnsafePathError, exit 2)."""
+    from sda.paths import confine
+
+    settings = load_settings()
+    return confine(out, [settings.catalog_file.parent, settings.landing], "--out")
 
 
 def _write_text(path: str, text: str) -> None:
@@ -128,11 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--objects", type=int, default=300)
     gen.add_argument("--epoch", help="ISO-8601 epoch (default now)")
     gen.add_argument("--seed", type=int, default=7)
-    gen.add_argument("--out", default=str(load_settings().catalog_file))
+    gen.add_argument("--out", default=str(load_settings().catalog_file),
+                     help="catalogue file to write, in the catalog_file's directory or the landing zone")
     fetch = cat_sub.add_parser("fetch", help="download a CelesTrak GP group as TLE (needs network)")
     fetch.add_argument("--group", default="active", type=_celestrak_group,
                        help="CelesTrak GP group: letters, digits and '-' (default active)")
-    fetch.add_argument("--out", default=str(load_settings().catalog_file))
+    fetch.add_argument("--out", default=str(load_settings().catalog_file),
+                       help="catalogue file to write, in the catalog_file's directory or the landing zone")
     check = cat_sub.add_parser("check", help="parse a TLE/OMM file and report rejected records")
     check.add_argument("file")
     stage = sub.add_parser("stage", help="run one pipeline stage with spark-submit")

@@ -43,7 +43,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger("sda")
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9_.:+\-]{1,200}$")
+# A run id becomes part of file paths (Great Expectations' Data Docs directories): besides the
+# character set, it may not start with '.' nor hold '..' (no '.', '..', hidden or parent directory).
+RUN_ID_RE = re.compile(r"^(?!\.)(?!.*\.\.)[A-Za-z0-9_.:+\-]{1,200}\Z")
+_RUN_ID_CHARS_RE = re.compile(r"^[A-Za-z0-9_.:+\-]{1,200}\Z")
 
 
 class StageArgumentError(ValueError):
@@ -74,11 +77,20 @@ def validate_args(args: argparse.Namespace) -> argparse.Namespace:
     args.end = parse_instant("end", args.end)
     if args.end <= args.start:
         raise StageArgumentError(f"--end {args.end.isoformat()} is not after --start {args.start.isoformat()}")
-    if not RUN_ID_RE.match(args.run_id):
-        raise StageArgumentError(
-            f"--run-id {args.run_id!r}: use 1-200 characters from letters, digits and _ . : + -"
-        )
+    args.run_id = check_run_id(args.run_id)
     return args
+
+
+def check_run_id(run_id: str, what: str = "--run-id") -> str:
+    """``run_id`` unchanged, or :class:`StageArgumentError` saying what is wrong with it. Airflow's
+    ids (``manual__2026-11-21T10:00:00.123456+00:00``, ``scheduled__...``, ``backfill__...``) pass."""
+    if not _RUN_ID_CHARS_RE.match(run_id):
+        raise StageArgumentError(f"{what} {run_id!r}: use 1-200 characters from letters, digits and _ . : + -")
+    if not RUN_ID_RE.match(run_id):
+        raise StageArgumentError(
+            f"{what} {run_id!r}: may not start with '.' nor contain '..' (run ids become directory names)"
+        )
+    return run_id
 
 
 def run_stage(
@@ -88,8 +100,13 @@ def run_stage(
     parser: argparse.ArgumentParser,
     settings: Settings | None = None,
     spark: "SparkSession | None" = None,
+    check: Callable[[argparse.Namespace, Settings], None] | None = None,
 ) -> dict[str, Any]:
     """Parse and validate, build the session, ensure tables, run ``body``, log a one-line summary.
+
+    ``check(args, settings)`` validates the stage's own arguments (e.g. confines a path to the
+    settings' roots) before any session is built; it raises :class:`StageArgumentError` or
+    :class:`SettingsError` and may normalise ``args`` in place.
 
     Bad arguments exit with status 2 and a message (argparse's convention); bad settings likewise.
     """
@@ -97,6 +114,8 @@ def run_stage(
     try:
         args = validate_args(parser.parse_args(argv))
         settings = settings or load_settings()
+        if check is not None:
+            check(args, settings)
     except (StageArgumentError, SettingsError) as exc:
         parser.error(str(exc))
     started = time.monotonic()
@@ -174,6 +193,9 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
 
 # --- sinks -----------------------------------------------------------------------------------------
 
+_BOUND_RE = re.compile(r"^-?\d{4,}-\d\d-\d\d( \d\d:\d\d:\d\d\.\d{6})?\Z")
+
+
 def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
     """``t.k = s.k AND ...`` over the key, plus, for each of the table's ``prune`` columns, equality
     and the source's [min, max] as literals: Delta prunes partitions and skips files by those, so a
@@ -195,6 +217,9 @@ def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
             if lo is None:
                 continue  # empty source: nothing to prune by
             literal = "DATE" if spec.schema[col].dataType.typeName() == "date" else "TIMESTAMP"
+            for value in (lo, hi):  # Spark's own formatting of a date/timestamp: digits and separators only
+                if not _BOUND_RE.match(value):
+                    raise ValueError(f"table {spec.name}: prune bound {value!r} of {col} is not a formatted {literal}")
             if col not in spec.key:
                 terms.append(f"t.`{col}` = s.`{col}`")
             terms.append(f"t.`{col}` BETWEEN {literal}'{lo}' AND {literal}'{hi}'")

@@ -5,6 +5,13 @@ sensors) and an ``SDA_*`` environment-variable override. Values are parsed and v
 settings are loaded; a bad value raises :class:`SettingsError` naming the variable, the value and
 what was expected, so a typo never turns into a silent default.
 
+Path settings (``SDA_LAKEHOUSE``, ``SDA_LANDING``, ``SDA_OUTBOX``, ``SDA_CATALOG_FILE``,
+``SDA_JARS_DIR``, and ``Path`` overrides alike) are resolved (``~``, ``..``, symlinks; relative to the
+project) and refused when they hold NUL bytes or control characters; the places the pipeline writes
+to may be neither ``/`` nor a system directory (``sda.paths.SYSTEM_DIRS``) unless inside the project;
+the lakehouse path, quoted into Delta SQL, may not hold `` ` ' " ; ``; and the lakehouse, landing
+zone and outbox may not contain one another (see :mod:`sda.paths`).
+
 This module imports nothing heavy: DAG files read it at parse time.
 """
 
@@ -17,7 +24,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+def _project_root() -> Path:
+    """The project directory: ``SDA_HOME`` when set, else two levels above this package. Spark
+    executors and a ``spark-submit`` driver may import ``sda`` from the shipped zip
+    (:mod:`sda.dist`), whose location says nothing about the project: jobs get ``SDA_HOME``."""
+    home = os.environ.get("SDA_HOME")
+    return Path(home).resolve() if home else Path(__file__).resolve().parents[2]
+
+
+PROJECT_ROOT = _project_root()
 ENV_PREFIX = "SDA_"
 # SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch, the
 # fault injection of sda.runtime.checkpoint):
@@ -56,7 +72,7 @@ def _probability(name: str, raw: str) -> float:
     return value
 
 
-_MASTER_RE = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[A-Za-z0-9.\-]+:\d+(,[A-Za-z0-9.\-]+:\d+)*|yarn|k8s://\S+)$")
+_MASTER_RE = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[A-Za-z0-9.\-]+:\d+(,[A-Za-z0-9.\-]+:\d+)*|yarn|k8s://\S+)\Z")  # \Z: '$' would let a trailing newline through
 
 
 def _spark_master(name: str, raw: str) -> str:
@@ -68,21 +84,43 @@ def _spark_master(name: str, raw: str) -> str:
 
 
 def _path(name: str, raw: str) -> Path:
+    """A directory or file path: ``~`` expanded, relative to the project, resolved (``..`` and
+    symlinks). NUL bytes, newlines and other control characters are refused."""
+    from sda.paths import check_text
+
     if not raw.strip():
         raise SettingsError(f"{name} is empty: expected a directory path")
-    if "\x00" in raw:
-        raise SettingsError(f"{name}: path contains a NUL byte")
+    check_text(name, raw)
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = PROJECT_ROOT / path
     return path.resolve()
 
 
+def _data_path(name: str, raw: str) -> Path:
+    """A location the pipeline writes to: as :func:`_path`, and neither ``/`` nor a system directory
+    (``sda.paths.SYSTEM_DIRS``) unless inside the project itself."""
+    from sda.paths import refuse_system_dir
+
+    return refuse_system_dir(name, _path(name, raw), raw, allow_under=(PROJECT_ROOT,))
+
+
+def _lakehouse_path(name: str, raw: str) -> Path:
+    """The lakehouse root: as :func:`_data_path`, and free of the characters that could end a quoted
+    SQL name or string (its table paths are quoted into Delta SQL, e.g. ``VACUUM delta.`<path>```)."""
+    from sda.paths import check_text
+
+    check_text(name, raw, sql=True)
+    path = _data_path(name, raw)
+    check_text(name, str(path), sql=True)  # the resolved path too: a symlink could bring the characters in
+    return path
+
+
 def _text(name: str, raw: str) -> str:
     return raw
 
 
-_ORIGINATOR_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+_ORIGINATOR_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}\Z")
 
 
 def _cdm_originator(name: str, raw: str) -> str:
@@ -150,11 +188,11 @@ class Settings:
 
 
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "lakehouse": _path,
-    "landing": _path,
-    "outbox": _path,
-    "jars_dir": _path,
-    "catalog_file": _path,
+    "lakehouse": _lakehouse_path,
+    "landing": _data_path,
+    "outbox": _data_path,
+    "jars_dir": _path,  # read only (the Delta jars)
+    "catalog_file": _data_path,
     "spark_master": _spark_master,
     "alert_tca_tolerance_s": _positive_float,
     "correlation_prediction_sigma_m": _positive_float,
@@ -197,13 +235,30 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
     for key, value in overrides.items():
         if key not in _PARSERS:
             raise SettingsError(f"unknown setting {key!r}")
-        values[key] = _PARSERS[key](key, str(value)) if not isinstance(value, Path) else value.resolve()
+        if isinstance(value, Path):  # as before: a relative Path is taken from the current directory
+            value = value.expanduser().resolve()
+        values[key] = _PARSERS[key](key, str(value))
     settings = Settings(**values)
     _check_consistency(settings)
     return settings
 
 
+# Roots that must not contain one another: ingest would read Delta files as sensor files, VACUUM
+# could delete landed files, CDMs would land among the tables.
+SEPARATE_ROOTS = ("lakehouse", "landing", "outbox")
+
+
 def _check_consistency(s: Settings) -> None:
+    for i, a in enumerate(SEPARATE_ROOTS):
+        for b in SEPARATE_ROOTS[i + 1:]:
+            pa, pb = getattr(s, a), getattr(s, b)
+            if pa == pb or pa.is_relative_to(pb) or pb.is_relative_to(pa):
+                va, vb = ENV_PREFIX + a.upper(), ENV_PREFIX + b.upper()
+                how = "is the same directory as" if pa == pb else ("lies inside" if pa.is_relative_to(pb) else "contains")
+                raise SettingsError(
+                    f"{va}={str(pa)!r} {how} {vb}={str(pb)!r}: the lakehouse, the landing zone and the outbox "
+                    "must be separate directories, none inside another"
+                )
     if s.pc_yellow > s.pc_red:
         raise SettingsError(f"SDA_PC_YELLOW={s.pc_yellow} is above SDA_PC_RED={s.pc_red}: yellow must be the lower threshold")
     if s.alert_distance_km > s.screening_threshold_km:

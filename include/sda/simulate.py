@@ -214,9 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Write simulated radar/optical/ISL sensor files (with disorder and truth) to the landing zone.")
     p.add_argument("--start", type=parse_time, required=True, help="first event time, ISO-8601 UTC")
     p.add_argument("--end", type=parse_time, required=True, help="end of the events (exclusive), at most 7 days after --start")
-    p.add_argument("--landing", type=Path, help="landing directory (default: the settings' landing)")
+    p.add_argument("--landing", type=Path, help="landing directory: the settings' landing (default) or a directory inside it")
     p.add_argument("--catalog", type=Path, help="TLE/OMM catalogue to observe (default: generate one with sda.catgen)")
-    p.add_argument("--catalog-out", type=Path, help="where the catalogue used is written (default: the settings' catalog_file)")
+    p.add_argument("--catalog-out", type=Path, help="where the catalogue used is written (default: the settings' catalog_file); "
+                   "inside the catalog_file's directory or the landing zone")
     p.add_argument("--objects", type=_positive_int, default=300, help="generated catalogue size (default 300)")
     p.add_argument("--max-objects", type=_positive_int, help="observe a deterministic subsample of the catalogue")
     p.add_argument("--sensors", type=Path, help="sensor registry CSV (default: the embedded registry)")
@@ -250,9 +251,26 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
     )
     try:
         cfg.validate()
-    except ValueError as exc:
+        confine_outputs(cfg)
+    except ValueError as exc:  # sda.settings.SettingsError and sda.paths.UnsafePathError too
         parser.error(str(exc))
     return cfg
+
+
+def confine_outputs(cfg: SimConfig) -> None:
+    """The command line may only write where the settings say: ``--landing`` is the settings'
+    landing zone or a directory inside it, ``--catalog-out`` lies in the catalogue directory (that of
+    ``catalog_file``) or the landing zone (``..`` and symlinks resolved; a relative path is taken from
+    the current directory). Inputs (``--catalog``, ``--sensors``) are only read and stay unconfined.
+    Replaces the paths by their resolved form; raises :class:`sda.paths.UnsafePathError`."""
+    from sda.paths import confine
+    from sda.settings import load_settings
+
+    settings = load_settings()
+    if cfg.landing is not None:
+        cfg.landing = confine(cfg.landing, [settings.landing], "--landing")
+    if cfg.catalog_out is not None:
+        cfg.catalog_out = confine(cfg.catalog_out, [settings.catalog_file.parent, settings.landing], "--catalog-out")
 
 
 def main(argv: list[str] | None = None) -> int:

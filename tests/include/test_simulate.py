@@ -30,9 +30,18 @@ A_WGS84, F_WGS84 = 6378.137, 1.0 / 298.257223563
 SENSORS = load_sensors()
 
 
+def _main(argv: list[str], landing: Path, catalog_out: Path) -> int:
+    """sim.main with the settings' landing zone and catalogue file where the test writes (the command
+    line may only write inside them)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SDA_LANDING", str(landing))
+        mp.setenv("SDA_CATALOG_FILE", str(catalog_out))
+        return sim.main(argv)
+
+
 def _run(tmp: Path, extra: list[str] = ()) -> tuple[Path, Path]:
     landing, cat = tmp / "landing", tmp / "catalog.tle"
-    assert sim.main(ARGS + ["--landing", str(landing), "--catalog-out", str(cat)] + list(extra)) == 0
+    assert _main(ARGS + ["--landing", str(landing), "--catalog-out", str(cat)] + list(extra), landing, cat) == 0
     return landing, cat
 
 
@@ -427,7 +436,7 @@ def test_other_seed_differs_and_clean_has_no_disorder(tmp_path):
     landing = tmp_path / "landing"
     args = ["--start", START, "--end", "2026-11-21T05:50:00Z", "--objects", "30", "--seed", "9", "--clean",
             "--landing", str(landing), "--catalog-out", str(tmp_path / "c.tle")]
-    assert sim.main(args) == 0
+    assert _main(args, landing, tmp_path / "c.tle") == 0
     truth = [json.loads(x) for x in next((landing / "_truth").glob("*.jsonl")).read_text().splitlines()]
     assert truth and {t["disorder"] for t in truth} == {"none"}
     assert not any("_1." in t["file"] or "_2." in t["file"] for t in truth)
@@ -438,7 +447,7 @@ def test_given_catalogue_and_subsample(tmp_path, shared_data):
     debris = shared_data / "catalog" / "celestrak_cosmos2251_debris_2025-10.tle"
     args = ["--start", "2025-10-03T00:00:00Z", "--end", "2025-10-03T00:10:00Z", "--catalog", str(debris),
             "--max-objects", "25", "--clean", "--landing", str(landing), "--catalog-out", str(tmp_path / "c.tle")]
-    assert sim.main(args) == 0
+    assert _main(args, landing, tmp_path / "c.tle") == 0
     summary = json.loads(next((landing / "_truth").glob("*.summary.json")).read_text())
     assert summary["objects"] == 25 and summary["records"] > 0
 
