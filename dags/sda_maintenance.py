@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
 from sda.airflow_support import submit_kwargs
+from sda.operators import SdaSparkSubmitOperator
 from sda.settings import PROJECT_ROOT, load_settings
 
 settings = load_settings()
@@ -66,7 +66,7 @@ with DAG(
     },
     tags=["sda", "maintenance", "delta"],
 ) as dag:
-    SparkSubmitOperator(
+    SdaSparkSubmitOperator(
         task_id="maintenance",
         doc_md="**maintenance**: OPTIMIZE then VACUUM every registered table; the retention is widened "
                "for a table whose change-feed consumer lags, and a table is not vacuumed while a consumer "

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, DeltaTriggerTimetable
 
 from sda.airflow_support import submit_kwargs
+from sda.operators import SdaSparkSubmitOperator
 from sda.settings import PROJECT_ROOT, load_settings
 from sda.topology import STAGES
 
@@ -69,7 +69,7 @@ with DAG(
     tasks = {}
     for order, stage in enumerate(STAGES):
         extra = [arg.format(catalog_file=settings.catalog_file) for arg in stage.extra_args]
-        tasks[stage.name] = SparkSubmitOperator(
+        tasks[stage.name] = SdaSparkSubmitOperator(
             task_id=stage.name,
             doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
             application=str(PROJECT_ROOT / stage.job),

@@ -1,0 +1,202 @@
+"""The cluster path, proven on loopback: a Spark standalone master and worker started from the pyspark
+package, ``spark_default`` pointed at them, and pipeline stages submitted through the DAGs' own
+operator (:class:`sda.operators.SdaSparkSubmitOperator` with :func:`sda.airflow_support.submit_kwargs`:
+the Delta jars, the ``sda`` zip as ``--py-files``, the settings in the environment). The tables they
+write must equal those of the same stages run on ``local[2]`` over the same landed files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests import chain
+
+pytestmark = pytest.mark.slow
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+STAGES = ("catalog", "ingest", "normalize", "conjunction")
+RUN_ID = "manual__2026-11-21T12:00:00+00:00"
+COMPARED = ("catalog", "observations", "quarantine", "conjunctions", "alerts", "alert_events")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _master_state(ui_port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as r:
+        return json.load(r)
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A master and one worker (2 cores, 2 GiB) on 127.0.0.1, from the venv's pyspark; stopped afterwards."""
+    spark_class = BIN / "spark-class"
+    if not spark_class.is_file():
+        pytest.fail(f"{spark_class} not found: pyspark is not installed in this interpreter's environment")
+    root = tmp_path_factory.mktemp("standalone")
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_", "SDA_"))}
+    # the executors must not find sda through the test's PYTHONPATH: only the shipped zip or the install
+    env.pop("PYTHONPATH", None)
+    import pyspark
+
+    env.update({"SPARK_HOME": str(Path(pyspark.__file__).parent), "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"})
+    env.update({"SPARK_LOG_DIR": str(root / "logs"), "SPARK_WORKER_DIR": str(root / "work"), "SPARK_LOCAL_IP": "127.0.0.1"})
+    logs = []
+    procs = []
+    for name, args in (
+        ("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)]),
+        ("worker", ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                    "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui), "--work-dir", str(root / "work")]),
+    ):
+        log = root / f"{name}.log"
+        logs.append(log)
+        procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT))
+        if name == "master":
+            time.sleep(2)
+    deadline = time.monotonic() + 120
+    state: dict = {}
+    while time.monotonic() < deadline:
+        try:
+            state = _master_state(ui)
+            if state.get("aliveworkers", 0) >= 1 and state.get("status") == "ALIVE":
+                break
+        except OSError:
+            pass
+        if any(p.poll() is not None for p in procs):
+            break
+        time.sleep(2)
+    else:
+        state = {}
+    if not state.get("aliveworkers"):
+        for p in procs:
+            p.terminate()
+        tails = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]) for log in logs)
+        pytest.fail(f"the standalone master/worker did not come up within 120 s:\n{tails}")
+    yield {"url": f"spark://127.0.0.1:{port}", "ui": ui, "root": root}
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory):
+    """Simulated sensor files (5 minutes, with the injected near-collision) and their catalogue."""
+    root = tmp_path_factory.mktemp("cluster-input")
+    staging, landing = root / "staging", root / "landing"
+    catalog_file = root / "catalog" / "catalog.tle"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SDA_")}
+    env.update({"SDA_LANDING": str(staging), "SDA_CATALOG_FILE": str(catalog_file)})
+    sim = subprocess.run(
+        [sys.executable, "-m", "sda.simulate", "--start", "2026-11-21T10:00:00Z", "--end", "2026-11-21T10:05:00Z",
+         "--landing", str(staging), "--catalog-out", str(catalog_file), "--objects", "120",
+         "--inject-conjunction", "--tca", "2026-11-21T11:00:00Z"],
+        env=env, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
+    )
+    assert sim.returncode == 0, sim.stderr[-3000:]
+    files = [str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts]
+    chain.land(files, staging, landing)
+    return {"landing": landing, "catalog_file": catalog_file, "root": root}
+
+
+def _settings(landed, name: str, **extra):
+    from sda.settings import load_settings
+
+    base = landed["root"] / name
+    return load_settings(env={}, lakehouse=base / "lakehouse", landing=landed["landing"], outbox=base / "outbox",
+                         catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
+
+
+def _args(stage: str) -> list[str]:
+    args = ["--start", chain.iso(chain.START), "--end", chain.iso(chain.FAR_END), "--run-id", RUN_ID]
+    if stage == "conjunction":  # screen the two hours around the injected TCA
+        args += ["--screen-start", "2026-11-21T10:00:00Z", "--horizon-h", "2"]
+    return args
+
+
+@pytest.fixture(scope="module")
+def cluster_run(standalone, landed):
+    """Each stage submitted to the standalone master by the DAGs' operator, as an Airflow worker would."""
+    from sda.airflow_support import submit_kwargs
+    from sda.operators import SdaSparkSubmitOperator
+
+    settings = _settings(landed, "cluster", spark_master=standalone["url"])
+    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_SPARK_DEFAULT", "PYSPARK_PYTHON")}
+    # the connection, set by environment exactly as docker-compose.yaml and scripts/airflow_env.sh do
+    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": standalone["url"]})
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    probe_out = landed["root"] / "probe.json"
+    try:
+        for stage in STAGES:
+            op = SdaSparkSubmitOperator(task_id=stage, application=str(PROJECT_ROOT / "jobs" / f"{stage}.py"),
+                                        application_args=_args(stage), name=f"sda-{stage}", **submit_kwargs(settings))
+            op.execute(context={})
+        probe = SdaSparkSubmitOperator(task_id="probe", application=str(PROJECT_ROOT / "tests" / "cluster_probe.py"),
+                                       application_args=[str(probe_out)], name="sda-cluster-probe", **submit_kwargs(settings))
+        probe.execute(context={})
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {"settings": settings, "probe": json.loads(probe_out.read_text()), "shipped": probe.py_files}
+
+
+@pytest.fixture(scope="module")
+def local_run(spark, landed):
+    """The same stages in-process on the tests' local[2] session."""
+    settings = _settings(landed, "local")
+    for stage in STAGES:
+        chain.job(stage).main(_args(stage), settings=settings, spark=spark)
+    return {"settings": settings}
+
+
+def test_stages_ran_on_the_cluster(standalone, cluster_run):
+    assert cluster_run["probe"]["master"] == standalone["url"]
+    apps = _master_state(standalone["ui"])
+    names = [a["name"] for a in apps.get("completedapps", []) + apps.get("activeapps", [])]
+    for stage in STAGES:
+        assert f"sda-{stage}" in names, f"sda-{stage} never reached the master; it saw {names}"
+
+
+def test_executors_import_the_shipped_package(cluster_run):
+    shipped = cluster_run["shipped"].split(",")[0]
+    assert Path(shipped).name.startswith("sda-") and shipped.endswith(".zip")
+    files = cluster_run["probe"]["executor_sda"]
+    assert files, "no executor task ran"
+    # the executors fetch --py-files into their work directory: same file name, inside the zip
+    assert all(f"{Path(shipped).name}/sda/__init__.py" in f for f in files), files
+
+
+def test_cluster_tables_equal_local(spark, cluster_run, local_run):
+    local = chain.snapshot(spark, local_run["settings"], COMPARED)
+    cluster = chain.snapshot(spark, cluster_run["settings"], COMPARED)
+    assert local["catalog"] and local["observations"] and local["conjunctions"], \
+        {k: len(v) for k, v in local.items()}
+    assert chain.differences(local, cluster) == []
+    # the injected pair is found on both
+    from sda.tables import TABLES
+    from pyspark.sql import functions as F
+
+    injected = TABLES["conjunctions"].read(spark, cluster_run["settings"]).where(
+        (F.col("primary_id") == 99901) & (F.col("secondary_id") == 99902)
+        & (F.abs(F.unix_seconds("tca") - F.unix_seconds(F.lit("2026-11-21 11:00:00").cast("timestamp"))) <= 2))
+    assert [round(r["miss_m"]) for r in injected.collect()] == [150]
