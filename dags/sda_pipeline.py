@@ -14,7 +14,8 @@ lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`):
 | `conjunction` | `jobs/conjunction.py` | close-approach screening over the horizon -> `gold.conjunctions`, `gold.alerts` and alert files in `SDA_OUTBOX` |
 
 Each task is one `spark-submit jobs/<stage>.py --start <data_interval_start> --end <data_interval_end>
---run-id <run_id>` on the `spark_default` connection (`AIRFLOW_CONN_SPARK_DEFAULT`). A run processes
+--run-id <run_id>` on the `spark_default` connection (`AIRFLOW_CONN_SPARK_DEFAULT`), with the Delta
+jars and the `sda` package zip (`--py-files`) shipped to the executors. A run processes
 the data interval it is given, never "whatever is latest"; a manual run without a logical date uses
 the `SDA_CADENCE_MINUTES` before its `run_after`. All sinks are idempotent, so a retry or a re-run of
 the same interval converges to the same tables. The graph is declared in

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import chain
+from tests.airflow_server import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -27,12 +27,6 @@ BIN = Path(sys.executable).parent
 STAGES = ("catalog", "ingest", "normalize", "conjunction")
 RUN_ID = "manual__2026-11-21T12:00:00+00:00"
 COMPARED = ("catalog", "observations", "quarantine", "conjunctions", "alerts", "alert_events")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _master_state(ui_port: int) -> dict:
@@ -47,7 +41,7 @@ def standalone(tmp_path_factory):
     if not spark_class.is_file():
         pytest.fail(f"{spark_class} not found: pyspark is not installed in this interpreter's environment")
     root = tmp_path_factory.mktemp("standalone")
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui, worker_ui = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_", "SDA_"))}
     # the executors must not find sda through the test's PYTHONPATH: only the shipped zip or the install
     env.pop("PYTHONPATH", None)
