@@ -26,11 +26,15 @@ die() { printf '\nrun.sh: %s\n' "$*" >&2; exit 1; }
 json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 stop_airflow() {
-    if [[ -n "$AIRFLOW_PID" ]] && kill -0 "$AIRFLOW_PID" 2>/dev/null; then
-        echo "stopping Airflow (pid $AIRFLOW_PID)..."
+    # standalone leads its own process group (set -m below): signal the whole group, or its scheduler,
+    # API server and workers can outlive it and keep the port
+    if [[ -n "$AIRFLOW_PID" ]] && kill -0 -- "-$AIRFLOW_PID" 2>/dev/null; then
+        echo "stopping Airflow (process group $AIRFLOW_PID)..."
         kill -INT "$AIRFLOW_PID" 2>/dev/null || true
         for _ in $(seq 60); do kill -0 "$AIRFLOW_PID" 2>/dev/null || break; sleep 1; done
-        kill -TERM "$AIRFLOW_PID" 2>/dev/null || true
+        kill -TERM -- "-$AIRFLOW_PID" 2>/dev/null || true
+        for _ in $(seq 30); do kill -0 -- "-$AIRFLOW_PID" 2>/dev/null || break; sleep 1; done
+        kill -KILL -- "-$AIRFLOW_PID" 2>/dev/null || true
         wait "$AIRFLOW_PID" 2>/dev/null || true
     fi
     AIRFLOW_PID=""
