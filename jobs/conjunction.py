@@ -178,7 +178,43 @@ def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     args = _validate(args)
-    screen_start = args.screen_start or args.end
+    if args.replay:
+        return replay(spark, settings, args)
+    return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
+
+
+def replay_starts(start: dt.datetime, end: dt.datetime, cadence_minutes: float) -> list[dt.datetime]:
+    """The screenings a scheduled pipeline made for the data intervals in ``[start, end)``: one at each
+    interval end, i.e. every cadence boundary (counted from the Unix epoch, as the DAG's timetable
+    aligns them) in ``(start, end]``."""
+    step = dt.timedelta(minutes=cadence_minutes)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    first = epoch + ((start - epoch) // step + 1) * step
+    out = []
+    while first <= end:
+        out.append(first)
+        first += step
+    return out
+
+
+def replay(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
+    """Redo the range's screenings into ``gold.conjunctions``. The alert lifecycle is not replayed:
+    alerts already left through the outbox, and re-judging them from a past screening would move the
+    present state backwards."""
+    starts = ([args.screen_start] if args.screen_start else
+              replay_starts(args.start, args.end, settings.cadence_minutes))
+    metrics: dict[str, Any] = {"screenings": [s.isoformat() for s in starts], "events": 0, "red": 0, "yellow": 0,
+                               "records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0}
+    for i, screen_start in enumerate(starts):
+        runtime.progress(STAGE, "replay screening %d of %d from %s", i + 1, len(starts), screen_start.isoformat())
+        one = screen_once(spark, settings, args, screen_start, lifecycle=False)
+        for key in ("events", "red", "yellow", "records_in", "records_out", "quarantined", "duplicates"):
+            metrics[key] += one.get(key, 0)
+    return metrics
+
+
+def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Namespace, screen_start: dt.datetime,
+                lifecycle: bool) -> dict[str, Any]:
     horizon_h = args.horizon_h or settings.screening_horizon_h
     start = screen_start.timestamp()
     end = start + horizon_h * 3600.0
@@ -188,14 +224,17 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
                                          tuple(r["line1"] for r in catalogue_rows), tuple(r["line2"] for r in catalogue_rows))
     epochs = {int(r["norad_id"]): r["epoch"] for r in catalogue_rows}
+    runtime.progress(STAGE, "screening %d objects over %s h from %s", len(catalogue_rows), horizon_h, screen_start.isoformat())
     events, screened, errors = screen(spark, catalogue, start, end, threshold_km, step_s, settings.shuffle_partitions)
+    runtime.progress(STAGE, "screened: %d approaches under %s km", len(events), threshold_km)
     metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h, **screened,
                                "sgp4_errors": len(errors)}
     if errors:
         write_propagation_errors(spark, settings, errors, start, step_s, epochs, args.run_id)
 
     screen_end = screen_start + dt.timedelta(hours=horizon_h)
-    metrics.update(alerts.publish(spark, settings, events, screen_start, args.run_id, screen_end=screen_end))
+    metrics.update(alerts.publish(spark, settings, events, screen_start, args.run_id, screen_end=screen_end,
+                                  lifecycle=lifecycle))
     # conservation over the catalogue objects: every object is screened, or screened until SGP4
     # refused it (those are counted as quarantined and listed in ops.propagation_errors)
     n = len(catalogue.norad_ids)

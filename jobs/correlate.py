@@ -292,7 +292,7 @@ def _updated(table) -> int:
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     # net changes: dedup replaces a representative when an earlier copy of it arrives later
-    changes, retracted, first, last = runtime.read_net_changes(spark, STAGE, SOURCE, settings)
+    changes, retracted, first, last = runtime.net_changes_for(spark, STAGE, SOURCE, settings, args)
     metrics: dict[str, Any] = {"versions": [first, last], "records_in": 0, "records_out": 0, "quarantined": 0,
                                "duplicates": 0, "late": 0, "observations": 0}
     if first > last:
@@ -304,6 +304,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                          F.max("ingest_batch").alias("batch")).first()
     newest_batch = max((b for b in (totals["batch"], retracted.agg(F.max("ingest_batch")).first()[0]) if b is not None),
                        default=None)
+    if args.replay and newest_batch is not None:
+        # A replay's range may be old: judge finality by the newest batch this stage has processed,
+        # so a replay never turns a final window provisional again.
+        done = [TABLES[t].read(spark, settings).agg(F.max("ingest_batch")).first()[0] for t in ("correlated", "uncorrelated")]
+        newest_batch = max([newest_batch, *[b for b in done if b is not None]])
     n_obs = totals["ids"]
     # a row the change feed carries twice (inserted, then its copies count updated) is one observation
     metrics.update(records_in=totals["n"], duplicates=totals["n"] - totals["ids"])
@@ -319,11 +324,13 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     # The prediction-uncertainty term of the gate (sda.correlation); a setting overrides the default.
     prediction_sigma_m = settings.correlation_prediction_sigma_m
     sigmas = correlation.sensor_sigmas(load_sensors())
+    runtime.progress(STAGE, "%d observations against %d catalogue objects", n_obs, len(catalogue))
     results = correlate_observations(observations, catalogue, settings.correlation_gate_km, sigmas,
                                      prediction_sigma_m).persist()
     window_s = settings.state_window_s
     try:
         counts = {(r["status"], r["ambiguous"]): r["count"] for r in results.groupBy("status", "ambiguous").count().collect()}
+        runtime.progress(STAGE, "associated: %s; writing gold", counts)
         runtime.checkpoint("correlate:before-write")
         runtime.merge_new(spark, correlated_rows(results, args.run_id), "correlated", settings)
         runtime.checkpoint("correlate:after-correlated")
@@ -378,6 +385,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         "uncorrelated": uncorrelated_n,
         "state_windows": len(touched),
         "pipeline_watermark": final_before.isoformat() if final_before else None,
+        "watermark": final_before.isoformat() if final_before else None,
         "gate_km": settings.correlation_gate_km,
         "gate_tail": correlation.GATE_TAIL,
         "prediction_sigma_m": prediction_sigma_m,

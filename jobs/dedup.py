@@ -108,13 +108,14 @@ def late_rows(flagged: DataFrame, run_id: str) -> DataFrame:
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     metrics: dict[str, Any] = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "late": 0,
                                "exact_duplicates": 0, "near_duplicates": 0}
-    changes, first, last = runtime.read_changes(spark, STAGE, SOURCE, settings)
+    changes, first, last = runtime.changes_for(spark, STAGE, SOURCE, settings, args)
     if first > last:
         return metrics
     window_s = settings.dedup_window_s
     stats = changes.agg(F.count("*").alias("n"), F.count_distinct("obs_id").alias("ids"),
                         F.min("event_time").alias("lo"), F.max("event_time").alias("hi")).first()
     metrics["records_in"] = stats["n"]
+    runtime.progress(STAGE, "%d observations in, event times %s .. %s", stats["n"], stats["lo"], stats["hi"])
     metrics["exact_duplicates"] = stats["n"] - stats["ids"]
     if stats["n"]:
         # Silver at the version the change feed was read to: a retry sees the same rows, and rows
@@ -159,6 +160,10 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             flagged.unpersist()
     metrics["duplicates"] = metrics["exact_duplicates"] + metrics["near_duplicates"]
     metrics["consumed"] = {SOURCE: last}
+    newest = changes.agg(F.max("ingest_batch")).first()[0] if metrics["records_in"] else None
+    if newest is not None:  # the pipeline watermark once this run's batches are in (sda.watermarks)
+        _, mark = watermarks.current(spark, settings, int(newest))
+        metrics["watermark"] = None if mark is None else dt.datetime.fromtimestamp(mark / 1e6, dt.timezone.utc).isoformat()
     return metrics
 
 

@@ -215,6 +215,10 @@ def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[st
 
 
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    if args.replay:
+        # bronze is the replayable log: a replay (or backfill) recomputes from it and never re-reads
+        # the landing zone (new files wait for the next scheduled run)
+        return {"files_seen": 0, "files_new": 0, "skipped": "replay: bronze is the log"}
     ledger = read_ledger(spark, settings)
     metrics: dict[str, Any] = {"files_seen": 0, "files_new": 0, "files_already_ingested": 0, "duplicates": 0}
     replay, replayed_batches = replay_planned(spark, settings, ledger)

@@ -59,19 +59,23 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     metrics: dict[str, Any] = {"bronze_records": 0, "records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0}
     parts, consumed = [], []
     for kind, spec in BRONZE_BY_KIND.items():
-        changes, first, last = runtime.read_changes(spark, STAGE, spec.name, settings)
+        changes, first, last = runtime.changes_for(spark, STAGE, spec.name, settings, args)
         if first > last:
             continue
         consumed.append((spec.name, last))
         parts.append(wire.parse_bronze(changes, kind))
         metrics["bronze_records"] += changes.count()
+        runtime.progress(STAGE, "%s: %d bronze records to parse", spec.name, metrics["bronze_records"])
     if not parts:
         return metrics
 
     parsed = functools.reduce(DataFrame.unionByName, parts)
     registry = envelope.registry_columns(sensors_frame(spark))
     # used by the metrics and both writes: parse and validate once
-    checked = envelope.validate(parsed, registry, settings.clock_skew_s).persist()
+    checked = envelope.validate(parsed, registry, settings.clock_skew_s)
+    if args.replay:  # the range's observations only (bronze was selected by ingest time, see runtime.replay_rows)
+        checked = checked.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
+    checked = checked.persist()
     accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
     ranked = pick_winners(accepted).persist()
     try:
@@ -94,7 +98,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
 
         runtime.checkpoint("normalize:before-write")
         # arrivals first: every silver row then has its batch's watermark row
-        runtime.upsert(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
+        if not args.replay:  # the watermarks record arrivals, and a replay is not one
+            runtime.upsert(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
         runtime.checkpoint("normalize:after-watermarks")
         runtime.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
         runtime.checkpoint("normalize:after-silver")

@@ -592,13 +592,14 @@ def _read_inputs(spark: "SparkSession", settings: "Settings", ids: set[int], scr
 
 
 def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, screen_start: dt.datetime,
-            run_id: str, *, screen_end: dt.datetime | None = None) -> dict[str, Any]:
+            run_id: str, *, screen_end: dt.datetime | None = None, lifecycle: bool = True) -> dict[str, Any]:
     """Everything after the screening: assess, write ``conjunctions``, run the alert lifecycle, emit the
     outbox files, write ``alert_events`` and ``alerts``. Idempotent and crash-safe (module docstring).
 
     events: the screening's approaches (:func:`assess` columns; more are ignored), possibly several per
     event_id (the closest is kept). screen_start / screen_end: the screened interval (default end:
-    ``screen_start + settings.screening_horizon_h``). Returns the run's figures: events, alerts_new,
+    ``screen_start + settings.screening_horizon_h``). ``lifecycle=False`` (a replay) stops after the
+    ``conjunctions`` upsert: no alert changes, no outbox files. Returns the run's figures: events, alerts_new,
     alerts_updated, alerts_closed, alerts_unchanged, alerts_recovered (versions found in the outbox
     from an interrupted attempt), emitted_files, red, yellow, pc_invalid (among this run's events).
     """
@@ -618,6 +619,9 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     if len(assessed):
         conj = spark.createDataFrame(_conjunction_rows(assessed, screen_start, run_id), schemas.CONJUNCTION)
         runtime.upsert(spark, conj, "conjunctions", settings)
+    levels = assessed["level"].tolist() if len(assessed) else []
+    if not lifecycle:  # a replay: the screening record only (jobs/conjunction.py replay)
+        return {"events": len(assessed), "red": levels.count("red"), "yellow": levels.count("yellow")}
 
     outbox = Path(settings.outbox)
     originator = str(_setting(settings, "cdm_originator", ORIGINATOR))
@@ -638,7 +642,6 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
         rows = [_spark_row(r, ALERT_FIELDS) for r in latest.values()]
         runtime.upsert(spark, spark.createDataFrame(rows, schemas.ALERT), "alerts", settings)
 
-    levels = assessed["level"].tolist() if len(assessed) else []
     return {
         "events": len(assessed),
         "alerts_new": plan.count("new"),

@@ -6,6 +6,8 @@
     sda stage --start ... --end ... catalog --celestrak active  fetch a CelesTrak group into gold catalog
     sda catalog check FILE                                      parse a TLE/OMM file, report rejects
     sda stage NAME --start ... --end ... [--run-id ...]          run one stage with spark-submit
+    sda replay --start ... --end ... [--stages a,b] [--dry-run]  recompute stages for an event-time range
+    sda trace ALERT_ID [--json]                                 an alert's lineage back to the landing files
     sda tables                                                  the table registry
     sda status                                                  row counts of every table
     sda settings                                                the effective settings
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -88,7 +91,8 @@ def _write_text(path: str, text: str) -> None:
     os.replace(tmp, out)
 
 
-def _cmd_stage(args: argparse.Namespace) -> int:
+def _submit(stage: str, job_args: list[str]) -> int:
+    """spark-submit jobs/<stage>.py with the settings' master, jars and session configuration."""
     settings = load_settings()
     from sda.spark import session_conf
 
@@ -98,11 +102,42 @@ def _cmd_stage(args: argparse.Namespace) -> int:
         cmd += ["--jars", ",".join(jars)]
     for key, value in session_conf(settings).items():
         cmd += ["--conf", f"{key}={value}"]
-    run_id = args.run_id or f"manual__{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}"
-    cmd += [str(PROJECT_ROOT / "jobs" / f"{args.name}.py"), "--start", args.start, "--end", args.end, "--run-id", run_id]
-    cmd += args.extra
+    cmd += [str(PROJECT_ROOT / "jobs" / f"{stage}.py"), *job_args]
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     return subprocess.call(cmd, env=env)
+
+
+def _manual_run_id(kind: str = "manual") -> str:
+    return f"{kind}__{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}"
+
+
+def _cmd_stage(args: argparse.Namespace) -> int:
+    run_id = args.run_id or _manual_run_id()
+    return _submit(args.name, ["--start", args.start, "--end", args.end, "--run-id", run_id, *args.extra])
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from sda import replay
+
+    settings = load_settings()
+    try:
+        request = replay.plan(args.start, args.end, args.stages, args.dry_run, max_hours=settings.replay_max_hours)
+    except replay.ReplayError as exc:
+        print(f"sda replay: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(request.describe(settings.cadence_minutes), indent=2))
+    if request.dry_run:
+        print("dry run: nothing was recomputed")
+        return 0
+    run_id = args.run_id or _manual_run_id("replay")
+    for stage in request.stages:
+        print(f"sda replay: {stage} ...", flush=True)
+        code = _submit(stage, request.job_args(stage, f"{run_id}.{stage}"))
+        if code != 0:
+            print(f"sda replay: {stage} failed with exit status {code}; later stages were not run", file=sys.stderr)
+            return code
+    print(f"sda replay: done ({', '.join(request.stages)}), run id {run_id}")
+    return 0
 
 
 def _cmd_tables() -> int:
@@ -154,6 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--end", required=True)
     stage.add_argument("--run-id")
     # further job arguments (e.g. catalog --file X) are passed through: see main()
+    rep = sub.add_parser("replay", help="recompute stages for an event-time range (see sda.replay)")
+    rep.add_argument("--start", required=True, help="range start, ISO-8601 (UTC if no offset)")
+    rep.add_argument("--end", required=True, help="range end, ISO-8601 (exclusive)")
+    rep.add_argument("--stages", default=None,
+                     help="comma-separated, of normalize,dedup,correlate,conjunction (default: all four)")
+    rep.add_argument("--dry-run", action="store_true", help="print the plan, recompute nothing")
+    rep.add_argument("--run-id", help="lineage id (default replay__<UTC time>)")
+    trace = sub.add_parser("trace", help="lineage of an alert: observations, bronze rows, landing files, catalogue state")
+    trace.add_argument("alert_id")
+    trace.add_argument("--json", action="store_true", help="print JSON instead of text")
+    trace.add_argument("--limit", type=int, default=20, help="observations listed per object (all are counted)")
     sub.add_parser("tables", help="list the table registry")
     sub.add_parser("status", help="row counts of every table")
     sub.add_parser("settings", help="print the effective settings")
@@ -174,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_catalog(args)
         if args.command == "stage":
             return _cmd_stage(args)
+        if args.command == "replay":
+            return _cmd_replay(args)
+        if args.command == "trace":
+            from sda import lineage
+
+            return lineage.main(args)
         if args.command == "tables":
             return _cmd_tables()
         if args.command == "status":

@@ -69,6 +69,9 @@ def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--start", required=True, help="data interval start (ISO-8601, UTC)")
     parser.add_argument("--end", required=True, help="data interval end (ISO-8601, UTC)")
     parser.add_argument("--run-id", required=True, help="the orchestrator's run id (lineage)")
+    parser.add_argument("--replay", action="store_true",
+                        help="recompute the event-time range [--start, --end) from the upstream tables instead of "
+                             "consuming their change feed; no progress is committed (sda.replay)")
     return parser
 
 
@@ -78,6 +81,7 @@ def validate_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.end <= args.start:
         raise StageArgumentError(f"--end {args.end.isoformat()} is not after --start {args.start.isoformat()}")
     args.run_id = check_run_id(args.run_id)
+    args.replay = bool(getattr(args, "replay", False))
     return args
 
 
@@ -124,9 +128,14 @@ def run_stage(
 
         spark = build_session(f"sda-{stage}", settings)
     ensure_tables(spark, settings)
+    lag = {} if args.replay else upstream_lag(spark, stage, settings)
+    progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
+             " (replay)" if args.replay else "", args.run_id)
     metrics = body(spark, settings, args)
-    metrics = {"stage": stage, "run_id": args.run_id, "seconds": round(time.monotonic() - started, 2), **metrics}
+    metrics = {"stage": stage, "run_id": args.run_id, "seconds": round(time.monotonic() - started, 2),
+               "mode": "replay" if args.replay else "incremental", **lag, **metrics}
     log.info("stage summary %s", json.dumps(metrics, default=str, sort_keys=True))
+    log.info("%s", summary_line(metrics))
     print(json.dumps(metrics, default=str, sort_keys=True), file=sys.stdout, flush=True)
     conserved = record_run_metrics(spark, settings, stage, args, metrics)
     if conserved is False:
@@ -137,8 +146,56 @@ def run_stage(
             f"quarantined ({metrics['quarantined']}) + duplicates ({metrics['duplicates']}) + late ({metrics.get('late', 0)})"
         )
     checkpoint(f"{stage}:before-progress")
-    commit_progress(spark, stage, metrics.get("consumed") or {}, args.run_id, settings)
+    if not args.replay:  # a replay reads a range, not the feed: the incremental position stays where it was
+        commit_progress(spark, stage, metrics.get("consumed") or {}, args.run_id, settings)
     return metrics
+
+
+def progress(stage: str, message: str, *values: Any) -> None:
+    """One progress line in the task log (``<stage>: ...``): long stages call it between their steps."""
+    log.info("%s: " + message, stage, *values)
+
+
+def summary_line(metrics: dict[str, Any]) -> str:
+    """The short human summary a task log ends with."""
+    parts = [f"{metrics['stage']} {metrics.get('mode', 'incremental')} run {metrics['run_id']}:"]
+    for key in COUNTS:
+        if key in metrics:
+            parts.append(f"{key.replace('records_', '')}={metrics[key]}")
+    if metrics.get("watermark"):
+        parts.append(f"watermark={metrics['watermark']}")
+    if metrics.get("lag_versions") is not None:
+        parts.append(f"lag={metrics['lag_versions']} versions/{metrics.get('lag_seconds') or 0:.0f} s")
+    parts.append(f"in {metrics['seconds']:.1f} s")
+    return " ".join(parts)
+
+
+def upstream_lag(spark: "SparkSession", stage: str, settings: Settings) -> dict[str, Any]:
+    """How far behind its inputs the stage is as it starts, over the tables it consumes through the
+    change feed (its ``ops.progress`` rows): ``lag_versions``, the Delta commits not yet consumed,
+    and ``lag_seconds``, the age of the oldest of them (0 when it is up to date). A stage that has no
+    progress row yet (first run, or no feed input) reports nothing."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    rows = TABLES["progress"].read(spark, settings).where(F.col("stage") == stage).select("source_table", "version").collect()
+    if not rows:
+        return {}
+    versions, oldest = 0, None
+    per_table: dict[str, int] = {}
+    for r in rows:
+        if r["source_table"] not in TABLES:
+            continue
+        history = (DeltaTable.forPath(spark, TABLES[r["source_table"]].path(settings)).history()
+                   .where(F.col("version") > r["version"]).agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("t"))
+                   .first())
+        per_table[r["source_table"]] = int(history["n"])
+        versions += int(history["n"])
+        if history["t"] is not None:
+            t = history["t"].astimezone(dt.timezone.utc)
+            oldest = t if oldest is None or t < oldest else oldest
+    seconds = 0.0 if oldest is None else max(0.0, (dt.datetime.now(dt.timezone.utc) - oldest).total_seconds())
+    return {"lag_versions": versions, "lag_seconds": round(seconds, 1), "lag_by_table": per_table}
 
 
 # --- fault injection ---------------------------------------------------------------------------------
@@ -185,9 +242,21 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
     the conservation equation holds."""
     conserved = conservation_holds(metrics)
     counts = [int(metrics[k]) if k in metrics else None for k in COUNTS]
+    watermark = metrics.get("watermark")
+    if isinstance(watermark, str):
+        watermark = parse_instant("watermark", watermark)
+    lag_s = metrics.get("lag_seconds")
     row = (stage, args.run_id, args.start, args.end, dt.datetime.now(dt.timezone.utc), float(metrics["seconds"]),
-           *counts, conserved, json.dumps(metrics, default=str, sort_keys=True))
-    upsert(spark, spark.createDataFrame([row], TABLES["run_metrics"].schema), "run_metrics", settings)
+           *counts, conserved, json.dumps(metrics, default=str, sort_keys=True),
+           metrics.get("mode", "incremental"), watermark,
+           None if metrics.get("lag_versions") is None else int(metrics["lag_versions"]),
+           None if lag_s is None else float(lag_s))
+    # a lakehouse made before the mode/watermark/lag columns existed gains them with this write
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        upsert(spark, spark.createDataFrame([row], TABLES["run_metrics"].schema), "run_metrics", settings)
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     return conserved
 
 
@@ -313,6 +382,43 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
         .select(*[f.name for f in spec.schema.fields])
     )
     return changes, start, end
+
+
+def replay_rows(spark: "SparkSession", table: str, settings: Settings, args: argparse.Namespace) -> "DataFrame":
+    """A replay's input: the rows of ``table`` (its current snapshot) for the event-time range
+    ``[args.start, args.end)``. Bronze has no event time before parsing, so its rows are those that
+    can hold one in the range: ingested at or after ``start - clock_skew_s`` (an event time is at most
+    the clock skew after its ingest time; late records arrive *later*, so there is no upper bound)."""
+    from pyspark.sql import functions as F
+
+    spec = TABLES[table]
+    df = spec.read(spark, settings)
+    cols = spec.schema.fieldNames()
+    if "event_time" in cols:
+        if "event_date" in cols:  # partition pruning
+            df = df.where(F.col("event_date").between(args.start.date(), args.end.date()))
+        return df.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
+    earliest = args.start - dt.timedelta(seconds=settings.clock_skew_s)
+    return df.where((F.col("ingest_date") >= earliest.date()) & (F.col("ingest_time") >= F.lit(earliest)))
+
+
+def changes_for(spark: "SparkSession", stage: str, table: str, settings: Settings, args: argparse.Namespace
+                ) -> tuple["DataFrame", int, int]:
+    """:func:`read_changes`, or in a replay :func:`replay_rows` (first == last == the table's version)."""
+    if getattr(args, "replay", False):
+        version = table_version(spark, table, settings)
+        return replay_rows(spark, table, settings, args), version, version
+    return read_changes(spark, stage, table, settings)
+
+
+def net_changes_for(spark: "SparkSession", stage: str, table: str, settings: Settings, args: argparse.Namespace
+                    ) -> tuple["DataFrame", "DataFrame", int, int]:
+    """:func:`read_net_changes`, or in a replay the range's rows and nothing retracted."""
+    if getattr(args, "replay", False):
+        version = table_version(spark, table, settings)
+        return (replay_rows(spark, table, settings, args), spark.createDataFrame([], TABLES[table].schema),
+                version, version)
+    return read_net_changes(spark, stage, table, settings)
 
 
 def _change_feed(spark: "SparkSession", spec: TableSpec, settings: Settings, start: int, end: int) -> "DataFrame":

@@ -406,5 +406,12 @@ RUN_METRICS = T.StructType(
         T.StructField("late", T.LongType()),
         T.StructField("conserved", T.BooleanType()),  # in == out + quarantined + duplicates + late; null if not counted
         T.StructField("metrics_json", T.StringType(), False),  # everything the stage reported
+        T.StructField("mode", T.StringType()),  # incremental | replay
+        # the stage's event-time watermark after the run (stages that keep one: dedup, correlate)
+        T.StructField("watermark", T.TimestampType()),
+        # upstream lag as the run started: Delta commits of its inputs not yet consumed, and the age
+        # of the oldest of them in seconds (null: no change-feed input, or a replay)
+        T.StructField("lag_versions", T.LongType()),
+        T.StructField("lag_seconds", T.DoubleType()),
     ]
 )

@@ -145,6 +145,7 @@ class Settings:
     driver_memory: str = "2g"
     # orchestration
     cadence_minutes: int = 15
+    replay_max_hours: float = 168.0  # the longest event-time range one replay or backfill may recompute
     # event time
     dedup_window_s: float = 10.0
     allowed_lateness_s: float = 3600.0  # watermark = newest event time seen from a sensor minus this
@@ -201,6 +202,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "shuffle_partitions": _positive_int,
     "driver_memory": _text,
     "cadence_minutes": _positive_int,
+    "replay_max_hours": _positive_float,
     "dedup_window_s": _positive_float,
     "allowed_lateness_s": _positive_float,
     "idle_source_s": _positive_float,
