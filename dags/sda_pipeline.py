@@ -18,7 +18,10 @@ Each task is one `spark-submit jobs/<stage>.py --start <data_interval_start> --e
 jars and the `sda` package zip (`--py-files`) shipped to the executors. A run processes
 the data interval it is given, never "whatever is latest"; a manual run without a logical date uses
 the `SDA_CADENCE_MINUTES` before its `run_after`. All sinks are idempotent, so a retry or a re-run of
-the same interval converges to the same tables. The graph is declared in
+the same interval converges to the same tables. A **backfill** (Airflow UI "Backfill", or
+`POST /api/v2/backfills`) passes `--mode replay`: each run recomputes its interval from bronze and
+the tables downstream of it (see `sda_replay` and `include/sda/replay.py`), commits no progress and
+sends no alerts, so it can run beside the scheduled runs. The graph is declared in
 `include/sda/topology.py` (see the README's diagram).
 """
 
@@ -43,6 +46,9 @@ INTERVAL_START = (
 )
 INTERVAL_END = "{{ (data_interval_end | default(dag_run.run_after, true)).isoformat() }}"
 
+# A backfill recomputes its intervals from bronze (the stages' replay mode, sda.replay); scheduled and
+# manual runs consume what is new.
+MODE = "{{ 'replay' if dag_run.run_type == 'backfill' else 'incremental' }}"
 
 cadence = dt.timedelta(minutes=settings.cadence_minutes)
 
@@ -74,7 +80,8 @@ with DAG(
             task_id=stage.name,
             doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
             application=str(PROJECT_ROOT / stage.job),
-            application_args=["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", *extra],
+            application_args=["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", "--mode", MODE,
+                              *extra],
             name=f"sda-{stage.name}",
             # topology order first: with one task at a time the catalogue is loaded before the sensor
             # stages, so a new element set reaches the screening in the same run

@@ -22,6 +22,7 @@ SETTING_DOCS = {
     "shuffle_partitions": "`spark.sql.shuffle.partitions`",
     "driver_memory": "spark-submit `--driver-memory`",
     "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
+    "replay_max_hours": "the longest event-time range one replay (`sda replay`, `sda_replay`) may recompute",
     "dedup_window_s": "event-time window in which repeats of one sensor's observation are folded",
     "allowed_lateness_s": "a sensor's watermark is the newest event time it delivered minus this; a window is final once the watermark passes its end",
     "idle_source_s": "a sensor whose newest event time is this far behind the newest sensor's no longer holds cross-sensor windows open",

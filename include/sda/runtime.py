@@ -72,6 +72,8 @@ def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--replay", action="store_true",
                         help="recompute the event-time range [--start, --end) from the upstream tables instead of "
                              "consuming their change feed; no progress is committed (sda.replay)")
+    parser.add_argument("--mode", choices=("incremental", "replay"), default="incremental",
+                        help="the same as a flag, for orchestrators: --mode replay is --replay (a backfill run)")
     return parser
 
 
@@ -81,7 +83,7 @@ def validate_args(args: argparse.Namespace) -> argparse.Namespace:
     if args.end <= args.start:
         raise StageArgumentError(f"--end {args.end.isoformat()} is not after --start {args.start.isoformat()}")
     args.run_id = check_run_id(args.run_id)
-    args.replay = bool(getattr(args, "replay", False))
+    args.replay = bool(getattr(args, "replay", False)) or getattr(args, "mode", "incremental") == "replay"
     return args
 
 

@@ -135,3 +135,19 @@ def test_topology_names_registered_tables():
         assert (PROJECT_ROOT / stage.job).parent.is_dir()
         for up in stage.upstream:
             assert STAGES.index(next(s for s in STAGES if s.name == up)) < STAGES.index(stage), (up, stage.name)
+
+
+@pytest.mark.parametrize("run_type,mode", [("backfill", "replay"), ("scheduled", "incremental"), ("manual", "incremental")])
+def test_backfill_runs_recompute_from_bronze(dag, run_type, mode):
+    """A backfill's tasks get --mode replay (recompute the interval, commit no progress, send no
+    alerts); scheduled and manual runs consume what is new."""
+    import types
+
+    import jinja2
+    from airflow.utils.types import DagRunType
+
+    for task in dag.tasks:
+        args = task.application_args
+        template = args[args.index("--mode") + 1]
+        rendered = jinja2.Template(template).render(dag_run=types.SimpleNamespace(run_type=DagRunType(run_type)))
+        assert rendered == mode, task.task_id
