@@ -151,7 +151,7 @@ def fetch_to_landing(settings: "Settings", group: str, now: dt.datetime | None =
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
-    if args.replay:  # a replay uses the catalogue as it stands; loading is the scheduled runs' job
+    if getattr(args, "replay", False):  # a replay uses the catalogue as it stands; loading is the scheduled runs' job
         return {"skipped": "replay: the catalogue is not reloaded"}
     file_arg, group = getattr(args, "file", None), getattr(args, "celestrak", None)
     if file_arg and group:

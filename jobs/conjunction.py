@@ -178,7 +178,7 @@ def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     args = _validate(args)
-    if args.replay:
+    if getattr(args, "replay", False):
         return replay(spark, settings, args)
     return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
 

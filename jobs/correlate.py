@@ -304,7 +304,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                          F.max("ingest_batch").alias("batch")).first()
     newest_batch = max((b for b in (totals["batch"], retracted.agg(F.max("ingest_batch")).first()[0]) if b is not None),
                        default=None)
-    if args.replay and newest_batch is not None:
+    if getattr(args, "replay", False) and newest_batch is not None:
         # A replay's range may be old: judge finality by the newest batch this stage has processed,
         # so a replay never turns a final window provisional again.
         done = [TABLES[t].read(spark, settings).agg(F.max("ingest_batch")).first()[0] for t in ("correlated", "uncorrelated")]

@@ -215,7 +215,7 @@ def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[st
 
 
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
-    if args.replay:
+    if getattr(args, "replay", False):
         # bronze is the replayable log: a replay (or backfill) recomputes from it and never re-reads
         # the landing zone (new files wait for the next scheduled run)
         return {"files_seen": 0, "files_new": 0, "skipped": "replay: bronze is the log"}

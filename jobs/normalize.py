@@ -73,7 +73,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     registry = envelope.registry_columns(sensors_frame(spark))
     # used by the metrics and both writes: parse and validate once
     checked = envelope.validate(parsed, registry, settings.clock_skew_s)
-    if args.replay:  # the range's observations only (bronze was selected by ingest time, see runtime.replay_rows)
+    if getattr(args, "replay", False):  # the range's observations only (bronze was selected by ingest time, see runtime.replay_rows)
         checked = checked.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
     checked = checked.persist()
     accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
@@ -98,7 +98,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
 
         runtime.checkpoint("normalize:before-write")
         # arrivals first: every silver row then has its batch's watermark row
-        if not args.replay:  # the watermarks record arrivals, and a replay is not one
+        if not getattr(args, "replay", False):  # the watermarks record arrivals, and a replay is not one
             runtime.upsert(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
         runtime.checkpoint("normalize:after-watermarks")
         runtime.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
