@@ -39,6 +39,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F, types as T
 
 from sda import alerts, runtime, schemas, screening
+from sda import replay as replay_plan
 from sda.tables import TABLES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -183,26 +184,12 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
 
 
-def replay_starts(start: dt.datetime, end: dt.datetime, cadence_minutes: float) -> list[dt.datetime]:
-    """The screenings a scheduled pipeline made for the data intervals in ``[start, end)``: one at each
-    interval end, i.e. every cadence boundary (counted from the Unix epoch, as the DAG's timetable
-    aligns them) in ``(start, end]``."""
-    step = dt.timedelta(minutes=cadence_minutes)
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    first = epoch + ((start - epoch) // step + 1) * step
-    out = []
-    while first <= end:
-        out.append(first)
-        first += step
-    return out
-
-
 def replay(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     """Redo the range's screenings into ``gold.conjunctions``. The alert lifecycle is not replayed:
     alerts already left through the outbox, and re-judging them from a past screening would move the
     present state backwards."""
     starts = ([args.screen_start] if args.screen_start else
-              replay_starts(args.start, args.end, settings.cadence_minutes))
+              replay_plan.screening_starts(args.start, args.end, settings.cadence_minutes))
     metrics: dict[str, Any] = {"screenings": [s.isoformat() for s in starts], "events": 0, "red": 0, "yellow": 0,
                                "records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0}
     for i, screen_start in enumerate(starts):

@@ -54,17 +54,25 @@ class ReplayPlan:
 
     def describe(self, cadence_minutes: float) -> dict[str, Any]:
         from_hours = (self.end - self.start).total_seconds() / 3600.0
-        screenings = _screenings(self.start, self.end, cadence_minutes) if "conjunction" in self.stages else 0
+        screenings = len(screening_starts(self.start, self.end, cadence_minutes)) if "conjunction" in self.stages else 0
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "hours": round(from_hours, 3),
                 "stages": list(self.stages), "dry_run": self.dry_run, "conjunction_screenings": screenings,
                 "jobs": [f"jobs/{s}.py --start {self.start.isoformat()} --end {self.end.isoformat()} --replay"
                          for s in self.stages]}
 
 
-def _screenings(start: dt.datetime, end: dt.datetime, cadence_minutes: float) -> int:
+def screening_starts(start: dt.datetime, end: dt.datetime, cadence_minutes: float) -> list[dt.datetime]:
+    """The screenings scheduled runs made for the data intervals in ``[start, end)``: one at each
+    interval end, i.e. every cadence boundary (counted from the Unix epoch, as the DAG's timetable
+    aligns them) in ``(start, end]``."""
     step = dt.timedelta(minutes=cadence_minutes)
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-    return max(0, (end - epoch) // step - (start - epoch) // step)
+    t = epoch + ((start - epoch) // step + 1) * step
+    out = []
+    while t <= end:
+        out.append(t)
+        t += step
+    return out
 
 
 def _instant(name: str, value: Any) -> dt.datetime:

@@ -90,3 +90,10 @@ def test_cli_dry_run_prints_the_plan_and_runs_nothing(capsys):
     out = capsys.readouterr().out
     assert '"normalize"' in out and "dry run: nothing was recomputed" in out
     assert out.index('"normalize"') < out.index('"dedup"')
+
+
+def test_conjunction_replay_screens_at_the_interval_ends():
+    t = lambda h, m: dt.datetime(2026, 11, 20, h, m, tzinfo=UTC)  # noqa: E731
+    assert replay.screening_starts(t(6, 0), t(6, 20), 15) == [t(6, 15)]
+    assert replay.screening_starts(t(6, 0), t(7, 0), 15) == [t(6, 15), t(6, 30), t(6, 45), t(7, 0)]
+    assert replay.screening_starts(t(6, 1), t(6, 14), 15) == []
