@@ -249,20 +249,12 @@ def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFr
 
 def write_passes(spark: "SparkSession", rows: "DataFrame", settings: "Settings") -> None:
     """One MERGE: recomputed passes inserted or replaced, vanished ones deleted."""
-    from delta.tables import DeltaTable
-
-    spec = TABLES["passes"]
     cols = [f.name for f in schemas.PASSES.fields]
     values = {c: F.col(f"s.`{c}`") for c in cols}
-    target = DeltaTable.forPath(spark, spec.path(settings))
-    (
-        target.alias("t")
-        .merge(rows.alias("s"), runtime.merge_condition(spec, rows))
-        .whenMatchedDelete(condition="s.action = 'delete'")
+    runtime.merge(spark, "passes", settings, rows, lambda m: (
+        m.whenMatchedDelete(condition="s.action = 'delete'")
         .whenMatchedUpdate(condition="s.action = 'upsert'", set=values)
-        .whenNotMatchedInsert(condition="s.action = 'upsert'", values=values)
-        .execute()
-    )
+        .whenNotMatchedInsert(condition="s.action = 'upsert'", values=values)))
 
 
 def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datetime | None,
@@ -274,13 +266,15 @@ def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datet
     done = {"state_windows_finalized": 0, "passes_finalized": 0}
     if final_before is not None:
         state = DeltaTable.forPath(spark, TABLES["object_state"].path(settings))
-        state.update(condition=(~F.col("final")) & (F.col("window_end") <= F.lit(final_before)),
-                     set={"final": F.lit(True), "run_id": F.lit(run_id)})
+        runtime.with_conflict_retry(lambda: state.update(
+            condition=(~F.col("final")) & (F.col("window_end") <= F.lit(final_before)),
+            set={"final": F.lit(True), "run_id": F.lit(run_id)}), "UPDATE object_state")
         done["state_windows_finalized"] = _updated(state)
     if sensor_marks:
         passes = DeltaTable.forPath(spark, TABLES["passes"].path(settings))
-        passes.update(condition=(~F.col("final")) & pass_final(sensor_marks, settings.pass_gap_s, settings.dedup_window_s),
-                      set={"final": F.lit(True), "run_id": F.lit(run_id)})
+        runtime.with_conflict_retry(lambda: passes.update(
+            condition=(~F.col("final")) & pass_final(sensor_marks, settings.pass_gap_s, settings.dedup_window_s),
+            set={"final": F.lit(True), "run_id": F.lit(run_id)}), "UPDATE passes")
         done["passes_finalized"] = _updated(passes)
     return done
 

@@ -80,16 +80,12 @@ def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) 
 
     cols = [f.name for f in schemas.DEDUPED.fields]
     values = {c: F.col(f"s.`{c}`") for c in cols}
-    target = DeltaTable.forPath(spark, TABLES[TARGET].path(settings))
-    (
-        target.alias("t")
-        # event_date is the same for a row in both tables (copied from silver): its range prunes partitions
-        .merge(members.alias("s"), runtime.merge_condition(TABLES[TARGET], members))
-        .whenMatchedDelete(condition="NOT s.is_rep")
+    # event_date is the same for a row in both tables (copied from silver): its range prunes partitions
+    runtime.merge(spark, TARGET, settings, members, lambda m: (
+        m.whenMatchedDelete(condition="NOT s.is_rep")
         .whenMatchedUpdate(condition="s.is_rep AND t.copies <> s.copies", set=values)
-        .whenNotMatchedInsert(condition="s.is_rep", values=values)
-        .execute()
-    )
+        .whenNotMatchedInsert(condition="s.is_rep", values=values)))
+    target = DeltaTable.forPath(spark, TABLES[TARGET].path(settings))
     op = target.history(1).select("operationMetrics").first()["operationMetrics"] or {}
     return {
         "rows_inserted": int(op.get("numTargetRowsInserted", 0)),

@@ -66,8 +66,8 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -93,17 +93,14 @@ SAFETY_MARGIN_H = 1.0  # _change_data files are written a little before their co
 # Delta's own defaults, used when a table does not set the property
 DEFAULT_TOMBSTONE_RETENTION_H = 168.0  # delta.deletedFileRetentionDuration
 DEFAULT_LOG_RETENTION_H = 720.0  # delta.logRetentionDuration
-# Another job committing to the table while OPTIMIZE runs: Delta refuses the loser's commit.
-CONFLICT_MARKERS = ("DELTA_CONCURRENT", "ConcurrentAppend", "ConcurrentDeleteRead", "ConcurrentDeleteDelete",
-                    "ConcurrentTransaction", "ConcurrentWrite", "MetadataChanged", "ProtocolChanged",
-                    "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED")
-CONFLICT_ATTEMPTS = 4
-CONFLICT_BACKOFF_S = 5.0  # then 10 s, 20 s: a pipeline commit takes seconds
+# Another job committing to the table while OPTIMIZE runs: Delta refuses the loser's commit, and
+# runtime.with_conflict_retry runs it again.
+is_conflict = runtime.is_conflict
+with_conflict_retry = runtime.with_conflict_retry
 # VACUUM lists the table's directories with this many tasks. Spark's default (10000) costs minutes
 # of task scheduling per table on a few local cores, even for an empty table.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
-T = TypeVar("T")
 
 
 # --- pure decisions (unit-tested without Spark) -------------------------------------------------------
@@ -172,29 +169,6 @@ def compaction_candidates(files: Iterable[str]) -> int:
     file (OPTIMIZE bins files per partition and also leaves files over 1 GB alone)."""
     per_dir = Counter(path.rsplit("/", 1)[0] for path in files)
     return sum(n for n in per_dir.values() if n > 1)
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """A Delta concurrent-modification conflict (py4j surfaces it as a generic error naming the class)."""
-    return any(marker in str(exc) for marker in CONFLICT_MARKERS)
-
-
-def with_conflict_retry(action: Callable[[], T], what: str, attempts: int = CONFLICT_ATTEMPTS,
-                        backoff_s: float = CONFLICT_BACKOFF_S, sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run ``action``; on a concurrent-modification conflict retry with doubling back-off, and raise
-    the last conflict after ``attempts`` tries. Any other error is raised at once."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return action()
-        except Exception as exc:
-            if attempt == attempts or not is_conflict(exc):
-                raise
-            delay = backoff_s * 2 ** (attempt - 1)
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            log.warning("%s: concurrent modification (attempt %d of %d), retrying in %.0f s: %s",
-                        what, attempt, attempts, delay, first_line[:300])
-            sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def parse_table_list(text: str) -> list[str]:

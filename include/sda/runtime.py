@@ -34,7 +34,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sda.settings import Settings, SettingsError, load_settings
 from sda.tables import TABLES, TableSpec, ensure_tables
@@ -264,6 +264,58 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
 
 # --- sinks -----------------------------------------------------------------------------------------
 
+# Two writers committing to one table at once (a scheduled run beside a backfill or a replay, a
+# maintenance OPTIMIZE): Delta's optimistic concurrency refuses the loser's commit with one of these.
+CONFLICT_MARKERS = ("DELTA_CONCURRENT", "ConcurrentAppend", "ConcurrentDeleteRead", "ConcurrentDeleteDelete",
+                    "ConcurrentTransaction", "ConcurrentWrite", "MetadataChanged", "ProtocolChanged",
+                    "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED")
+CONFLICT_ATTEMPTS = 4
+CONFLICT_BACKOFF_S = 5.0  # then 10 s, 20 s: a pipeline commit takes seconds
+T = TypeVar("T")
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A Delta concurrent-modification conflict (py4j surfaces it as a generic error naming the class)."""
+    return any(marker in str(exc) for marker in CONFLICT_MARKERS)
+
+
+def with_conflict_retry(action: Callable[[], T], what: str, attempts: int = CONFLICT_ATTEMPTS,
+                        backoff_s: float = CONFLICT_BACKOFF_S, sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run ``action``; on a concurrent-modification conflict retry with doubling back-off, and raise
+    the last conflict after ``attempts`` tries. Any other error is raised at once.
+
+    Every writer here is a MERGE on the table's key (or an idempotent append), so running it again
+    against the winner's commit gives the effect it would have had alone: retrying is safe, and
+    scheduled runs, backfills and replays need no lock between them."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return action()
+        except Exception as exc:
+            if attempt == attempts or not is_conflict(exc):
+                raise
+            delay = backoff_s * 2 ** (attempt - 1)
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("%s: concurrent modification (attempt %d of %d), retrying in %.0f s: %s",
+                        what, attempt, attempts, delay, first_line[:300])
+            sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFrame",
+          clauses: Callable[[Any], Any], condition: str | None = None) -> None:
+    """``MERGE INTO table t USING source s ON <key and prune bounds>`` with the clauses ``clauses``
+    adds to the builder, retried on a write conflict (:func:`with_conflict_retry`)."""
+    from delta.tables import DeltaTable
+
+    spec = TABLES[table]
+    on = condition or merge_condition(spec, source)
+
+    def attempt() -> None:
+        target = DeltaTable.forPath(spark, spec.path(settings))
+        clauses(target.alias("t").merge(source.alias("s"), on)).execute()
+
+    with_conflict_retry(attempt, f"MERGE INTO {table}", attempts=CONFLICT_ATTEMPTS, backoff_s=CONFLICT_BACKOFF_S)
+
 _BOUND_RE = re.compile(r"^-?\d{4,}-\d\d-\d\d( \d\d:\d\d:\d\d\.\d{6})?\Z")
 
 
@@ -299,28 +351,16 @@ def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
 
 def merge_new(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings) -> None:
     """Insert the rows of ``df`` whose key is not in ``table`` yet: replaying the same rows is a no-op."""
-    from delta.tables import DeltaTable
-
     spec = TABLES[table]
     source = df.select(*[f.name for f in spec.schema.fields]).dropDuplicates(list(spec.key))
-    target = DeltaTable.forPath(spark, spec.path(settings))
-    target.alias("t").merge(source.alias("s"), merge_condition(spec, source)).whenNotMatchedInsertAll().execute()
+    merge(spark, table, settings, source, lambda m: m.whenNotMatchedInsertAll())
 
 
 def upsert(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings) -> None:
     """Insert or replace rows by key (state that later runs refine)."""
-    from delta.tables import DeltaTable
-
     spec = TABLES[table]
     source = df.select(*[f.name for f in spec.schema.fields]).dropDuplicates(list(spec.key))
-    target = DeltaTable.forPath(spark, spec.path(settings))
-    (
-        target.alias("t")
-        .merge(source.alias("s"), merge_condition(spec, source))
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    merge(spark, table, settings, source, lambda m: m.whenMatchedUpdateAll().whenNotMatchedInsertAll())
 
 
 def append_once(df: "DataFrame", table: str, settings: Settings, app_id: str, version: int) -> None:
@@ -462,12 +502,9 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
 
 def delete_keys(spark: "SparkSession", keys: "DataFrame", table: str, settings: Settings) -> None:
     """Delete the rows of ``table`` whose key is in ``keys`` (which also carries the prune columns)."""
-    from delta.tables import DeltaTable
-
     spec = TABLES[table]
     source = keys.select(*dict.fromkeys(list(spec.key) + list(spec.prune))).dropDuplicates(list(spec.key))
-    target = DeltaTable.forPath(spark, spec.path(settings))
-    target.alias("t").merge(source.alias("s"), merge_condition(spec, source)).whenMatchedDelete().execute()
+    merge(spark, table, settings, source, lambda m: m.whenMatchedDelete())
 
 
 def commit_progress(spark: "SparkSession", stage: str, consumed: dict[str, int], run_id: str, settings: Settings) -> None:
