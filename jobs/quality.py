@@ -1,6 +1,6 @@
 """quality: validate what this run wrote to one layer, record it, and gate the run.
 
-    spark-submit jobs/quality.py --start ISO --end ISO --run-id ID --layer bronze|silver|gold
+    spark-submit jobs/quality.py --start ISO --end ISO --run-id ID --layer bronze,silver|gold
 
 For each table of the layer, the rows *this run* wrote are selected by their lineage column --
 ``run_id`` (bronze, silver, conjunctions, alerts) or ``correlate_run_id`` (correlated, uncorrelated)
@@ -16,7 +16,9 @@ they are published is what a stage calling ``validate()`` does with ``result.pas
 fail-severity failure is a gate: the job prints which checks failed and exits with status 3, so the
 orchestrator stops before gold is published (or before alerts leave, for the gold layer).
 
-A table with no rows from this run is skipped (reported as such).
+A table with no rows from this run is skipped (reported as such). Whatever the outcome, the job
+then rebuilds the run's report page (:mod:`sda.report`: counts per stage, the checks with links to
+their Data Docs pages, a separation plot per alert), which the DAG's quality tasks link to.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sda import quality, runtime
+from sda import quality, report, runtime
 from sda.settings import Settings
 from sda.tables import TABLES
 
@@ -49,27 +51,46 @@ def rows_of_run(spark: SparkSession, settings: Settings, table: str, run_id: str
     return TABLES[table].read(spark, settings).where(F.col(lineage_column(table)) == run_id)
 
 
+def parse_layers(text: str) -> list[str]:
+    """``--layer bronze,silver``: known layers, in the order given, each once."""
+    layers = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    unknown = [layer for layer in layers if layer not in LAYERS]
+    if not layers or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{'unknown layer(s) ' + ', '.join(unknown) if unknown else 'no layer named'}; known: {', '.join(LAYERS)}")
+    return layers
+
+
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    layers = parse_layers(args.layer) if isinstance(args.layer, str) else list(args.layer)
     tables: dict[str, Any] = {}
     failed: list[str] = []
-    for table in LAYERS[args.layer]:
-        rows = rows_of_run(spark, settings, table, args.run_id)
-        if rows.isEmpty():
-            tables[table] = {"skipped": "no rows from this run"}
-            continue
-        result = quality.validate(spark, settings, args.layer, table, rows, args.run_id)
-        try:
-            tables[table] = result.metrics()
-            if not result.gate_passed:
-                failed.append(result.summary())
-        finally:
-            result.release()
-    return {"layer": args.layer, "gate_passed": not failed, "tables": tables, "gate_failures": failed}
+    try:
+        for layer in layers:
+            for table in LAYERS[layer]:
+                rows = rows_of_run(spark, settings, table, args.run_id)
+                if rows.isEmpty():
+                    tables[table] = {"skipped": "no rows from this run"}
+                    continue
+                result = quality.validate(spark, settings, layer, table, rows, args.run_id)
+                try:
+                    tables[table] = result.metrics()
+                    if not result.gate_passed:
+                        failed.append(result.summary())
+                finally:
+                    result.release()
+    finally:
+        # the page says why a run stopped too: it is written whatever the gate decided
+        page = report.write_run_report(spark, settings, args.run_id)
+        print(f"run report: {page}", file=sys.stderr)
+    return {"layer": ",".join(layers), "gate_passed": not failed, "tables": tables, "gate_failures": failed,
+            "report": str(page)}
 
 
 def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
     parser = runtime.stage_parser(STAGE, "validate the rows this run wrote to a layer; fail the run on a broken gate")
-    parser.add_argument("--layer", required=True, choices=sorted(LAYERS), help="which layer's tables to validate")
+    parser.add_argument("--layer", required=True, type=parse_layers,
+                        help=f"the layers whose tables to validate, comma-separated ({', '.join(LAYERS)})")
     metrics = runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
     if not metrics["gate_passed"]:
         print(f"quality gate FAILED for layer {metrics['layer']} (run {metrics['run_id']}): do not publish.",

@@ -38,6 +38,20 @@ def _rows(df) -> list[dict[str, Any]]:
     return [r.asDict() for r in df.collect()]
 
 
+def element_set_used(spark: "SparkSession", settings: "Settings", norad_id: int,
+                     used_before: dt.datetime | None) -> dict[str, Any] | None:
+    """The element set a screening finished at ``used_before`` used for an object: the newest epoch
+    among those loaded by then (the newest of all when ``used_before`` is None)."""
+    from pyspark.sql import functions as F
+
+    cat = TABLES["catalog"].read(spark, settings).where(F.col("norad_id") == norad_id)
+    if used_before is not None:
+        cat = cat.where(F.col("load_time") <= F.lit(used_before))
+    found = _rows(cat.orderBy(F.col("epoch").desc()).limit(1).select(
+        "norad_id", "name", "epoch", "line1", "line2", "source", "load_time", "run_id"))
+    return found[0] if found else None
+
+
 def trace(spark: "SparkSession", settings: "Settings", alert_id: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -66,11 +80,7 @@ def trace(spark: "SparkSession", settings: "Settings", alert_id: str) -> dict[st
                       .where((c("stage") == "correlate") & (c("finished") <= F.lit(used_before))).select("run_id").collect()]
     objects = {}
     for role, norad in (("primary", alert["primary_id"]), ("secondary", alert["secondary_id"])):
-        cat = TABLES["catalog"].read(spark, settings).where(c("norad_id") == norad)
-        if used_before is not None:
-            cat = cat.where(c("load_time") <= F.lit(used_before))
-        element_set = _rows(cat.orderBy(c("epoch").desc()).limit(1).select(
-            "norad_id", "name", "epoch", "line1", "line2", "source", "load_time", "run_id"))
+        element_set = element_set_used(spark, settings, norad, used_before)
         state = _rows(TABLES["object_state"].read(spark, settings)
                       .where((c("norad_id") == norad) & (c("window_start") <= F.lit(screen_start)))
                       .orderBy(c("window_start").desc()).limit(1)
@@ -81,7 +91,7 @@ def trace(spark: "SparkSession", settings: "Settings", alert_id: str) -> dict[st
         obs = (obs
                .select("obs_id", "sensor_id", "sensor_kind", "event_time", "residual_m", "bronze_id", "correlate_run_id")
                .orderBy("event_time"))
-        objects[role] = {"norad_id": norad, "element_set": element_set[0] if element_set else None,
+        objects[role] = {"norad_id": norad, "element_set": element_set,
                          "state_window": state[0] if state else None, "observations": _rows(obs)}
 
     bronze_ids = sorted({o["bronze_id"] for obj in objects.values() for o in obj["observations"]})

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
+from urllib.parse import unquote
 
 import pytest
 
@@ -56,9 +58,27 @@ def test_gate_fails_only_on_this_runs_rows(spark, settings, capsys):
     assert {r["run_id"] for r in dq.select("run_id").distinct().collect()} == {"new", "old"}
     assert dq.where("run_id = 'old' AND expectation = 'obs_id_unique'").first()["unexpected_count"] == 2
 
+    # the failed run still gets its page: the failing check, and a link to a Data Docs page that exists
+    page = settings.lakehouse.parent / "reports" / "runs" / "old" / "index.html"
+    text = page.read_text()
+    assert "gate FAILED" in text and "obs_id_unique" in text
+    links = re.findall(r'href="([^"]+)" class="data-docs"', text)
+    assert links and all((page.parent / unquote(link)).resolve().is_file() for link in links)
+    assert "old/index.html" in (page.parent.parent / "index.html").read_text()
+
+
+def test_several_layers_in_one_run(spark, settings):
+    job = load_job()
+    ensure_tables(spark, settings)
+    runtime.merge_new(spark, silver(spark, "r2", [("m1", 1e6)]), "observations", settings)
+    metrics = job.main(ARGS[:-1] + ["bronze,silver", "--run-id", "r2"], settings=settings, spark=spark)
+    assert metrics["layer"] == "bronze,silver" and metrics["gate_passed"]
+    assert metrics["tables"]["radar_frames"] == {"skipped": "no rows from this run"}
+    assert metrics["tables"]["observations"]["checks"] > 0
+
 
 def test_bad_layer_is_an_argument_error(spark, settings):
     with pytest.raises(SystemExit) as exc:
         load_job().main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", "r",
-                         "--layer", "platinum"], settings=settings, spark=spark)
+                         "--layer", "silver,platinum"], settings=settings, spark=spark)
     assert exc.value.code == 2
