@@ -12,6 +12,8 @@ lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`):
 | `dedup` | `jobs/dedup.py` | redeliveries and repeats collapsed per sensor and event-time window -> `silver.observations_dedup` |
 | `correlate` | `jobs/correlate.py` | observations associated with catalogue objects -> `gold.correlated` / `gold.uncorrelated`, per-object state |
 | `conjunction` | `jobs/conjunction.py` | close-approach screening over the horizon -> `gold.conjunctions`, `gold.alerts` and alert files in `SDA_OUTBOX` |
+| `quality_silver` | `jobs/quality.py --layer bronze,silver` | Great Expectations on this run's bronze and silver rows; a failed gate stops the run before `correlate`, so nothing reaches gold |
+| `quality_gold` | `jobs/quality.py --layer gold` | the same for this run's gold rows; writes the run report (the task's **Run report** link) |
 
 Each task is one `spark-submit jobs/<stage>.py --start <data_interval_start> --end <data_interval_end>
 --run-id <run_id>` on the `spark_default` connection (`AIRFLOW_CONN_SPARK_DEFAULT`), with the Delta
@@ -21,7 +23,8 @@ the `SDA_CADENCE_MINUTES` before its `run_after`. All sinks are idempotent, so a
 the same interval converges to the same tables. A **backfill** (Airflow UI "Backfill", or
 `POST /api/v2/backfills`) passes `--mode replay`: each run recomputes its interval from bronze and
 the tables downstream of it (see `sda_replay` and `include/sda/replay.py`), commits no progress and
-sends no alerts, so it can run beside the scheduled runs. The graph is declared in
+sends no alerts, so it can run beside the scheduled runs (a write conflict between them is retried:
+every sink is an idempotent MERGE). `catalog`, `ingest` and the gates skip in a backfill. The graph is declared in
 `include/sda/topology.py` (see the README's diagram).
 """
 
@@ -32,9 +35,9 @@ import datetime as dt
 from airflow.sdk import DAG, DeltaTriggerTimetable
 
 from sda.airflow_support import submit_kwargs
-from sda.operators import SdaSparkSubmitOperator
+from sda.operators import QualityGateOperator, SdaSparkSubmitOperator
 from sda.settings import PROJECT_ROOT, load_settings
-from sda.topology import STAGES
+from sda.topology import GATES, STAGES, edges
 
 settings = load_settings()
 
@@ -74,21 +77,42 @@ with DAG(
     tags=["sda", "spark", "delta", "space-domain-awareness"],
 ) as dag:
     tasks = {}
+    common = ["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", "--mode", MODE]
     for order, stage in enumerate(STAGES):
         extra = [arg.format(catalog_file=settings.catalog_file) for arg in stage.extra_args]
         tasks[stage.name] = SdaSparkSubmitOperator(
             task_id=stage.name,
             doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
             application=str(PROJECT_ROOT / stage.job),
-            application_args=["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", "--mode", MODE,
-                              *extra],
+            application_args=[*common, *extra],
             name=f"sda-{stage.name}",
             # topology order first: with one task at a time the catalogue is loaded before the sensor
             # stages, so a new element set reaches the screening in the same run
-            priority_weight=len(STAGES) - order,
+            priority_weight=len(STAGES) + len(GATES) - order,
             weight_rule="absolute",
+            # a backfill (replay mode) has no new files to land or catalogue to load
+            skip_in_replay=not stage.upstream,
+            # ... and its skips must not cascade
+            trigger_rule="none_failed",
             **submit_kwargs(settings),
         )
-    for stage in STAGES:
-        for upstream in stage.upstream:
-            tasks[upstream] >> tasks[stage.name]
+    for gate in GATES:
+        tasks[gate.name] = QualityGateOperator(
+            task_id=gate.name,
+            doc_md=f"**{gate.name}**: {gate.summary}. Fail-severity checks fail this task (exit 3); "
+                   "the **Run report** link opens the run's page with every check and its Data Docs.",
+            application=str(PROJECT_ROOT / gate.job),
+            application_args=[*common, "--layer", ",".join(gate.layers)],
+            name=f"sda-{gate.name}",
+            priority_weight=len(STAGES) + len(GATES) - 1 - max(
+                [i for i, s in enumerate(STAGES) if s.name in gate.after], default=0),
+            weight_rule="absolute",
+            # a failed gate is a verdict on the data, not a flaky run: validating again changes nothing
+            retries=0,
+            # a backfill replays rows that keep their first run's ids: nothing of its own to validate
+            skip_in_replay=True,
+            trigger_rule="none_failed",
+            **submit_kwargs(settings),
+        )
+    for upstream, downstream in edges():
+        tasks[upstream] >> tasks[downstream]

@@ -14,6 +14,8 @@ export PYTHONPATH="$SDAF_ROOT/include${PYTHONPATH:+:$PYTHONPATH}"
 
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$SDAF_ROOT/var/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$SDAF_ROOT/dags"
+# the run reports and Data Docs, served by the API server under /sda-reports (plugins/sda_reports.py)
+export AIRFLOW__CORE__PLUGINS_FOLDER="$SDAF_ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager

@@ -1,11 +1,15 @@
-"""Airflow on PostgreSQL, behind a login, running the pipeline through the scheduler.
+"""Airflow on PostgreSQL, behind a login, running the pipeline through the scheduler; a backfill
+through the REST API; a run's report opened from its UI link in headless Chromium.
 
 PostgreSQL (Debian's package) is started on 127.0.0.1 by the fixture, Airflow's metadata database is
 migrated into it, and the API server, scheduler and DAG processor run as separate processes, as in
 docker-compose.yaml. The REST API refuses unauthenticated calls (401); with the simple auth manager's
 generated password a run of ``sda_pipeline`` is triggered over simulated sensors and must succeed
 under the scheduler. Afterwards the metadata database holds the run and the tables hold what the
-simulator's truth file says was landed, including the injected near-collision.
+simulator's truth file says was landed, including the injected near-collision. Then
+``POST /api/v2/backfills`` recomputes one past interval under the scheduler (--mode replay) and the
+tables must come out unchanged; and the quality gate's "Run report" extra link, opened in Chromium
+with the UI's login cookie, shows that run's page, whose Data Docs link opens the run's validation.
 
 Skips, saying how to install it, where PostgreSQL's server programs are absent.
 """
@@ -15,15 +19,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pytest
 
 from tests.airflow_server import Airflow, Postgres, find_postgres
+from tests.browser import Browser, find_chromium
+from tests.chain import COMPARED, differences, snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +39,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 UTC = dt.timezone.utc
 DAG_ID = "sda_pipeline"
 STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "conjunction")
+GATES = ("quality_silver", "quality_gold")
 NOW = dt.datetime.now(UTC).replace(microsecond=0)
 SIM_START = NOW - dt.timedelta(hours=2)
 SIM_END = SIM_START + dt.timedelta(minutes=5)
@@ -72,6 +81,9 @@ def data(tmp_path_factory):
         "SDA_CATALOG_FILE": str(root / "catalog" / "catalog.tle"),
         "SDA_SHUFFLE_PARTITIONS": "2",
         "SDA_SCREENING_HORIZON_H": "3",
+        # hourly schedule: once unpaused, the next scheduled run is an hour away, so the backfill
+        # test below normally has the scheduler to itself (a scheduled run beside it is handled)
+        "SDA_CADENCE_MINUTES": "60",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
     })
     sim = subprocess.run(
@@ -110,7 +122,8 @@ def pipeline_run(airflow):
     # unpausing also queues the latest scheduled interval behind this run: drop it, so nothing
     # writes to the tables while the tests read them
     state, tasks = airflow.wait_for_run(DAG_ID, RUN_ID, timeout=1800, drop_others=True)
-    airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
+    # left unpaused: a backfill runs only on an unpaused DAG (test_backfill_... pauses it at the end);
+    # the next scheduled run is a cadence (an hour) after the one dropped above
     return {"state": state, "tasks": tasks}
 
 
@@ -136,14 +149,14 @@ def test_wrong_password_gets_no_token_and_the_generated_one_does(airflow):
 
 def test_pipeline_run_succeeds_under_the_scheduler(pipeline_run, airflow):
     assert pipeline_run["state"] == "success", f"{pipeline_run}\n{airflow.tail()}"
-    assert pipeline_run["tasks"] == {stage: "success" for stage in STAGES}
+    assert pipeline_run["tasks"] == {task: "success" for task in STAGES + GATES}
 
 
 def test_metadata_database_is_postgres(postgres, pipeline_run):
     rows = postgres.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", DAG_ID, RUN_ID)
     assert rows == [("success",)]
     tasks = dict(postgres.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s AND run_id = %s", DAG_ID, RUN_ID))
-    assert tasks == {stage: "success" for stage in STAGES}
+    assert tasks == {task: "success" for task in STAGES + GATES}
     assert postgres.query("SELECT version_num FROM alembic_version")  # migrated by `airflow db migrate`
 
 
@@ -169,3 +182,96 @@ def test_tables_hold_the_landed_data(spark, data, pipeline_run):
         & (F.abs(F.unix_seconds("tca") - F.lit(int(TCA.timestamp()))) <= 2)).collect()
     assert len(injected) == 1
     assert abs(injected[0]["miss_m"] - 150.0) < 5.0
+
+    # the gates validated this run's rows and recorded every check
+    checked = {(r["layer"], r["table"]) for r in read("ops", "data_quality").where(F.col("run_id") == RUN_ID)
+               .select("layer", "table").distinct().collect()}
+    assert {("bronze", "radar_frames"), ("silver", "observations"), ("gold", "correlated"), ("gold", "conjunctions")} <= checked
+
+
+# --- the run report, from the UI's link, in a browser ------------------------------------------------
+
+def test_run_report_link_opens_the_runs_report_in_a_browser(airflow, pipeline_run, data):
+    binary, why = find_chromium()
+    if binary is None:
+        pytest.skip(why)
+    assert pipeline_run["state"] == "success"
+    links = airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{RUN_ID}/taskInstances/quality_gold/links")["extra_links"]
+    url = links["Run report"]
+    assert url == f"{airflow.base}/sda-reports/runs/{quote(RUN_ID, safe='')}/index.html"
+    assert airflow.status(url) == 401  # behind Airflow's login like the rest of the UI
+    with Browser(binary) as browser:
+        # what the UI's login leaves in the browser: the JWT in Airflow's session cookie
+        browser.set_cookie("_token", airflow.token(), airflow.base)
+        page = browser.open(url)
+        assert page["status"] == 200, page
+        html = page["html"]
+        assert f"<code>{RUN_ID}</code>" in html
+        # counts per stage drawn for every stage of this run
+        for stage in STAGES:
+            assert f'data-stage="{stage}" data-count="records_in"' in html or f'<tr data-stage="{stage}">' in html, stage
+        # the injected pair's alert has its separation plot, with the TCA marker near the designed miss
+        assert 'data-alert="' in html and 'class="chart separation"' in html
+        misses = [float(m) for m in re.findall(r'data-miss-m="([0-9.]+)"', html)]
+        assert any(abs(m - 150.0) < 5.0 for m in misses), misses
+        # and a click through to the Great Expectations page of this run's validation
+        docs = browser.evaluate("document.querySelector('a.data-docs').href")
+        assert docs.startswith(f"{airflow.base}/sda-reports/gx/uncommitted/data_docs/"), docs
+        gx = browser.open(docs)
+        assert gx["status"] == 200 and RUN_ID in unquote(gx["html"])
+
+
+# --- a backfill through the REST API -------------------------------------------------------------------
+
+def test_backfill_through_the_rest_api_recomputes_and_changes_nothing(airflow, pipeline_run, data, spark):
+    """POST /api/v2/backfills over one past interval: the scheduler runs it in replay mode (catalog,
+    ingest and the gates skip) and each stage recomputes that interval from bronze. The observation
+    tables hold exactly what they held before (idempotent). Backfills run only on an unpaused DAG, so
+    a scheduled run may start beside it: that is the concurrent case, and it changes none of these
+    tables either (it has no new files; the hourly test schedule makes one unlikely). Its conjunction screening (a new screening time) is why the
+    screening tables are not compared here; tests/test_exactly_once.py compares those for a replay."""
+    import time
+
+    from pyspark.sql import functions as F
+
+    from sda.settings import load_settings
+
+    assert pipeline_run["state"] == "success"
+    settings = load_settings(env={}, lakehouse=data["lakehouse"])
+    compared = [t for t in COMPARED if t not in ("conjunctions", "alerts", "alert_events")]
+    before = snapshot(spark, settings, compared)
+    window = {"dag_id": DAG_ID, "from_date": _iso(SIM_START), "to_date": _iso(SIM_END + dt.timedelta(minutes=30))}
+    planned = airflow.api("POST", "/backfills/dry_run", window)["backfills"]
+    assert planned, "the dry run plans no interval in the simulated range"
+    first = planned[0]["logical_date"]
+    backfill = airflow.api("POST", "/backfills", {**window, "from_date": first, "to_date": first,
+                                                  "max_active_runs": 1, "reprocess_behavior": "completed"})
+    try:
+        runs: list[dict] = []
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            runs = [r for r in airflow.api("GET", f"/dags/{DAG_ID}/dagRuns?order_by=-run_after&limit=20")["dag_runs"]
+                    if r["dag_run_id"] != RUN_ID]
+            if any(r["run_type"] == "backfill" for r in runs) and all(r["state"] in ("success", "failed") for r in runs):
+                break
+            time.sleep(10)
+    finally:
+        airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
+    backfills = [r for r in runs if r["run_type"] == "backfill"]
+    assert len(backfills) == 1 and backfills[0]["state"] == "success", f"{runs}\n{airflow.tail()}"
+    assert all(r["state"] == "success" for r in runs), runs  # a scheduled run beside it succeeded too
+    run = backfills[0]
+    tasks = {t["task_id"]: t["state"] for t in
+             airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]}
+    assert tasks == {"catalog": "skipped", "ingest": "skipped", "normalize": "success", "dedup": "success",
+                     "correlate": "success", "conjunction": "success", "quality_silver": "skipped",
+                     "quality_gold": "skipped"}, tasks
+    assert airflow.api("GET", f"/backfills/{backfill['id']}")["completed_at"] is not None
+
+    assert differences(before, snapshot(spark, settings, compared)) == []
+    metrics = (spark.read.format("delta").load(str(data["lakehouse"] / "ops" / "run_metrics"))
+               .where(F.col("run_id") == run["dag_run_id"]).collect())
+    assert {m["stage"] for m in metrics} == {"normalize", "dedup", "correlate", "conjunction"}
+    assert {m["mode"] for m in metrics} == {"replay"}
+    start = dt.datetime.fromisoformat(run["data_interval_start"].replace("Z", "+00:00"))
+    assert {m["interval_start"].replace(tzinfo=UTC) for m in metrics} == {start}

@@ -116,13 +116,41 @@ STAGES: tuple[Stage, ...] = (
     ),
 )
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """A data-quality gate: ``jobs/quality.py --layer <layers>`` on the rows the run wrote, between
+    stages. A fail-severity check fails the task, so the stages in ``before`` do not run."""
+
+    name: str
+    layers: tuple[str, ...]
+    after: tuple[str, ...]
+    before: tuple[str, ...]
+    summary: str
+
+    job = "jobs/quality.py"
+
+
+GATES: tuple[Gate, ...] = (
+    Gate(name="quality_silver", layers=("bronze", "silver"), after=("dedup",), before=("correlate",),
+         summary="validate this run's bronze and silver rows; a failed gate keeps them out of gold"),
+    Gate(name="quality_gold", layers=("gold",), after=("conjunction",), before=(),
+         summary="validate this run's gold rows (correlation, conjunctions, alerts) and publish the run report"),
+)
+
 STAGE_BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 EXTERNAL = (LANDING, CATALOG_FILE, OUTBOX)
 
 
-def edges() -> list[tuple[str, str]]:
-    """(upstream stage, downstream stage) pairs: the task graph."""
-    return [(up, stage.name) for stage in STAGES for up in stage.upstream]
+def edges(gates: bool = True) -> list[tuple[str, str]]:
+    """(upstream task, downstream task) pairs: the task graph, with the quality gates unless
+    ``gates`` is false."""
+    out = [(up, stage.name) for stage in STAGES for up in stage.upstream]
+    if gates:
+        for gate in GATES:
+            out += [(up, gate.name) for up in gate.after] + [(gate.name, down) for down in gate.before]
+    return out
 
 
 def tables() -> list[str]:
@@ -183,6 +211,10 @@ def describe() -> str:
         if stage.broadcast:
             out.append(f"    broadcast {', '.join(stage.broadcast)}")
         out.append(f"    state  {stage.state or 'none'}")
+    for gate in GATES:
+        out.append(f"{gate.name}  ({gate.job} --layer {','.join(gate.layers)})  after: {', '.join(gate.after)}"
+                   f"  before: {', '.join(gate.before) or '-'}")
+        out.append(f"    {gate.summary}")
     return "\n".join(out)
 
 

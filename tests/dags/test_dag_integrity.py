@@ -21,7 +21,12 @@ EXPECTED_EDGES = {
     ("dedup", "correlate"),
     ("catalog", "correlate"),
     ("correlate", "conjunction"),
+    # the quality gates: bronze+silver before anything reaches gold, gold at the end
+    ("dedup", "quality_silver"),
+    ("quality_silver", "correlate"),
+    ("conjunction", "quality_gold"),
 }
+GATES = {"quality_silver": "bronze,silver", "quality_gold": "gold"}
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +47,11 @@ def test_documented_and_tagged(dag):
     assert dag.start_date.year >= 2020  # fixed, not now()
 
 
-def test_every_task_retries(dag):
+def test_every_stage_retries_and_gates_do_not(dag):
     for task in dag.tasks:
+        if task.task_id in GATES:
+            assert task.retries == 0, task.task_id  # a failed check fails again on the same rows
+            continue
         assert task.retries >= 2, task.task_id
         assert task.retry_delay > dt.timedelta(0), task.task_id
 
@@ -51,7 +59,7 @@ def test_every_task_retries(dag):
 def test_task_graph(dag):
     from sda.topology import STAGES, edges
 
-    assert {t.task_id for t in dag.tasks} == {s.name for s in STAGES}
+    assert {t.task_id for t in dag.tasks} == {s.name for s in STAGES} | set(GATES)
     actual = {(up, t.task_id) for t in dag.tasks for up in t.upstream_task_ids}
     assert actual == EXPECTED_EDGES == set(edges())
 
@@ -62,8 +70,12 @@ def test_spark_submit_tasks(dag):
     for task in dag.tasks:
         assert isinstance(task, SparkSubmitOperator)
         assert task._conn_id == "spark_default"
-        assert task.application == str(PROJECT_ROOT / "jobs" / f"{task.task_id}.py")
+        job = "quality" if task.task_id in GATES else task.task_id
+        assert task.application == str(PROJECT_ROOT / "jobs" / f"{job}.py")
         args = task.application_args
+        if task.task_id in GATES:
+            assert args[args.index("--layer") + 1] == GATES[task.task_id]
+        assert task.trigger_rule == "none_failed"  # a skip in a backfill does not cascade
         for flag in ("--start", "--end", "--run-id"):
             assert flag in args, (task.task_id, flag)
         assert "data_interval_start" in args[args.index("--start") + 1]
@@ -123,7 +135,7 @@ def test_topology_names_registered_tables():
     """include/sda/topology.py spells table names as strings (no pyspark at parse time): every one
     must be in the registry, and every registered table must be produced by a stage, except the
     bookkeeping every stage writes through sda.runtime (the change-feed cursor, the run metrics) and
-    the data-quality results of jobs/quality.py (not a stage of the DAG yet)."""
+    the data-quality results of the quality gates (jobs/quality.py, topology.GATES)."""
     from sda.tables import TABLES
     from sda.topology import EXTERNAL, OPERATOR_KINDS, STAGES, tables
 
@@ -151,3 +163,32 @@ def test_backfill_runs_recompute_from_bronze(dag, run_type, mode):
         template = args[args.index("--mode") + 1]
         rendered = jinja2.Template(template).render(dag_run=types.SimpleNamespace(run_type=DagRunType(run_type)))
         assert rendered == mode, task.task_id
+
+
+def test_replay_mode_skips_what_has_nothing_to_do(dag):
+    """In a backfill (--mode replay) catalog, ingest and the gates skip; the recomputing stages run."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    skipping = {t.task_id for t in dag.tasks if t.skip_in_replay}
+    assert skipping == {"catalog", "ingest", "quality_silver", "quality_gold"}
+    task = dag.get_task("ingest")
+    original = task.application_args
+    try:
+        task.application_args = ["--start", "a", "--end", "b", "--run-id", "r", "--mode", "replay"]
+        with pytest.raises(AirflowSkipException, match="nothing to do in a replay"):
+            task.execute({})
+    finally:
+        task.application_args = original
+
+
+def test_gates_link_to_the_run_report(dag, monkeypatch):
+    from airflow.models.taskinstancekey import TaskInstanceKey
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
+    for gate in GATES:
+        links = dag.get_task(gate).operator_extra_links
+        assert [link.name for link in links] == ["Run report"]
+        key = TaskInstanceKey("sda_pipeline", gate, "scheduled__2026-11-21T06:15:00+00:00", 1)
+        assert links[0].get_link(dag.get_task(gate), ti_key=key) == (
+            "http://airflow.example:8080/sda-reports/runs/scheduled__2026-11-21T06%3A15%3A00%2B00%3A00/index.html")
+    assert not dag.get_task("correlate").operator_extra_links

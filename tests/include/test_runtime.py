@@ -46,3 +46,34 @@ def test_run_metrics_are_recorded_and_a_broken_equation_fails_loudly(spark, sett
     assert sorted(rows) == ["run-1", "run-2"]  # the retry replaced its row
     assert (rows["run-1"]["records_in"], rows["run-1"]["conserved"], rows["run-1"]["late"]) == (5, True, None)
     assert rows["run-2"]["conserved"] is False
+
+
+def test_run_metrics_record_watermark_and_upstream_lag(spark, settings):
+    """A stage that consumed ``progress`` up to version v, with two commits to it since, starts 2
+    versions behind, and the lag's age is that of the older of the two; its watermark lands as a
+    timestamp; a replay reports no lag."""
+    import datetime as dt
+    import time
+
+    from sda.tables import ensure_tables
+
+    ensure_tables(spark, settings)
+    # the stage's cursor on the run_metrics table, then two commits it has not consumed
+    runtime.commit_progress(spark, "demo", {"run_metrics": runtime.table_version(spark, "run_metrics", settings)},
+                            "earlier", settings)
+    before_commits = time.time()
+    argv = ["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T05:15:00Z", "--run-id"]
+    body = _body({"watermark": "2026-11-21T05:10:00Z"})
+    for run in ("other-1", "other-2"):
+        runtime.run_stage("other", argv + [run], _body({}), runtime.stage_parser("other", "o"), settings=settings, spark=spark)
+    time.sleep(1.0)
+    started = time.time()
+    runtime.run_stage("demo", argv + ["now"], body, runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
+    runtime.run_stage("demo", argv + ["again", "--replay"], body, runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
+    rows = {r["run_id"]: r for r in TABLES["run_metrics"].read(spark, settings).where("stage = 'demo'").collect()}
+    now = rows["now"]
+    assert now["lag_versions"] == 2
+    assert 1.0 <= now["lag_seconds"] <= started - before_commits + 1.0
+    assert now["watermark"].replace(tzinfo=dt.timezone.utc) == dt.datetime(2026, 11, 21, 5, 10, tzinfo=dt.timezone.utc)
+    assert now["mode"] == "incremental"
+    assert rows["again"]["mode"] == "replay" and rows["again"]["lag_versions"] is None
