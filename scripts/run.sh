@@ -4,7 +4,7 @@
 # Airflow running (Ctrl-C stops it).
 #
 #   SDA_EXIT_AFTER_RUN=1 bash scripts/run.sh    stop Airflow after the run; exit 0 on success, 1 on failure
-#   RUN_TIMEOUT_S=1200                           how long to wait for the run (default 20 minutes)
+#   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
 #   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
 #                                                generated one); either way it is copied to SDA_CATALOG_FILE
 set -euo pipefail
@@ -13,7 +13,7 @@ EXIT_AFTER_RUN="${SDA_EXIT_AFTER_RUN:-0}"
 unset SDA_EXIT_AFTER_RUN  # not a pipeline setting: load_settings() refuses unknown SDA_* variables
 # shellcheck source=scripts/airflow_env.sh
 source scripts/airflow_env.sh
-RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-1200}"
+RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-1800}"
 API="$AIRFLOW__API__BASE_URL"
 DAG_ID=sda_pipeline
 PY="$SDAF_ROOT/.venv/bin/python"
@@ -173,6 +173,8 @@ cat <<EOF
  Airflow UI     $API          user: admin   password: $PASSWORD
                 (the password is stored in $PASSWORD_FILE)
  DAG            $API/dags/$DAG_ID   (run: $RUN_ID, $state)
+ run report     $API/sda-reports/runs/$("$PY" -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$RUN_ID")/index.html
+                (counts per stage, data-quality checks, alert plots; log in to the UI first)
  Delta tables   $LAKEHOUSE/{bronze,silver,gold,ops}/<table>
  quarantine     $LAKEHOUSE/ops/quarantine   (records refused, with the reason)
  alerts         $LAKEHOUSE/gold/alerts and the messages in $OUTBOX

@@ -20,9 +20,9 @@ instance; it points at the run's page (:mod:`sda.report`) served by ``plugins/sd
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
-
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -36,8 +36,6 @@ REPORTS_PREFIX = "/sda-reports"  # where plugins/sda_reports.py mounts the repor
 
 def api_base_url() -> str:
     """The API server's public URL (``[api] base_url``), without a trailing slash."""
-    import os
-
     base = os.environ.get("AIRFLOW__API__BASE_URL")
     if not base:
         try:
