@@ -302,19 +302,20 @@ def with_conflict_retry(action: Callable[[], T], what: str, attempts: int = CONF
 
 
 def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFrame",
-          clauses: Callable[[Any], Any], condition: str | None = None) -> None:
+          clauses: Callable[[Any], Any]) -> None:
     """``MERGE INTO table t USING source s ON <key and prune bounds>`` with the clauses ``clauses``
     adds to the builder, retried on a write conflict (:func:`with_conflict_retry`)."""
     from delta.tables import DeltaTable
 
     spec = TABLES[table]
-    on = condition or merge_condition(spec, source)
+    on = merge_condition(spec, source)
 
     def attempt() -> None:
         target = DeltaTable.forPath(spark, spec.path(settings))
         clauses(target.alias("t").merge(source.alias("s"), on)).execute()
 
     with_conflict_retry(attempt, f"MERGE INTO {table}", attempts=CONFLICT_ATTEMPTS, backoff_s=CONFLICT_BACKOFF_S)
+
 
 _BOUND_RE = re.compile(r"^-?\d{4,}-\d\d-\d\d( \d\d:\d\d:\d\d\.\d{6})?\Z")
 

@@ -117,7 +117,6 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Gate:
     """A data-quality gate: ``jobs/quality.py --layer <layers>`` on the rows the run wrote, between
