@@ -1,9 +1,9 @@
 """A real Airflow for tests: PostgreSQL on loopback, then the API server, scheduler and DAG processor
 as separate processes (the shape of docker-compose.yaml), with the simple auth manager's generated
-password. Used by tests/test_postgres.py.
+password. Used by tests/test_end_to_end.py.
 
 PostgreSQL comes from Debian's ``postgresql`` package (``.ci/run`` installs it when missing); where
-it is absent :func:`find_postgres` says so and the tests skip with that message.
+it is absent :func:`find_postgres` says so and the tests run Airflow on SQLite instead.
 """
 
 from __future__ import annotations

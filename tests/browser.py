@@ -1,5 +1,5 @@
 """A headless Chromium driven over the DevTools protocol (no Selenium, no Playwright): open a URL
-with cookies set, wait for the page to load, and read the DOM back. Used by tests/test_postgres.py
+with cookies set, wait for the page to load, and read the DOM back. Used by tests/test_end_to_end.py
 to follow the Airflow UI's "Run report" link the way a logged-in user's browser does.
 
 Chromium comes from Debian's ``chromium`` package (``.ci/run`` installs it when missing); where it

@@ -1,6 +1,6 @@
 """Association accuracy on the simulator's default scenario, scored against its truth file.
 
-The default scenario is what ``make run`` (scripts/run.sh) and tests/test_end_to_end.py simulate:
+The default scenario is what ``make run`` (scripts/run.sh) simulates:
 30 minutes of the embedded sensor registry (6 radars, 3 GEODSS telescopes, 3 ISL relays) over the
 generated catalogue (300 objects, seed 1) plus the injected conjunction pair (TCA after the
 window), with the default disorder rates. The catalogue the correlator uses is the file the
