@@ -88,32 +88,34 @@ def test_different_file_order_and_run_split_give_identical_tables(spark, staging
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
 
 
-KILL_CASES = {
-    "before-write": {"ingest": "ingest:before-write", "normalize": "normalize:before-write",
-                     "dedup": "dedup:before-write", "correlate": "correlate:before-write"},
-    "mid-write": {"ingest": "ingest:after-radar", "normalize": "normalize:after-silver",
-                  "dedup": "dedup:after-late", "correlate": "correlate:after-correlated"},
-    "after-write-before-progress": {"ingest": "ingest:after-quarantine", "normalize": "normalize:before-progress",
-                                    "dedup": "dedup:before-progress", "correlate": "correlate:before-progress"},
+# where each stage is killed, in the order its attempts die: before it writes anything, between two
+# of its writes, and after its writes but before it commits its progress
+KILL_POINTS = {
+    "ingest": ("ingest:before-write", "ingest:after-radar", "ingest:after-quarantine"),
+    "normalize": ("normalize:before-write", "normalize:after-silver", "normalize:before-progress"),
+    "dedup": ("dedup:before-write", "dedup:after-late", "dedup:before-progress"),
+    "correlate": ("correlate:before-write", "correlate:after-correlated", "correlate:before-progress"),
 }
 
 
-@pytest.mark.parametrize("case", sorted(KILL_CASES))
-def test_killed_stages_retried_equal_an_uninterrupted_run(spark, staging, reference, tmp_path, monkeypatch, case):
+def test_killed_stages_retried_equal_an_uninterrupted_run(spark, staging, reference, tmp_path, monkeypatch):
+    """Every stage's attempt dies three times -- before writing, mid-write, after writing but before
+    its progress commit -- each attempt starting from what the one before left behind, then the
+    Airflow retry (same arguments, same run id) finishes. The tables equal the uninterrupted run's,
+    and a later run finds nothing left to do."""
     root, files = staging
-    settings = lakehouse(tmp_path, case, root / "catalog.tle")
+    settings = lakehouse(tmp_path, "killed-stages", root / "catalog.tle")
     load_catalog(spark, settings)
     chain.land(files, root / "landing", settings.landing)
     for stage in chain.FLOW:
-        point = KILL_CASES[case][stage]
-        monkeypatch.setattr(runtime, "KILL_AT", {point})
-        with pytest.raises(runtime.SimulatedCrash, match=point):
-            chain.run_stage(spark, settings, stage, "run-1")
+        for point in KILL_POINTS[stage]:
+            monkeypatch.setattr(runtime, "KILL_AT", {point})
+            with pytest.raises(runtime.SimulatedCrash, match=point):
+                chain.run_stage(spark, settings, stage, "run-1")
         monkeypatch.setattr(runtime, "KILL_AT", set())
-        chain.run_stage(spark, settings, stage, "run-1")  # the Airflow retry: same arguments, same run id
+        chain.run_stage(spark, settings, stage, "run-1")
     chain.run_stage(spark, settings, "conjunction", "run-1", SCREEN)
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
-    # and a later run finds nothing left to do
     again = chain.run_flow(spark, settings, "run-2")
     assert [again[s]["records_in"] for s in chain.FLOW] == [0, 0, 0, 0]
 
