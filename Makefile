@@ -34,7 +34,7 @@ run: setup
 	bash scripts/run.sh
 
 test: setup
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra --durations=25
 
 test-fast: setup
 	$(PY) -m pytest -ra -m "not slow"

@@ -117,6 +117,8 @@ def run_stage(
     Bad arguments exit with status 2 and a message (argparse's convention); bad settings likewise.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # our INFO lines in the task log, not hundreds of Great Expectations' registration notices
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
     try:
         args = validate_args(parser.parse_args(argv))
         settings = settings or load_settings()
