@@ -3,10 +3,15 @@ fresh lakehouse / landing / outbox under ``tmp_path`` for each test."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import pytest
+
+# py4j says goodbye from a __del__ at interpreter exit, after pytest has closed the stream a stage's
+# logging.basicConfig attached: a "--- Logging error ---" traceback under the summary otherwise
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
