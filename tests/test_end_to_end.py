@@ -50,7 +50,7 @@ SIM_START = NOW - dt.timedelta(hours=2)
 SIM_END = SIM_START + dt.timedelta(minutes=5)
 TCA = NOW + dt.timedelta(hours=1)
 PAIR = {99901, 99902}
-RUN_ID = f"manual__pg_test__{NOW:%Y%m%dT%H%M%SZ}"
+RUN_ID = f"manual__e2e_test__{NOW:%Y%m%dT%H%M%SZ}"
 
 
 def _iso(t: dt.datetime) -> str:
@@ -82,7 +82,7 @@ def postgres(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pg-pipeline")
+    root = tmp_path_factory.mktemp("pipeline")
     dirs = {name: root / name for name in ("lakehouse", "landing", "outbox")}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SDA_", "AIRFLOW"))}
     env.update({
@@ -170,37 +170,6 @@ def test_metadata_database_is_postgres(postgres, pipeline_run):
     assert postgres.query("SELECT version_num FROM alembic_version")  # migrated by `airflow db migrate`
 
 
-def test_tables_hold_the_landed_data(spark, data, pipeline_run):
-    from pyspark.sql import functions as F
-
-    assert pipeline_run["state"] == "success"
-
-    def read(layer, name):
-        return spark.read.format("delta").load(str(data["lakehouse"] / layer / name))
-
-    truth_dir = data["landing"] / "_truth"
-    landed = {(t["file"], t["record_no"]) for p in truth_dir.glob("*.jsonl") for line in p.read_text().splitlines()
-              if line for t in [json.loads(line)]}
-    bronze = sum(read("bronze", n).count() for n in ("radar_frames", "optical_tracks", "isl_beacons"))
-    refused = read("ops", "quarantine").where(F.col("stage") == "ingest").count()
-    assert bronze + refused == len(landed)
-    metrics = {r["stage"] for r in read("ops", "run_metrics").where(F.col("run_id") == RUN_ID).collect()}
-    assert metrics >= set(STAGES)
-    # the designed encounter (the pair meets again on later orbits, farther apart)
-    injected = read("gold", "conjunctions").where(
-        (F.col("primary_id") == 99901) & (F.col("secondary_id") == 99902)
-        & (F.abs(F.unix_seconds("tca") - F.lit(int(TCA.timestamp()))) <= 2)).collect()
-    assert len(injected) == 1
-    assert abs(injected[0]["miss_m"] - 150.0) < 5.0
-
-    # the gates validated this run's rows and recorded every check
-    checked = {(r["layer"], r["table"]) for r in read("ops", "data_quality").where(F.col("run_id") == RUN_ID)
-               .select("layer", "table").distinct().collect()}
-    assert {("bronze", "radar_frames"), ("silver", "observations"), ("gold", "correlated"), ("gold", "conjunctions")} <= checked
-
-
-# --- the tables against the simulator's truth file ----------------------------------------------
-
 @pytest.fixture(scope="module")
 def tables(pipeline_run, data, spark):
     assert pipeline_run["state"] == "success", pipeline_run
@@ -221,6 +190,31 @@ def truth(data) -> list[dict]:
 def summary(data) -> dict:
     return json.loads(next((data["landing"] / "_truth").glob("*.summary.json")).read_text())
 
+
+def test_tables_hold_the_landed_data(tables, truth):
+    from pyspark.sql import functions as F
+
+    read = tables
+    landed = {(t["file"], t["record_no"]) for t in truth}
+    bronze = sum(read("bronze", n).count() for n in ("radar_frames", "optical_tracks", "isl_beacons"))
+    refused = read("ops", "quarantine").where(F.col("stage") == "ingest").count()
+    assert bronze + refused == len(landed)
+    metrics = {r["stage"] for r in read("ops", "run_metrics").where(F.col("run_id") == RUN_ID).collect()}
+    assert metrics >= set(STAGES)
+    # the designed encounter (the pair meets again on later orbits, farther apart)
+    injected = read("gold", "conjunctions").where(
+        (F.col("primary_id") == 99901) & (F.col("secondary_id") == 99902)
+        & (F.abs(F.unix_seconds("tca") - F.lit(int(TCA.timestamp()))) <= 2)).collect()
+    assert len(injected) == 1
+    assert abs(injected[0]["miss_m"] - 150.0) < 5.0
+
+    # the gates validated this run's rows and recorded every check
+    checked = {(r["layer"], r["table"]) for r in read("ops", "data_quality").where(F.col("run_id") == RUN_ID)
+               .select("layer", "table").distinct().collect()}
+    assert {("bronze", "radar_frames"), ("silver", "observations"), ("gold", "correlated"), ("gold", "conjunctions")} <= checked
+
+
+# --- the tables against the simulator's truth file ----------------------------------------------
 
 def _relative(path: str, landing: Path) -> str:
     prefix = str(landing).rstrip("/") + "/"
