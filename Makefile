@@ -46,4 +46,4 @@ bench: setup
 	$(PY) bench/screening.py
 
 clean:
-	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench
+	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench var/landing-watch

@@ -2,20 +2,23 @@
 conjunction pair enters the catalogue -> how long until the file's observations are in silver and
 the pair's alert is in gold, and where that time goes.
 
-    .venv/bin/python bench/latency.py [--files 3] [--cadence-minutes 1] [--timeout-s 1500] [--out FILE]
+    .venv/bin/python bench/latency.py [--files 10] [--gap-s 30] [--cadence-minutes 15] [--timeout-s 1500] [--out FILE]
 
 Everything lives under ``--work`` (default ``var/bench/latency``, wiped at the start): its own
 AIRFLOW_HOME (SQLite, logs), lakehouse, landing, outbox and catalogue file, all passed as environment
 variables (``scripts/airflow_env.sh`` is sourced with them preset), on a free API port (from 28080),
-so nothing of ``make run``'s ``var/`` state is touched.
+so nothing of ``make run``'s ``var/`` state is touched. The pipeline's Spark is a Spark Connect server
+of the benchmark's own (``sda.server``, on a free port from 25002), started before Airflow and stopped
+at the end; every task is a client of it. Runs start from the landing watcher (``sda.landing_watch``)
+within seconds of a file landing; the cadence (default 15 minutes) is only the safety net.
 
 1. *warm-up*: a generated catalogue and 5 simulated minutes of sensors in the landing zone;
    ``airflow standalone`` starts (own process group, stopped at the end even on error) with
    ``SDA_CADENCE_MINUTES=--cadence-minutes``; ``sda_pipeline`` is unpaused and the scheduler's first
    run processes the warm-up files. Measuring starts once that run has succeeded.
    ``--timeout-s`` bounds that warm-up, and then each file's wait for silver and gold.
-2. *per file* i (after a random pause of 0..cadence, so landings fall at different phases of the
-   scheduler's cycle): 3 simulated minutes of sensors ending now are written to a staging directory and
+2. *per file* i (after a random pause of 0..``--gap-s``, so landings fall at different moments of the
+   run before theirs): 3 simulated minutes of sensors ending now are written to a staging directory and
    a conjunction pair is designed (:func:`sda.sim.conjunction.design_conjunction`, TCA now + 2 h, miss
    150 m, renumbered to NORAD 99801+2i / 99802+2i with correct TLE checksums); then, at ``t0``, the
    files get mtime ``t0`` and are moved into ``<landing>/<kind>/bench-<i>/`` with ``os.replace`` (a
@@ -36,8 +39,8 @@ so nothing of ``make run``'s ``var/`` state is touched.
      (the rest: run creation and queued -> running);
    * per task: ``task_duration_s`` (Airflow start -> end), ``spark_work_s`` = ``ops.run_metrics.seconds``
      (the job's own time: Spark session creation, table checks and the stage's work),
-     ``jvm_and_submit_s`` = duration - work (Airflow task start-up, spark-submit and JVM launch, Python
-     imports, the run_metrics / progress commits after the work); ``task_gap_s`` = time between a
+     ``client_s`` = duration - work (Airflow task start-up, the client's Python imports and Spark
+     Connect session, the run_metrics / progress commits after the work); ``task_gap_s`` = time between a
      task's start and the end of the task before it (the scheduler between tasks).
 
 The alert may come from an earlier run than the file: a run already under way at t0 whose
@@ -79,7 +82,7 @@ TCA_AHEAD = dt.timedelta(hours=2)
 POLL_S = 2.0
 STARTUP_TIMEOUT_S = 600
 MARKER = ".sda-bench-latency"  # marks --work as this benchmark's scratch directory (safe to wipe)
-LOCATION_SETTINGS = ("SDA_LAKEHOUSE", "SDA_LANDING", "SDA_OUTBOX", "SDA_CATALOG_FILE", "SDA_CADENCE_MINUTES")
+LOCATION_SETTINGS = ("SDA_LAKEHOUSE", "SDA_LANDING", "SDA_OUTBOX", "SDA_CATALOG_FILE", "SDA_CADENCE_MINUTES", "SDA_CONNECT_PORT")
 
 _T_START = time.monotonic()
 
@@ -147,6 +150,7 @@ def bench_env(work: Path, cadence: int) -> dict[str, str]:
         "SDA_OUTBOX": str(work / "outbox"),
         "SDA_CATALOG_FILE": str(work / "catalog" / "catalog.tle"),
         "SDA_CADENCE_MINUTES": str(cadence),
+        "SDA_CONNECT_PORT": str(free_port(25002)),
     })
     out = subprocess.run(["bash", "-c", 'source scripts/airflow_env.sh >&2 && env -0'], cwd=PROJECT_ROOT, env=base,
                          capture_output=True, check=False)
@@ -562,7 +566,7 @@ def breakdown(airflow: Airflow, lake: Lake, run: dict, t0: float) -> dict:
         per_task[t["task_id"]] = {
             "state": t["state"], "try_number": t.get("try_number"), "start": t["start_date"], "end": t.get("end_date"),
             "task_gap_s": r2(gap), "task_duration_s": r2(duration), "spark_work_s": r2(work),
-            "jvm_and_submit_s": r2(duration - work) if duration is not None and work is not None else None,
+            "client_s": r2(duration - work) if duration is not None and work is not None else None,
         }
         if t_end:
             ended.append(t_end)
@@ -581,7 +585,7 @@ def breakdown(airflow: Airflow, lake: Lake, run: dict, t0: float) -> dict:
         "run_duration_s": r2(ts(run["end_date"]) - start) if run.get("end_date") else None,
         "tasks": per_task,
         "task_gap_s_total": total("task_gap_s"),
-        "jvm_and_submit_s_total": total("jvm_and_submit_s"),
+        "client_s_total": total("client_s"),
         "spark_work_s_total": total("spark_work_s"),
         "task_duration_s_total": total("task_duration_s"),
     }
@@ -589,8 +593,8 @@ def breakdown(airflow: Airflow, lake: Lake, run: dict, t0: float) -> dict:
 
 def measure_one(index: int, airflow: Airflow, lake: Lake, args, dirs: dict[str, Path], rng: random.Random,
                 progress: Progress) -> dict:
-    pause = rng.uniform(0, args.cadence_minutes * 60.0)
-    say(f"file {index + 1}/{args.files}: pausing {pause:.0f} s (random phase against the cadence)")
+    pause = rng.uniform(0, args.gap_s)
+    say(f"file {index + 1}/{args.files}: pausing {pause:.0f} s (random phase against the run before)")
     pause_end = time.monotonic() + pause
     while time.monotonic() < pause_end:
         progress.tick()
@@ -706,10 +710,10 @@ def summarize(samples: list[dict]) -> dict:
         "sched_behind_active_run_s": median([r["sched_behind_active_run_s"] for r in runs]),
         "sched_cadence_wait_s": median([r["sched_cadence_wait_s"] for r in runs]),
         "sched_queue_s": median([r["sched_queue_s"] for r in runs]),
-        "jvm_and_submit_s": per_task("jvm_and_submit_s"),
-        "spark_work_s": per_task("spark_work_s"),
+        "task_start_s": per_task("task_gap_s"),
+        "client_s": per_task("client_s"),
+        "server_work_s": per_task("spark_work_s"),
         "task_duration_s": per_task("task_duration_s"),
-        "task_gap_s": per_task("task_gap_s"),
         "run_duration_s": median([r["run_duration_s"] for r in runs]),
         "alerts_from_run_active_at_t0": sum(1 for s in samples if not s["alert_from_pickup_run"]),
     }
@@ -717,8 +721,10 @@ def summarize(samples: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", type=int, default=3, help=f"files (and conjunction pairs) to land one after the other (1..{MAX_FILES}; default 3)")
-    p.add_argument("--cadence-minutes", type=int, default=1, help="SDA_CADENCE_MINUTES of the DAG under test (default 1)")
+    p.add_argument("--files", type=int, default=10, help=f"files (and conjunction pairs) to land one after the other (1..{MAX_FILES}; default 10)")
+    p.add_argument("--gap-s", type=float, default=30.0, help="longest random pause before each landing (default 30 s)")
+    p.add_argument("--cadence-minutes", type=int, default=15,
+                   help="SDA_CADENCE_MINUTES of the DAG under test, the safety net behind the landing watcher (default 15)")
     p.add_argument("--timeout-s", type=float, default=1500.0,
                    help="limit for the warm-up and for each file to reach silver and gold (default 1500)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random landing phases (default 1)")
@@ -732,6 +738,8 @@ def main(argv: list[str] | None = None) -> dict:
         p.error(f"--files {args.files}: at most {MAX_FILES} (each file gets its own NORAD ids {FIRST_PAIR_ID}+2i/+2i+1 below 99900)")
     if args.cadence_minutes < 1:
         p.error(f"--cadence-minutes {args.cadence_minutes}: the DAG's cadence must be at least 1 minute")
+    if not args.gap_s >= 0:
+        p.error(f"--gap-s {args.gap_s}: expected a number of seconds >= 0")
     if not args.timeout_s > 0:
         p.error(f"--timeout-s {args.timeout_s}: expected a positive number of seconds")
     work = args.work.resolve()
@@ -758,10 +766,16 @@ def main(argv: list[str] | None = None) -> dict:
     shutil.copy2(dirs["catalog"], dirs["base_catalog"])  # what the sensors observe in every sample
     say(f"warm-up data: catalogue {dirs['catalog']}, {len(warm.files)} files in {dirs['landing']}")
 
+    from sda import server
+    from sda.settings import load_settings
+
+    spark_settings = load_settings(env={k: v for k, v in env.items() if k.startswith("SDA_")})
     airflow = Airflow(env, work / "standalone.log")
     progress = Progress(airflow)
     samples: list[dict] = []
     try:
+        started = server.start(spark_settings)
+        say(f"Spark Connect server at {spark_settings.connect_url}: {json.dumps(started)}")
         airflow.start()
         airflow.wait_ready()
         airflow.set_paused(False)
@@ -777,11 +791,14 @@ def main(argv: list[str] | None = None) -> dict:
             except Exception:
                 pass
         airflow.stop()
+        server.stop(spark_settings)
 
+    alerts = sorted(s["landing_to_alert_s"] for s in samples)
     result = {
-        "landing_to_silver_s": median([s["landing_to_silver_s"] for s in samples]),
-        "landing_to_alert_s": median([s["landing_to_alert_s"] for s in samples]),
         "files": len(samples),
+        "landing_to_silver_median_s": median([s["landing_to_silver_s"] for s in samples]),
+        "landing_to_alert_median_s": median(alerts),
+        "landing_to_alert_p90_s": r2(alerts[min(len(alerts) - 1, max(0, -(-9 * len(alerts) // 10) - 1))]) if alerts else None,
         "cadence_minutes": args.cadence_minutes,
         "breakdown": summarize(samples),
         "samples": samples,

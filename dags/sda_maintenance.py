@@ -28,7 +28,7 @@ the next maintenance run then keeps the files from that version on.
 
 A concurrent `sda_pipeline` commit that conflicts with OPTIMIZE is retried with back-off; after
 that the task fails and Airflow retries it. To see what a run would do without changing anything,
-run `spark-submit jobs/maintenance.py --start ... --end ... --run-id ... --dry-run [--tables a,b]`.
+run `python jobs/maintenance.py --start ... --end ... --run-id ... --dry-run [--tables a,b]`.
 Each run records its figures in `ops.run_metrics` (stage `maintenance`).
 """
 
@@ -38,9 +38,9 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from sda.airflow_support import submit_kwargs
-from sda.operators import SdaSparkSubmitOperator
-from sda.settings import PROJECT_ROOT, load_settings
+from sda.airflow_support import stage_kwargs
+from sda.operators import SdaStageOperator
+from sda.settings import load_settings
 
 settings = load_settings()
 
@@ -66,13 +66,12 @@ with DAG(
     },
     tags=["sda", "maintenance", "delta"],
 ) as dag:
-    SdaSparkSubmitOperator(
+    SdaStageOperator(
         task_id="maintenance",
         doc_md="**maintenance**: OPTIMIZE then VACUUM every registered table; the retention is widened "
                "for a table whose change-feed consumer lags, and a table is not vacuumed while a consumer "
                "has never run.",
-        application=str(PROJECT_ROOT / "jobs" / "maintenance.py"),
+        job="jobs/maintenance.py",
         application_args=["--start", RUN_START, "--end", RUN_END, "--run-id", "{{ run_id }}"],
-        name="sda-maintenance",
-        **submit_kwargs(settings),
+        **stage_kwargs(settings),
     )

@@ -15,9 +15,10 @@ lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`):
 | `quality_silver` | `jobs/quality.py --layer bronze,silver` | Great Expectations on this run's bronze and silver rows; a failed gate stops the run before `correlate`, so nothing reaches gold |
 | `quality_gold` | `jobs/quality.py --layer gold` | the same for this run's gold rows; writes the run report (the task's **Run report** link) |
 
-Each task is one `spark-submit jobs/<stage>.py --start <data_interval_start> --end <data_interval_end>
---run-id <run_id>` on the `spark_default` connection (`AIRFLOW_CONN_SPARK_DEFAULT`), with the Delta
-jars and the `sda` package zip (`--py-files`) shipped to the executors. A run processes
+Each task runs `jobs/<stage>.py --start <data_interval_start> --end <data_interval_end> --run-id
+<run_id>` as a thin client of the long-lived Spark Connect server (`sda server start`; `make run`
+starts it) through the `spark_connect` connection (`AIRFLOW_CONN_SPARK_CONNECT`, `sc://host:port`):
+no task starts a JVM. A run processes
 the data interval it is given, never "whatever is latest"; a manual run without a logical date uses
 the `SDA_CADENCE_MINUTES` before its `run_after`. All sinks are idempotent, so a retry or a re-run of
 the same interval converges to the same tables. A **backfill** (Airflow UI "Backfill", or
@@ -32,22 +33,24 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, DeltaTriggerTimetable
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, AssetWatcher, DeltaTriggerTimetable
 
-from sda.airflow_support import submit_kwargs
-from sda.operators import QualityGateOperator, SdaSparkSubmitOperator
-from sda.settings import PROJECT_ROOT, load_settings
+from sda.airflow_support import landing_state_file, stage_kwargs
+from sda.landing_watch import LandingTrigger
+from sda.operators import QualityGateOperator, SdaStageOperator
+from sda.settings import load_settings
 from sda.topology import GATES, STAGES, edges
 
 settings = load_settings()
 
-# A manual run triggered without a logical date has no data interval in Airflow 3: fall back to
-# the cadence that ends at the run's run_after.
-INTERVAL_START = (
-    "{{ (data_interval_start | default(dag_run.run_after - macros.timedelta(minutes=%d), true)).isoformat() }}"
-    % settings.cadence_minutes
-)
-INTERVAL_END = "{{ (data_interval_end | default(dag_run.run_after, true)).isoformat() }}"
+# A run's data interval, as job arguments. A manual run triggered without a logical date has no data
+# interval in Airflow 3, and a run started by landed files (asset-triggered) has the span of its
+# asset events, possibly zero-length: both take the cadence that ends at the run's run_after.
+OWN_INTERVAL = ("(dag_run.run_type in ('scheduled', 'backfill', 'manual') and data_interval_start is not none "
+                "and data_interval_end is not none and data_interval_end > data_interval_start)")
+INTERVAL_START = ("{{ (data_interval_start if %s else dag_run.run_after - macros.timedelta(minutes=%d)).isoformat() }}"
+                  % (OWN_INTERVAL, settings.cadence_minutes))
+INTERVAL_END = "{{ (data_interval_end if %s else dag_run.run_after).isoformat() }}" % OWN_INTERVAL
 
 # A backfill recomputes its intervals from bronze (the stages' replay mode, sda.replay); scheduled and
 # manual runs consume what is new.
@@ -55,13 +58,24 @@ MODE = "{{ 'replay' if dag_run.run_type == 'backfill' else 'incremental' }}"
 
 cadence = dt.timedelta(minutes=settings.cadence_minutes)
 
+# New files under the landing zone start a run within seconds (sda.landing_watch); the cadence is the
+# safety net (a triggerer that was down, files whose arrival went unseen).
+landing = Asset(
+    name="sda_landing",
+    uri=f"file://{settings.landing}",
+    watchers=[AssetWatcher(name="sda_landing_watcher",
+                           trigger=LandingTrigger(directory=str(settings.landing),
+                                                  state_file=str(landing_state_file(settings))))],
+)
+
 with DAG(
     dag_id="sda_pipeline",
     description="Sensor files -> bronze -> silver -> correlated observations -> conjunction alerts",
     doc_md=__doc__,
     # A plain timedelta gives zero-length data intervals in Airflow 3: each run covers the cadence
-    # that ends when it starts.
-    schedule=DeltaTriggerTimetable(cadence, interval=cadence),
+    # that ends when it starts. Landed files trigger a run in between; at max_active_runs Airflow
+    # defers asset-triggered runs, so files landing during a run are taken by the next one.
+    schedule=AssetOrTimeSchedule(timetable=DeltaTriggerTimetable(cadence, interval=cadence), assets=landing),
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
     catchup=False,
     max_active_runs=1,
@@ -80,12 +94,11 @@ with DAG(
     common = ["--start", INTERVAL_START, "--end", INTERVAL_END, "--run-id", "{{ run_id }}", "--mode", MODE]
     for order, stage in enumerate(STAGES):
         extra = [arg.format(catalog_file=settings.catalog_file) for arg in stage.extra_args]
-        tasks[stage.name] = SdaSparkSubmitOperator(
+        tasks[stage.name] = SdaStageOperator(
             task_id=stage.name,
             doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
-            application=str(PROJECT_ROOT / stage.job),
+            job=stage.job,
             application_args=[*common, *extra],
-            name=f"sda-{stage.name}",
             # topology order first: with one task at a time the catalogue is loaded before the sensor
             # stages, so a new element set reaches the screening in the same run
             priority_weight=len(STAGES) + len(GATES) - order,
@@ -94,16 +107,15 @@ with DAG(
             skip_in_replay=not stage.upstream,
             # ... and its skips must not cascade
             trigger_rule="none_failed",
-            **submit_kwargs(settings),
+            **stage_kwargs(settings),
         )
     for gate in GATES:
         tasks[gate.name] = QualityGateOperator(
             task_id=gate.name,
             doc_md=f"**{gate.name}**: {gate.summary}. Fail-severity checks fail this task (exit 3); "
                    "the **Run report** link opens the run's page with every check and its Data Docs.",
-            application=str(PROJECT_ROOT / gate.job),
+            job=gate.job,
             application_args=[*common, "--layer", ",".join(gate.layers)],
-            name=f"sda-{gate.name}",
             priority_weight=len(STAGES) + len(GATES) - 1 - max(
                 [i for i, s in enumerate(STAGES) if s.name in gate.after], default=0),
             weight_rule="absolute",
@@ -112,7 +124,7 @@ with DAG(
             # a backfill replays rows that keep their first run's ids: nothing of its own to validate
             skip_in_replay=True,
             trigger_rule="none_failed",
-            **submit_kwargs(settings),
+            **stage_kwargs(settings),
         )
     for upstream, downstream in edges():
         tasks[upstream] >> tasks[downstream]

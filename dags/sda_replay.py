@@ -10,7 +10,7 @@ default) and `dry_run`.
    non-replayable stage (the form's schema already refuses unknown stage names at trigger time).
    It logs the plan: stages in topology order, the jobs, the number of conjunction screenings.
 2. `choose` follows only the chosen stages (none on a dry run).
-3. each chosen stage runs `spark-submit jobs/<stage>.py --start S --end E --replay`: it recomputes
+3. each chosen stage runs `jobs/<stage>.py --start S --end E --replay` on the Spark Connect server: it recomputes
    the range from the tables upstream of it and MERGEs the result (see `include/sda/replay.py`).
    With unchanged inputs nothing but lineage columns changes; no stage's incremental progress moves.
 
@@ -23,10 +23,10 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param, task
 
-from sda.airflow_support import submit_kwargs
-from sda.operators import SdaSparkSubmitOperator
+from sda.airflow_support import stage_kwargs
+from sda.operators import SdaStageOperator
 from sda.replay import REPLAYABLE
-from sda.settings import PROJECT_ROOT, load_settings
+from sda.settings import load_settings
 from sda.topology import STAGES
 
 settings = load_settings()
@@ -86,17 +86,16 @@ with DAG(
     previous = None
     for name in REPLAYABLE:
         stage = STAGE_BY_NAME[name]
-        replay_task = SdaSparkSubmitOperator(
+        replay_task = SdaStageOperator(
             task_id=f"replay_{name}",
             doc_md=f"**{name}** over the requested range (`--replay`): {stage.summary}.",
-            application=str(PROJECT_ROOT / stage.job),
+            job=stage.job,
             application_args=["--start", "{{ ti.xcom_pull(task_ids='plan')['start'] }}",
                               "--end", "{{ ti.xcom_pull(task_ids='plan')['end'] }}",
                               "--run-id", "{{ run_id }}", "--replay"],
-            name=f"sda-replay-{name}",
             # the earlier stages may be skipped (not chosen): run after them either way, never after a failure
             trigger_rule="none_failed",
-            **submit_kwargs(settings),
+            **stage_kwargs(settings),
         )
         chosen >> replay_task
         if previous is not None:

@@ -1,6 +1,6 @@
 """Stage ``catalog``: a TLE/OMM catalogue -> gold ``catalog`` (TLE history by epoch).
 
-    spark-submit jobs/catalog.py --start ISO --end ISO --run-id ID [--file PATH | --celestrak GROUP]
+    python jobs/catalog.py --start ISO --end ISO --run-id ID [--file PATH | --celestrak GROUP]
 
 The file (default ``settings.catalog_file``; ``--file`` must lie in that file's directory or in the
 landing zone, see :func:`check_args`) is parsed on the driver with :func:`sda.catalog.load_catalog`

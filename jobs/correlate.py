@@ -1,7 +1,7 @@
 """Stage ``correlate``: silver ``observations_dedup`` -> gold ``correlated`` / ``uncorrelated`` /
 ``object_state``.
 
-    spark-submit jobs/correlate.py --start ISO --end ISO --run-id ID
+    python jobs/correlate.py --start ISO --end ISO --run-id ID
 
 1. Read the observations committed since this stage's last run (change feed, ``ops.progress``).
 2. The catalogue is the newest element set per object from gold ``catalog``; it is small, so its TLE
@@ -189,6 +189,15 @@ def pass_final(sensor_marks: dict[str, int], gap_s: float, dedup_window_s: float
     return F.coalesce(limit <= marks[F.col("sensor_id")], F.lit(False))
 
 
+def pass_final_sql(sensor_marks: dict[str, int], gap_s: float, dedup_window_s: float) -> str:
+    """:func:`pass_final` as a SQL condition (for an ``UPDATE ... WHERE``)."""
+    if not sensor_marks:
+        return "false"
+    cases = " ".join(f"WHEN {_sql_literal(s)} THEN {int(w)}" for s, w in sorted(sensor_marks.items()))
+    limit = int(round((gap_s + dedup_window_s) * 1e6))
+    return f"COALESCE(unix_micros(pass_end) + {limit} <= (CASE sensor_id {cases} END), false)"
+
+
 def passes_to_write(correlated: "DataFrame", existing: "DataFrame", new_rows: "DataFrame", settings: "Settings",
                     sensor_marks: dict[str, int], run_id: str) -> "DataFrame":
     """Re-sessionise where new observations fell and say what to do with each pass row.
@@ -249,8 +258,7 @@ def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFr
 
 def write_passes(spark: "SparkSession", rows: "DataFrame", settings: "Settings") -> None:
     """One MERGE: recomputed passes inserted or replaced, vanished ones deleted."""
-    cols = [f.name for f in schemas.PASSES.fields]
-    values = {c: F.col(f"s.`{c}`") for c in cols}
+    values = runtime.source_values([f.name for f in schemas.PASSES.fields])
     runtime.merge(spark, "passes", settings, rows, lambda m: (
         m.whenMatchedDelete(condition="s.action = 'delete'")
         .whenMatchedUpdate(condition="s.action = 'upsert'", set=values)
@@ -261,27 +269,20 @@ def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datet
              sensor_marks: dict[str, int], run_id: str) -> dict[str, int]:
     """Flip provisional windows the watermarks have passed to final (no data can change them now).
     Only provisional rows are read: Delta skips the files whose ``final`` is all true."""
-    from delta.tables import DeltaTable
-
     done = {"state_windows_finalized": 0, "passes_finalized": 0}
+    mark = {"final": "true", "run_id": _sql_literal(run_id)}
     if final_before is not None:
-        state = DeltaTable.forPath(spark, TABLES["object_state"].path(settings))
-        runtime.with_conflict_retry(lambda: state.update(
-            condition=(~F.col("final")) & (F.col("window_end") <= F.lit(final_before)),
-            set={"final": F.lit(True), "run_id": F.lit(run_id)}), "UPDATE object_state")
-        done["state_windows_finalized"] = _updated(state)
+        bound = final_before.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        done["state_windows_finalized"] = runtime.update(
+            spark, "object_state", settings, f"NOT final AND window_end <= TIMESTAMP'{bound}'", mark)
     if sensor_marks:
-        passes = DeltaTable.forPath(spark, TABLES["passes"].path(settings))
-        runtime.with_conflict_retry(lambda: passes.update(
-            condition=(~F.col("final")) & pass_final(sensor_marks, settings.pass_gap_s, settings.dedup_window_s),
-            set={"final": F.lit(True), "run_id": F.lit(run_id)}), "UPDATE passes")
-        done["passes_finalized"] = _updated(passes)
+        condition = pass_final_sql(sensor_marks, settings.pass_gap_s, settings.dedup_window_s)
+        done["passes_finalized"] = runtime.update(spark, "passes", settings, f"NOT final AND ({condition})", mark)
     return done
 
 
-def _updated(table) -> int:
-    op = table.history(1).select("operation", "operationMetrics").first()
-    return int((op["operationMetrics"] or {}).get("numUpdatedRows", 0)) if op["operation"] == "UPDATE" else 0
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:

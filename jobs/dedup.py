@@ -1,6 +1,6 @@
 """dedup: silver ``observations`` -> silver ``observations_dedup`` (repeats of one measurement folded).
 
-    spark-submit jobs/dedup.py --start ISO --end ISO --run-id ID
+    python jobs/dedup.py --start ISO --end ISO --run-id ID
 
 Exact redeliveries already share an ``obs_id`` and collapsed in silver. This stage folds what is
 left: one sensor reporting the same measurement more than once with slightly different timestamps
@@ -76,21 +76,16 @@ def clusters_to_write(candidates: DataFrame, touched: DataFrame, window_s: float
 
 def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) -> dict[str, int]:
     """One MERGE: representatives inserted or refreshed, displaced members deleted."""
-    from delta.tables import DeltaTable
-
-    cols = [f.name for f in schemas.DEDUPED.fields]
-    values = {c: F.col(f"s.`{c}`") for c in cols}
+    values = runtime.source_values([f.name for f in schemas.DEDUPED.fields])
     # event_date is the same for a row in both tables (copied from silver): its range prunes partitions
-    runtime.merge(spark, TARGET, settings, members, lambda m: (
+    counts = runtime.merge(spark, TARGET, settings, members, lambda m: (
         m.whenMatchedDelete(condition="NOT s.is_rep")
         .whenMatchedUpdate(condition="s.is_rep AND t.copies <> s.copies", set=values)
         .whenNotMatchedInsert(condition="s.is_rep", values=values)))
-    target = DeltaTable.forPath(spark, TABLES[TARGET].path(settings))
-    op = target.history(1).select("operationMetrics").first()["operationMetrics"] or {}
     return {
-        "rows_inserted": int(op.get("numTargetRowsInserted", 0)),
-        "rows_updated": int(op.get("numTargetRowsUpdated", 0)),
-        "rows_deleted": int(op.get("numTargetRowsDeleted", 0)),
+        "rows_inserted": counts.get("num_inserted_rows", 0),
+        "rows_updated": counts.get("num_updated_rows", 0),
+        "rows_deleted": counts.get("num_deleted_rows", 0),
     }
 
 

@@ -1,6 +1,6 @@
 """ingest: landing files -> bronze (one append-only table per sensor kind) + quarantine.
 
-    spark-submit jobs/ingest.py --start ISO --end ISO --run-id ID
+    python jobs/ingest.py --start ISO --end ISO --run-id ID
 
 Landing layout: ``<landing>/<kind>/**/<name><suffix>`` (suffixes in ``schemas.LANDING_SUFFIX``);
 other top-level directories (``_truth/``) and temporary files (``.name``, ``*.tmp``) are ignored.

@@ -1,6 +1,6 @@
 """maintenance: compact small files and VACUUM every Delta table, without breaking a change-feed reader.
 
-    spark-submit jobs/maintenance.py --start ISO --end ISO --run-id ID [--tables a,b] [--dry-run]
+    python jobs/maintenance.py --start ISO --end ISO --run-id ID [--tables a,b] [--dry-run]
 
 For every registered table (or those named by ``--tables``):
 
@@ -208,15 +208,13 @@ def listing_parallelism(spark: SparkSession, tasks: int):
         spark.conf.set(LISTING_PARALLELISM, previous)
 
 
-def _delta_table(spark: SparkSession, table: str, settings: Settings):
-    from delta.tables import DeltaTable
-
-    return DeltaTable.forPath(spark, TABLES[table].path(settings))
+def _ref(table: str, settings: Settings) -> str:
+    return runtime.delta_ref(TABLES[table].path(settings))
 
 
 def _detail(spark: SparkSession, table: str, settings: Settings) -> tuple[int, dict[str, str]]:
     """(number of files in the current snapshot, table properties)."""
-    row = _delta_table(spark, table, settings).detail().select("numFiles", "properties").first()
+    row = spark.sql(f"DESCRIBE DETAIL {_ref(table, settings)}").select("numFiles", "properties").first()
     return int(row["numFiles"] or 0), dict(row["properties"] or {})
 
 
@@ -240,7 +238,7 @@ def consumed_versions(spark: SparkSession, table: str, settings: Settings) -> di
 def commit_times(spark: SparkSession, table: str, settings: Settings) -> dict[int, dt.datetime]:
     """version -> commit time of every commit the log still holds."""
     rows = (
-        _delta_table(spark, table, settings).history()
+        runtime.history(spark, table, settings)
         .select("version", F.col("timestamp").cast("double").alias("epoch_s"))  # epoch: no time-zone guessing
         .collect()
     )
@@ -266,7 +264,7 @@ def _vacuumed_files(spark: SparkSession, table: str, settings: Settings, after_v
     """Files the VACUUM that committed after ``after_version`` deleted (Delta logs VACUUM START/END
     commits; None when vacuum logging is switched off)."""
     rows = (
-        _delta_table(spark, table, settings).history(20)
+        runtime.history(spark, table, settings, limit=20)
         .where((F.col("version") > after_version) & (F.col("operation") == "VACUUM END"))
         .orderBy("version")
         .select("operationMetrics")
@@ -284,7 +282,7 @@ def compact(spark: SparkSession, settings: Settings, table: str, dry_run: bool) 
         return {"files_before": files_before, "compaction_candidates": compaction_candidates(files)}
 
     def optimize():
-        return _delta_table(spark, table, settings).optimize().executeCompaction().select("metrics").first()
+        return spark.sql(f"OPTIMIZE {_ref(table, settings)}").select("metrics").first()
 
     metrics = with_conflict_retry(optimize, f"OPTIMIZE {table}")["metrics"]
     files_after, _ = _detail(spark, table, settings)
@@ -312,19 +310,15 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
         log.warning("%s: %s lags more than delta.logRetentionDuration (%g h): its commits will be dropped at a "
                     "coming checkpoint and its change feed will break; replay it or raise the log retention",
                     table, guard.lagging_stage, plan.log_retention_h)
-    path = TABLES[table].path(settings)
+    # The path comes from the lakehouse setting, which refuses ` ' " ; and control characters
+    # (sda.settings); the retention is a number formatted by code (whole hours, rounded up: never less).
+    vacuum_sql = f"VACUUM {_ref(table, settings)} RETAIN {math.ceil(float(plan.retention_h)):d} HOURS"
     with listing_parallelism(spark, max(2, settings.shuffle_partitions)):
         if dry_run:
-            # The only SQL text built here: the path comes from the lakehouse setting, which refuses
-            # ` ' " ; and control characters (sda.settings); the backtick is escaped all the same. The
-            # retention is a number formatted by code.
-            quoted = path.replace("`", "``")
-            hours = math.ceil(float(plan.retention_h))
-            files = spark.sql(f"VACUUM delta.`{quoted}` RETAIN {hours:d} HOURS DRY RUN").count()
+            files = spark.sql(f"{vacuum_sql} DRY RUN").count()
             return {**out, "files_vacuumed": files}
         before = _latest_version(spark, table, settings)
-        with_conflict_retry(lambda: _delta_table(spark, table, settings).vacuum(float(plan.retention_h)).collect(),
-                            f"VACUUM {table}")
+        with_conflict_retry(lambda: spark.sql(vacuum_sql).collect(), f"VACUUM {table}")
     return {**out, "files_vacuumed": _vacuumed_files(spark, table, settings, before)}
 
 

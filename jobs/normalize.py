@@ -1,6 +1,6 @@
 """normalize: bronze (three wire formats) -> silver ``observations`` (one envelope, SI units) + quarantine.
 
-    spark-submit jobs/normalize.py --start ISO --end ISO --run-id ID
+    python jobs/normalize.py --start ISO --end ISO --run-id ID
 
 Reads what each bronze table received since this stage last ran (change feed), parses it
 (:mod:`sda.wire`), checks it against the sensor registry, physical limits and event-time bounds

@@ -1,6 +1,6 @@
 """quality: validate what this run wrote to one layer, record it, and gate the run.
 
-    spark-submit jobs/quality.py --start ISO --end ISO --run-id ID --layer bronze,silver|gold
+    python jobs/quality.py --start ISO --end ISO --run-id ID --layer bronze,silver|gold
 
 For each table of the layer, the rows *this run* wrote are selected by their lineage column --
 ``run_id`` (bronze, silver, conjunctions, alerts) or ``correlate_run_id`` (correlated, uncorrelated)

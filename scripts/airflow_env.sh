@@ -20,23 +20,23 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__EXECUTOR=LocalExecutor
 export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
-# Two cores: at most two Spark applications at a time (catalog and ingest may overlap).
+# Two cores: at most two tasks at a time (catalog and ingest may overlap), all on the one Spark server.
 export AIRFLOW__CORE__PARALLELISM="${AIRFLOW__CORE__PARALLELISM:-2}"
 export AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="${AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL:-30}"
 # On a busy two-core machine the API server can take longer than the default to answer a task's
-# first call; a timeout there kills the task before spark-submit even starts.
+# first call; a timeout there kills the task before its stage even starts.
 export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-60}"
 export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
 export AIRFLOW__API__BASE_URL="${AIRFLOW__API__BASE_URL:-http://localhost:$AIRFLOW__API__PORT}"
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="${AIRFLOW__CORE__EXECUTION_API_SERVER_URL:-http://localhost:$AIRFLOW__API__PORT/execution/}"
 
-# The Spark connection the DAG's tasks use, pointing at the same master as the settings
-# (SDA_SPARK_MASTER, default local[2]). The Spark hook takes a host without a port as the whole
-# master URL: local[2], yarn, spark://host:7077 all work.
-if ! _sdaf_master="$("$SDAF_ROOT/.venv/bin/python" -c 'from sda.settings import load_settings; print(load_settings().spark_master)')"; then
+# The Spark connection the DAG's tasks use: the long-lived Spark Connect server (sda.server) at
+# SDA_CONNECT_HOST:SDA_CONNECT_PORT (default sc://127.0.0.1:15002), as the Spark provider's
+# spark_connect connection type.
+if ! _sdaf_conn="$("$SDAF_ROOT/.venv/bin/python" -m sda.airflow_support)"; then
     echo "airflow_env.sh: the SDA_* settings are not valid (message above)" >&2
     return 2 2>/dev/null || exit 2
 fi
-export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\": \"spark\", \"host\": \"$_sdaf_master\"}"
-unset _sdaf_master
+export AIRFLOW_CONN_SPARK_CONNECT="$_sdaf_conn"
+unset _sdaf_conn
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$SDAF_ROOT/.venv/bin/python}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: start Airflow with the pipeline, feed it 30 minutes of simulated sensors (with an
 # injected near-collision), process them end to end, print where everything landed, and keep
-# Airflow running (Ctrl-C stops it).
+# Airflow and its Spark Connect server running (Ctrl-C stops both).
 #
 #   SDA_EXIT_AFTER_RUN=1 bash scripts/run.sh    stop Airflow after the run; exit 0 on success, 1 on failure
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
@@ -20,6 +20,7 @@ PY="$SDAF_ROOT/.venv/bin/python"
 LOG="$AIRFLOW_HOME/standalone.log"
 PASSWORD_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 AIRFLOW_PID=""
+SERVER_STARTED=0
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf '\nrun.sh: %s\n' "$*" >&2; exit 1; }
@@ -39,7 +40,14 @@ stop_airflow() {
     fi
     AIRFLOW_PID=""
 }
-trap stop_airflow EXIT
+stop_all() {
+    stop_airflow
+    if [[ "$SERVER_STARTED" == 1 ]]; then
+        "$PY" -m sda.server stop || true
+        SERVER_STARTED=0
+    fi
+}
+trap stop_all EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$AIRFLOW_HOME"
@@ -59,7 +67,16 @@ say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA)"
 "$PY" -m sda.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.settings import load_settings; print(load_settings().landing)')" \
     --inject-conjunction --tca "$TCA" ${CATALOG:+--catalog "$CATALOG"}
 
-# --- 2. Airflow --------------------------------------------------------------------------------
+# --- 2. the Spark Connect server every task runs on ---------------------------------------------
+if "$PY" -m sda.server status >/dev/null 2>&1; then
+    say "a Spark Connect server already answers at $("$PY" -c 'from sda.settings import load_settings; print(load_settings().connect_url)'); using it"
+else
+    say "starting the Spark Connect server (log: var/spark-connect/)"
+    "$PY" -m sda.server start || die "the Spark Connect server did not start (see the message above)"
+    SERVER_STARTED=1
+fi
+
+# --- 3. Airflow --------------------------------------------------------------------------------
 say "starting Airflow standalone (log: $LOG)"
 # Its own process group (job control on): a background job of a script would ignore SIGINT, and
 # SIGINT is what makes standalone stop its scheduler, API server, dag processor and triggerer.
@@ -103,7 +120,7 @@ until api GET "/dags/$DAG_ID" >/dev/null 2>&1; do
     sleep 3
 done
 
-# --- 3. one run over the simulated data --------------------------------------------------------
+# --- 4. one run over the simulated data --------------------------------------------------------
 # The run's data interval is the simulated window up to now: ingest takes the files modified before
 # its end. Its run_after is the window's start, so it goes ahead of the run the scheduler starts for
 # the latest interval when the DAG is unpaused (catchup is off; max_active_runs is 1).
@@ -140,7 +157,7 @@ while :; do
 done
 elapsed=$((SECONDS - started))
 
-# --- 4. summary --------------------------------------------------------------------------------
+# --- 5. summary --------------------------------------------------------------------------------
 eval "$("$PY" - <<'EOF'
 from sda.settings import load_settings
 s = load_settings()

@@ -1,16 +1,12 @@
-"""A tiny Spark application for tests/test_cluster.py: which ``sda`` do the executors import?
+"""Which ``sda`` do a cluster's Python workers import? (tests/test_cluster.py)
 
-    spark-submit tests/cluster_probe.py OUT.json
-
-Writes the master URL and, per executor task, the file ``sda`` was imported from and the host. With
-``--py-files sda-<hash>.zip`` (what :class:`sda.operators.SdaSparkSubmitOperator` adds) that file
-lies inside the zip.
+:func:`probe` runs a tiny ``mapInPandas`` on a Spark Connect session and returns the server's master
+URL and, per task, the file ``sda`` was imported from. With the ``sda`` zip added to the session as a
+Python artifact (what :class:`sda.operators.SdaStageOperator` does on a cluster) that file lies
+inside the zip.
 """
 
-import json
-import sys
-
-from pyspark.sql import SparkSession
+from __future__ import annotations
 
 
 def where(batches):
@@ -24,9 +20,6 @@ def where(batches):
         yield pd.DataFrame({"file": [sda.__file__] * len(batch), "host": [socket.gethostname()] * len(batch)})
 
 
-if __name__ == "__main__":
-    spark = SparkSession.builder.appName("sda-cluster-probe").getOrCreate()
+def probe(spark) -> dict:
     rows = spark.range(8, numPartitions=4).mapInPandas(where, "file string, host string").distinct().collect()
-    with open(sys.argv[1], "w") as out:
-        json.dump({"master": spark.sparkContext.master, "executor_sda": sorted({r.file for r in rows})}, out)
-    spark.stop()
+    return {"master": spark.conf.get("spark.master"), "executor_sda": sorted({r.file for r in rows})}

@@ -17,14 +17,44 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory):
-    from sda.settings import load_settings
-    from sda.spark import build_session
+def _free_port() -> int:
+    import socket
 
-    settings = load_settings(env={}, lakehouse=tmp_path_factory.mktemp("session-lakehouse"))
-    session = build_session("sda-tests", settings, extra={"spark.sql.shuffle.partitions": "2",
-                                                           "spark.default.parallelism": "2"})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# The one Spark Connect server of the test session (what users run is what the tests run). With
+# SDA_TEST_CONNECT_PORT set to a port where a server already answers (`SDA_CONNECT_PORT=... sda server
+# start`), the suite uses that one and leaves it running: handy while iterating on one test.
+CONNECT_PORT = int(os.environ.get("SDA_TEST_CONNECT_PORT") or _free_port())
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """Start (or reuse) the session's Spark Connect server; its settings (port, jars) are yielded."""
+    from sda import server
+    from sda.settings import load_settings
+    from sda.spark import answers
+
+    settings = load_settings(env={}, lakehouse=tmp_path_factory.mktemp("session-lakehouse"),
+                             connect_port=CONNECT_PORT, shuffle_partitions=2)
+    if answers(settings.connect_host, settings.connect_port):
+        yield settings
+        return
+    server.start(settings)
+    try:
+        yield settings
+    finally:
+        server.stop(settings)
+
+
+@pytest.fixture(scope="session")
+def spark(connect_server):
+    from sda.spark import connect
+
+    session = connect(connect_server)
     yield session
     session.stop()
 
@@ -41,6 +71,7 @@ def settings(tmp_path):
         outbox=tmp_path / "outbox",
         catalog_file=tmp_path / "catalog" / "catalog.tle",
         shuffle_partitions=2,
+        connect_port=CONNECT_PORT,
     )
 
 

@@ -1,8 +1,9 @@
 """The cluster path, proven on loopback: a Spark standalone master and worker started from the pyspark
-package, ``spark_default`` pointed at them, and pipeline stages submitted through the DAGs' own
-operator (:class:`sda.operators.SdaSparkSubmitOperator` with :func:`sda.airflow_support.submit_kwargs`:
-the Delta jars, the ``sda`` zip as ``--py-files``, the settings in the environment). The tables they
-write must equal those of the same stages run on ``local[2]`` over the same landed files.
+package, a Spark Connect server (``sda.server``) whose master is that standalone master, the
+``spark_connect`` connection pointed at it, and pipeline stages run through the DAGs' own operator
+(:class:`sda.operators.SdaStageOperator`, which adds the ``sda`` zip to the session as a Python
+artifact for the cluster's workers). The tables they write must equal those of the same stages run on
+the suite's ``local[2]`` server over the same landed files.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import chain
+from tests import chain, cluster_probe
 from tests.airflow_server import free_port
 
 pytestmark = pytest.mark.slow
@@ -127,31 +128,41 @@ def _args(stage: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster_run(standalone, landed):
-    """Each stage submitted to the standalone master by the DAGs' operator, as an Airflow worker would."""
-    from sda.airflow_support import submit_kwargs
-    from sda.operators import SdaSparkSubmitOperator
+    """A Connect server on the standalone master; each stage run by the DAGs' operator through it, as
+    an Airflow worker would."""
+    from sda import server
+    from sda.airflow_support import stage_kwargs
+    from sda.operators import SdaStageOperator
+    from sda.spark import connect
 
-    settings = _settings(landed, "cluster", spark_master=standalone["url"])
-    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_SPARK_DEFAULT", "PYSPARK_PYTHON")}
-    # the connection, set by environment exactly as docker-compose.yaml and scripts/airflow_env.sh do
-    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": standalone["url"]})
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    probe_out = landed["root"] / "probe.json"
+    settings = _settings(landed, "cluster", spark_master=standalone["url"], connect_port=free_port())
+    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_SPARK_CONNECT", "SDA_SPARK_MASTER", "SPARK_REMOTE")}
+    server.start(settings, warm=False)
+    # the connection, set by environment exactly as docker-compose.yaml and scripts/airflow_env.sh do;
+    # the operator reads the master from the settings to decide whether to ship the package
+    os.environ["AIRFLOW_CONN_SPARK_CONNECT"] = json.dumps(
+        {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": settings.connect_port})
+    os.environ["SDA_SPARK_MASTER"] = standalone["url"]
     try:
+        kwargs = stage_kwargs(settings)
         for stage in STAGES:
-            op = SdaSparkSubmitOperator(task_id=stage, application=str(PROJECT_ROOT / "jobs" / f"{stage}.py"),
-                                        application_args=_args(stage), name=f"sda-{stage}", **submit_kwargs(settings))
+            op = SdaStageOperator(task_id=stage, job=f"jobs/{stage}.py", application_args=_args(stage), **kwargs)
             op.execute(context={})
-        probe = SdaSparkSubmitOperator(task_id="probe", application=str(PROJECT_ROOT / "tests" / "cluster_probe.py"),
-                                       application_args=[str(probe_out)], name="sda-cluster-probe", **submit_kwargs(settings))
-        probe.execute(context={})
+        session = connect(settings)
+        from sda import dist
+
+        shipped = dist.package_zip(Path(kwargs["dist_dir"]))
+        session.addArtifacts(str(shipped), pyfile=True)
+        probe = cluster_probe.probe(session)
+        session.stop()
     finally:
+        server.stop(settings)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return {"settings": settings, "probe": json.loads(probe_out.read_text()), "shipped": probe.py_files}
+    return {"settings": settings, "probe": probe, "shipped": str(shipped)}
 
 
 @pytest.fixture(scope="module")
@@ -164,11 +175,11 @@ def local_run(spark, landed):
 
 
 def test_stages_ran_on_the_cluster(standalone, cluster_run):
+    """The Connect server was the standalone master's application, and its executors ran there."""
     assert cluster_run["probe"]["master"] == standalone["url"]
     apps = _master_state(standalone["ui"])
     names = [a["name"] for a in apps.get("completedapps", []) + apps.get("activeapps", [])]
-    for stage in STAGES:
-        assert f"sda-{stage}" in names, f"sda-{stage} never reached the master; it saw {names}"
+    assert "sda-spark-connect" in names, f"the Connect server never reached the master; it saw {names}"
 
 
 def test_executors_import_the_shipped_package(cluster_run):
@@ -176,7 +187,8 @@ def test_executors_import_the_shipped_package(cluster_run):
     assert Path(shipped).name.startswith("sda-") and shipped.endswith(".zip")
     files = cluster_run["probe"]["executor_sda"]
     assert files, "no executor task ran"
-    # the executors fetch --py-files into their work directory: same file name, inside the zip
+    # the executors fetch the session's Python artifacts into a directory of their own: same file
+    # name, inside the zip
     assert all(f"{Path(shipped).name}/sda/__init__.py" in f for f in files), files
 
 

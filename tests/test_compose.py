@@ -1,7 +1,8 @@
 """docker-compose.yaml, checked without a Docker engine: the services Airflow's official compose file
 has (on PostgreSQL), a Spark master with two workers, one shared lakehouse volume everywhere a table
-path is read or written, healthchecks, start-up order, the spark_default connection from the
-environment, and no secret in the file."""
+path is read or written, healthchecks, start-up order, the long-lived Spark Connect server on the
+standalone master (reachable by the Airflow services, not published on the host), the spark_connect
+connection from the environment, and no secret in the file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import yaml
 
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yaml"
 AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-SPARK = ("spark-master", "spark-worker-1", "spark-worker-2")
+SPARK = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect")
 LAKEHOUSE = "/opt/sda/var/lakehouse"
 
 
@@ -48,13 +49,14 @@ def test_one_shared_lakehouse_volume(compose, name):
 
 
 @pytest.mark.parametrize("name", [*AIRFLOW, "airflow-init"])
-def test_airflow_on_postgres_with_spark_default_from_the_environment(compose, name):
+def test_airflow_on_postgres_with_spark_connect_from_the_environment(compose, name):
     e = env(compose["services"][name])
     assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:")
     assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow")
     assert e["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
-    conn = json.loads(e["AIRFLOW_CONN_SPARK_DEFAULT"])
-    assert conn["conn_type"] == "spark" and f"{conn['host']}:{conn['port']}" == "spark://spark-master:7077"
+    conn = json.loads(e["AIRFLOW_CONN_SPARK_CONNECT"])
+    assert conn["conn_type"] == "spark_connect" and f"{conn['host']}:{conn['port']}" == "sc://spark-connect:15002"
+    assert e["SDA_CONNECT_HOST"] == "spark-connect"
     assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077"
     assert e["AIRFLOW__CORE__AUTH_MANAGER"].endswith("SimpleAuthManager")  # a login for UI and API
 
@@ -62,7 +64,7 @@ def test_airflow_on_postgres_with_spark_default_from_the_environment(compose, na
 def test_workers_join_the_master_and_start_after_it(compose):
     master = compose["services"]["spark-master"]
     assert "deploy.master.Master" in master["command"] and "--port 7077" in master["command"]
-    for name in SPARK[1:]:
+    for name in ("spark-worker-1", "spark-worker-2"):
         worker = compose["services"][name]
         assert "deploy.worker.Worker" in worker["command"] and worker["command"].endswith("spark://spark-master:7077")
         assert worker["depends_on"]["spark-master"]["condition"] == "service_healthy"
@@ -83,3 +85,13 @@ def test_no_secret_in_the_file():
         for m in re.finditer(rf"^\s*{key}:\s*(.+)$", text, flags=re.M):
             assert m.group(1).strip().startswith("${"), f"{key} is set in docker-compose.yaml: {m.group(0).strip()}"
     assert re.search(r"postgresql\+psycopg2://airflow:\$\{POSTGRES_PASSWORD", text)
+
+
+def test_the_spark_connect_server_runs_on_the_master_and_is_not_published(compose):
+    service = compose["services"]["spark-connect"]
+    assert service["entrypoint"] == ["python", "-m", "sda.server", "run"]
+    e = env(service)
+    assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077" and e["SDA_CONNECT_BIND"] == "0.0.0.0"
+    assert "ports" not in service and "15002" in [str(p) for p in service["expose"]]
+    assert service["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    assert compose["services"]["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"

@@ -81,7 +81,7 @@ def postgres(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(tmp_path_factory, connect_server):
     root = tmp_path_factory.mktemp("pipeline")
     dirs = {name: root / name for name in ("lakehouse", "landing", "outbox")}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SDA_", "AIRFLOW"))}
@@ -92,7 +92,10 @@ def data(tmp_path_factory):
         "SDA_CATALOG_FILE": str(root / "catalog" / "catalog.tle"),
         "SDA_SHUFFLE_PARTITIONS": "2",
         "SDA_SCREENING_HORIZON_H": "3",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        # every task runs on the suite's one Spark Connect server
+        "SDA_CONNECT_PORT": str(connect_server.connect_port),
+        "AIRFLOW_CONN_SPARK_CONNECT": json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1",
+                                                  "port": connect_server.connect_port}),
     })
     sim = subprocess.run(
         [sys.executable, "-m", "sda.simulate", "--start", _iso(SIM_START), "--end", _iso(SIM_END),

@@ -1,63 +1,52 @@
-"""How a DAG submits a job: one spark-submit configuration shared by every DAG file.
+"""How a DAG runs a stage: one configuration shared by every DAG file.
 
-A job runs as ``spark-submit jobs/<name>.py`` on the ``spark_default`` connection, with the Delta jars
-cached by ``make setup`` (or the Delta package when there are none), the ``sda`` package zip for the
-executors (``--py-files``, built when the task starts: :mod:`sda.operators`), the session
-configuration of :func:`sda.spark.session_conf`, and the same ``SDA_*`` settings and Python
-interpreter as the scheduler. ``SdaSparkSubmitOperator(task_id=..., application=...,
-application_args=..., **submit_kwargs(settings))`` builds such a task.
+A stage runs *inside its Airflow task* as a Spark Connect client of the long-lived server
+(:mod:`sda.server`): :class:`sda.operators.SdaStageOperator` opens a session on the ``spark_connect``
+connection (``AIRFLOW_CONN_SPARK_CONNECT``, ``sc://host:port``) and calls ``jobs/<stage>.py``'s
+``main(argv, spark=session)``. No JVM starts per task. ``SdaStageOperator(task_id=..., job=...,
+application_args=..., **stage_kwargs(settings))`` builds such a task.
 
 This module imports nothing heavy (no pyspark, no airflow): DAG files import it at parse time.
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import json
 from pathlib import Path
 from typing import Any
 
-from sda.settings import PROJECT_ROOT, Settings
-from sda.spark import DELTA_PACKAGE, session_conf
+from sda.settings import Settings
 
-SPARK_CONN_ID = "spark_default"
-
-
-def spark_submit_binary() -> str | None:
-    """The spark-submit next to this interpreter (the venv's pyspark), else None: the hook's default
-    (``spark-submit`` on PATH, or the connection's ``spark-binary`` extra)."""
-    candidate = Path(sys.executable).parent / "spark-submit"
-    return str(candidate) if candidate.is_file() else None
+SPARK_CONNECT_CONN_ID = "spark_connect"
 
 
-def job_env(settings: Settings) -> dict[str, str]:
-    """What the job process must see: the same SDA_* settings and the same Python on both sides."""
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    env = settings.as_env()
-    # the driver may import sda from the shipped zip (spark-submit puts --py-files first on its
-    # PYTHONPATH), where the package cannot find the project directory from its own location
-    env["SDA_HOME"] = str(PROJECT_ROOT)
-    env.update({"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", python)})
-    return env
+def connection_json(settings: Settings) -> str:
+    """``AIRFLOW_CONN_SPARK_CONNECT`` for the settings' server (what scripts/airflow_env.sh exports)."""
+    return json.dumps({"conn_type": "spark_connect", "host": f"sc://{settings.connect_host}", "port": settings.connect_port})
 
 
-def submit_kwargs(settings: Settings) -> dict[str, Any]:
-    """The :class:`~sda.operators.SdaSparkSubmitOperator` arguments every job task shares (everything
-    but task_id, application, application_args, name and doc_md)."""
-    jars = settings.spark_jars()
-    return {
-        "conn_id": SPARK_CONN_ID,
-        "conf": session_conf(settings),
-        "jars": ",".join(jars) or None,
-        "packages": None if jars else DELTA_PACKAGE,
-        "driver_memory": settings.driver_memory,
-        "env_vars": job_env(settings),
-        "spark_binary": spark_submit_binary(),
-        "verbose": False,
-        "dist_dir": dist_dir(settings),
-    }
+def stage_kwargs(settings: Settings) -> dict[str, Any]:
+    """The :class:`~sda.operators.SdaStageOperator` arguments every stage task shares (everything but
+    task_id, job, application_args and doc_md)."""
+    return {"conn_id": SPARK_CONNECT_CONN_ID, "dist_dir": str(dist_dir(settings))}
+
+
+def landing_state_file(settings: Settings) -> Path:
+    """Where the landing watcher keeps its cursor (:mod:`sda.landing_watch`): under ``var/``, one
+    file per landing zone."""
+    import hashlib
+
+    digest = hashlib.sha256(str(settings.landing).encode()).hexdigest()[:12]
+    return settings.jars_dir.parent / "landing-watch" / f"{digest}.json"
 
 
 def dist_dir(settings: Settings) -> Path:
-    """Where the ``sda`` zip for ``--py-files`` is written: ``dist`` beside the jar cache (under ``var/``)."""
+    """Where the ``sda`` zip shipped to a cluster's Python workers is written: ``dist`` beside the jar
+    cache (under ``var/``)."""
     return settings.jars_dir.parent / "dist"
+
+
+if __name__ == "__main__":  # python -m sda.airflow_support: the connection for the shell
+    from sda.settings import load_settings
+
+    print(connection_json(load_settings()))

@@ -5,7 +5,8 @@
     sda catalog fetch --group active --out FILE                 CelesTrak (needs network)
     sda stage --start ... --end ... catalog --celestrak active  fetch a CelesTrak group into gold catalog
     sda catalog check FILE                                      parse a TLE/OMM file, report rejects
-    sda stage NAME --start ... --end ... [--run-id ...]          run one stage with spark-submit
+    sda stage NAME --start ... --end ... [--run-id ...]          run one stage on the Spark Connect server
+    sda server start|stop|status|restart                        the long-lived Spark Connect server (sda.server)
     sda replay --start ... --end ... [--stages a,b] [--dry-run]  recompute stages for an event-time range
     sda trace ALERT_ID [--json]                                 an alert's lineage back to the landing files
     sda tables                                                  the table registry
@@ -92,19 +93,14 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _submit(stage: str, job_args: list[str]) -> int:
-    """spark-submit jobs/<stage>.py with the settings' master, jars and session configuration."""
-    settings = load_settings()
-    from sda.spark import session_conf
+    """``python jobs/<stage>.py ...``: the job as a client of the Spark Connect server (``sda server``)."""
+    return subprocess.call([sys.executable, str(PROJECT_ROOT / "jobs" / f"{stage}.py"), *job_args])
 
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", settings.spark_master]
-    jars = settings.spark_jars()
-    if jars:
-        cmd += ["--jars", ",".join(jars)]
-    for key, value in session_conf(settings).items():
-        cmd += ["--conf", f"{key}={value}"]
-    cmd += [str(PROJECT_ROOT / "jobs" / f"{stage}.py"), *job_args]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    return subprocess.call(cmd, env=env)
+
+def _cmd_server(argv: list[str]) -> int:
+    from sda import server
+
+    return server.main(argv)
 
 
 def _manual_run_id(kind: str = "manual") -> str:
@@ -183,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="catalogue file to write, in the catalog_file's directory or the landing zone")
     check = cat_sub.add_parser("check", help="parse a TLE/OMM file and report rejected records")
     check.add_argument("file")
-    stage = sub.add_parser("stage", help="run one pipeline stage with spark-submit")
+    sub.add_parser("server", help="start, stop or check the Spark Connect server (see `sda server --help`)", add_help=False)
+    stage = sub.add_parser("stage", help="run one pipeline stage on the Spark Connect server")
     stage.add_argument("name", choices=STAGES)
     stage.add_argument("--start", required=True)
     stage.add_argument("--end", required=True)
@@ -211,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv[:1] == ["simulate"]:
             return _cmd_simulate(argv[1:])
+        if argv[:1] == ["server"]:
+            return _cmd_server(argv[1:])
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
         if extra and args.command != "stage":

@@ -318,11 +318,12 @@ def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str
 
 def _uncorrelated_count(spark: "SparkSession", settings: "Settings", correlated: "DataFrame") -> int:
     """Uncorrelated rows of the same correlation run(s) as ``correlated`` (0 without that table)."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    from sda.tables import table_exists
+
     path = TABLES["uncorrelated"].path(settings)
-    if "correlate_run_id" not in correlated.columns or not DeltaTable.isDeltaTable(spark, path):
+    if "correlate_run_id" not in correlated.columns or not table_exists("uncorrelated", settings):
         return 0
     runs = [r[0] for r in correlated.select("correlate_run_id").distinct().collect() if r[0] is not None]
     if not runs:

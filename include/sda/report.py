@@ -305,13 +305,11 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
     from pyspark.sql import functions as F
 
     from sda.lineage import element_set_used
-    from sda.tables import TABLES
+    from sda.tables import TABLES, table_exists
     from sda.topology import STAGES
 
     def rows(table: str, where) -> list[dict[str, Any]]:
-        from delta.tables import DeltaTable
-
-        if not DeltaTable.isDeltaTable(spark, TABLES[table].path(settings)):
+        if not table_exists(table, settings):
             return []
         return [r.asDict() for r in TABLES[table].read(spark, settings).where(where).collect()]
 

@@ -126,11 +126,31 @@ def run_stage(
             check(args, settings)
     except (StageArgumentError, SettingsError) as exc:
         parser.error(str(exc))
+    from sda.spark import SparkServerUnavailable, connect, is_server_gone
+
     started = time.monotonic()
     if spark is None:
-        from sda.spark import build_session
+        try:
+            spark = connect(settings)
+        except SparkServerUnavailable as exc:
+            parser.exit(1, f"{parser.prog}: {exc}\n")
+    try:
+        return _run_body(stage, spark, settings, args, body, started)
+    except SparkServerUnavailable:
+        raise
+    except Exception as exc:
+        if not is_server_gone(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise SparkServerUnavailable(
+            f"{stage}: the Spark Connect server at {getattr(spark, 'sda_url', settings.connect_url)} stopped answering ({first}); "
+            "the stage's writes are idempotent: restart the server (`sda server start`) and retry the task"
+        ) from exc
 
-        spark = build_session(f"sda-{stage}", settings)
+
+def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argparse.Namespace,
+              body: Callable[["SparkSession", Settings, argparse.Namespace], dict[str, Any]], started: float
+              ) -> dict[str, Any]:
     ensure_tables(spark, settings)
     lag = {} if args.replay else upstream_lag(spark, stage, settings)
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
@@ -179,7 +199,6 @@ def upstream_lag(spark: "SparkSession", stage: str, settings: Settings) -> dict[
     change feed (its ``ops.progress`` rows): ``lag_versions``, the Delta commits not yet consumed,
     and ``lag_seconds``, the age of the oldest of them (0 when it is up to date). A stage that has no
     progress row yet (first run, or no feed input) reports nothing."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     rows = TABLES["progress"].read(spark, settings).where(F.col("stage") == stage).select("source_table", "version").collect()
@@ -190,13 +209,13 @@ def upstream_lag(spark: "SparkSession", stage: str, settings: Settings) -> dict[
     for r in rows:
         if r["source_table"] not in TABLES:
             continue
-        history = (DeltaTable.forPath(spark, TABLES[r["source_table"]].path(settings)).history()
-                   .where(F.col("version") > r["version"]).agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("t"))
-                   .first())
-        per_table[r["source_table"]] = int(history["n"])
-        versions += int(history["n"])
-        if history["t"] is not None:
-            t = history["t"].astimezone(dt.timezone.utc)
+        unread = (history(spark, r["source_table"], settings)
+                  .where(F.col("version") > r["version"]).agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("t"))
+                  .first())
+        per_table[r["source_table"]] = int(unread["n"])
+        versions += int(unread["n"])
+        if unread["t"] is not None:
+            t = unread["t"].astimezone(dt.timezone.utc)
             oldest = t if oldest is None or t < oldest else oldest
     seconds = 0.0 if oldest is None else max(0.0, (dt.datetime.now(dt.timezone.utc) - oldest).total_seconds())
     return {"lag_versions": versions, "lag_seconds": round(seconds, 1), "lag_by_table": per_table}
@@ -303,20 +322,101 @@ def with_conflict_retry(action: Callable[[], T], what: str, attempts: int = CONF
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFrame",
-          clauses: Callable[[Any], Any]) -> None:
-    """``MERGE INTO table t USING source s ON <key and prune bounds>`` with the clauses ``clauses``
-    adds to the builder, retried on a write conflict (:func:`with_conflict_retry`)."""
-    from delta.tables import DeltaTable
+class MergeSql:
+    """The clauses of a ``MERGE INTO`` statement, built the way Delta's ``DeltaMergeBuilder`` reads
+    (``m.whenMatchedDelete(...).whenNotMatchedInsertAll()``) but rendered as SQL, which a Spark
+    Connect session runs without Delta's Python API. Conditions and values are SQL over the
+    aliases ``t`` (target) and ``s`` (source)."""
 
+    def __init__(self) -> None:
+        self.clauses: list[str] = []
+
+    @staticmethod
+    def _when(head: str, condition: str | None) -> str:
+        return f"{head} AND ({condition})" if condition else head
+
+    @staticmethod
+    def _assign(values: dict[str, str]) -> list[tuple[str, str]]:
+        return [(f"`{col}`" if not col.startswith("`") else col, str(expr)) for col, expr in values.items()]
+
+    def whenMatchedDelete(self, condition: str | None = None) -> "MergeSql":  # noqa: N802 - Delta's names
+        self.clauses.append(f"{self._when('WHEN MATCHED', condition)} THEN DELETE")
+        return self
+
+    def whenMatchedUpdate(self, condition: str | None = None, set: dict[str, str] | None = None) -> "MergeSql":  # noqa: N802, A002
+        sets = ", ".join(f"t.{c} = {e}" for c, e in self._assign(set or {}))
+        self.clauses.append(f"{self._when('WHEN MATCHED', condition)} THEN UPDATE SET {sets}")
+        return self
+
+    def whenMatchedUpdateAll(self, condition: str | None = None) -> "MergeSql":  # noqa: N802
+        self.clauses.append(f"{self._when('WHEN MATCHED', condition)} THEN UPDATE SET *")
+        return self
+
+    def whenNotMatchedInsert(self, condition: str | None = None, values: dict[str, str] | None = None) -> "MergeSql":  # noqa: N802
+        pairs = self._assign(values or {})
+        cols, exprs = ", ".join(c for c, _ in pairs), ", ".join(e for _, e in pairs)
+        self.clauses.append(f"{self._when('WHEN NOT MATCHED', condition)} THEN INSERT ({cols}) VALUES ({exprs})")
+        return self
+
+    def whenNotMatchedInsertAll(self, condition: str | None = None) -> "MergeSql":  # noqa: N802
+        self.clauses.append(f"{self._when('WHEN NOT MATCHED', condition)} THEN INSERT *")
+        return self
+
+
+def source_values(columns: Sequence[str]) -> dict[str, str]:
+    """``{column: "s.`column`"}``: a MERGE clause that copies these columns from the source."""
+    return {c: f"s.`{c}`" for c in columns}
+
+
+def delta_ref(path: str) -> str:
+    """A Delta table by path in SQL (``delta.`<path>```); the lakehouse path is checked free of
+    quotes and backticks by :mod:`sda.settings`."""
+    if "`" in path:
+        raise ValueError(f"table path {path!r} holds a backtick")
+    return f"delta.`{path}`"
+
+
+_VIEW_SEQ = iter(range(1, 1 << 62))
+
+
+def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFrame",
+          clauses: Callable[[MergeSql], MergeSql]) -> dict[str, int]:
+    """``MERGE INTO table t USING source s ON <key and prune bounds>`` with the clauses ``clauses``
+    adds, retried on a write conflict (:func:`with_conflict_retry`). Returns Delta's counts
+    (``num_affected_rows``, ``num_inserted_rows``, ``num_updated_rows``, ``num_deleted_rows``)."""
     spec = TABLES[table]
     on = merge_condition(spec, source)
+    sql_clauses = " ".join(clauses(MergeSql()).clauses)
+    view = f"sda_merge_{table}_{os.getpid()}_{next(_VIEW_SEQ)}"
+    source.createOrReplaceTempView(view)
+    statement = f"MERGE INTO {delta_ref(spec.path(settings))} t USING {view} s ON {on} {sql_clauses}"
 
-    def attempt() -> None:
-        target = DeltaTable.forPath(spark, spec.path(settings))
-        clauses(target.alias("t").merge(source.alias("s"), on)).execute()
+    def attempt() -> dict[str, int]:
+        row = spark.sql(statement).first()
+        return {k: int(v or 0) for k, v in row.asDict().items()} if row is not None else {}
 
-    with_conflict_retry(attempt, f"MERGE INTO {table}", attempts=CONFLICT_ATTEMPTS, backoff_s=CONFLICT_BACKOFF_S)
+    try:
+        return with_conflict_retry(attempt, f"MERGE INTO {table}", attempts=CONFLICT_ATTEMPTS, backoff_s=CONFLICT_BACKOFF_S)
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def update(spark: "SparkSession", table: str, settings: Settings, condition: str, values: dict[str, str]) -> int:
+    """``UPDATE table SET ... WHERE condition`` (SQL expressions), retried on a write conflict;
+    returns the number of rows updated."""
+    sets = ", ".join(f"`{c}` = {e}" for c, e in values.items())
+    statement = f"UPDATE {delta_ref(TABLES[table].path(settings))} SET {sets} WHERE {condition}"
+
+    def attempt() -> int:
+        row = spark.sql(statement).first()
+        return int(row[0] or 0) if row is not None else 0
+
+    return with_conflict_retry(attempt, f"UPDATE {table}", attempts=CONFLICT_ATTEMPTS, backoff_s=CONFLICT_BACKOFF_S)
+
+
+def history(spark: "SparkSession", table: str, settings: Settings, limit: int | None = None) -> "DataFrame":
+    """``DESCRIBE HISTORY`` of a registered table (newest first)."""
+    return spark.sql(f"DESCRIBE HISTORY {delta_ref(TABLES[table].path(settings))}" + (f" LIMIT {int(limit)}" if limit else ""))
 
 
 _BOUND_RE = re.compile(r"^-?\d{4,}-\d\d-\d\d( \d\d:\d\d:\d\d\.\d{6})?\Z")
@@ -383,9 +483,7 @@ def append_once(df: "DataFrame", table: str, settings: Settings, app_id: str, ve
 # --- change-feed progress ---------------------------------------------------------------------------
 
 def table_version(spark: "SparkSession", table: str, settings: Settings) -> int:
-    from delta.tables import DeltaTable
-
-    row = DeltaTable.forPath(spark, TABLES[table].path(settings)).history(1).select("version").first()
+    row = history(spark, table, settings, limit=1).select("version").first()
     return int(row["version"])
 
 

@@ -38,7 +38,8 @@ ENV_PREFIX = "SDA_"
 # SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch, the
 # fault injection of sda.runtime.checkpoint):
 # allowed alongside the settings, so only a misspelt setting is refused.
-CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_KILL_AT"})
+CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_KILL_AT", "SDA_TEST_CONNECT_PORT",
+                               "SDA_TEST_AIRFLOW_DB"})
 
 
 class SettingsError(ValueError):
@@ -116,8 +117,29 @@ def _lakehouse_path(name: str, raw: str) -> Path:
     return path
 
 
-def _text(name: str, raw: str) -> str:
+_MEMORY_RE = re.compile(r"^[1-9]\d*[kmgt]\Z", re.IGNORECASE)
+
+
+def _memory(name: str, raw: str) -> str:
+    if not _MEMORY_RE.match(raw):
+        raise SettingsError(f"{name}={raw!r}: expected a JVM memory size such as 2g or 1536m")
     return raw
+
+
+_HOST_RE = re.compile(r"^(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?\Z")
+
+
+def _host(name: str, raw: str) -> str:
+    if not _HOST_RE.match(raw):
+        raise SettingsError(f"{name}={raw!r}: expected a host name or IPv4 address such as 127.0.0.1 or spark-connect")
+    return raw
+
+
+def _port(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > 65535:
+        raise SettingsError(f"{name}={raw!r}: expected a TCP port from 1 to 65535")
+    return value
 
 
 _ORIGINATOR_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}\Z")
@@ -140,9 +162,12 @@ class Settings:
     jars_dir: Path = PROJECT_ROOT / "var" / "jars"
     catalog_file: Path = PROJECT_ROOT / "var" / "catalog" / "catalog.tle"
     # compute
-    spark_master: str = "local[2]"
+    spark_master: str = "local[2]"  # the Spark Connect server's master
     shuffle_partitions: int = 4
-    driver_memory: str = "2g"
+    driver_memory: str = "2g"  # the Spark Connect server's driver (with local[N], all of Spark's) memory
+    connect_host: str = "127.0.0.1"  # where clients reach the Spark Connect server (sda.server)
+    connect_port: int = 15002
+    connect_bind: str = "127.0.0.1"  # the address the server listens on (compose: 0.0.0.0 inside its network)
     # orchestration
     cadence_minutes: int = 15
     replay_max_hours: float = 168.0  # the longest event-time range one replay or backfill may recompute
@@ -174,6 +199,11 @@ class Settings:
         """The storage location of a registered table (see :mod:`sda.tables`)."""
         return str(self.lakehouse / name)
 
+    @property
+    def connect_url(self) -> str:
+        """The Spark Connect URL clients use (``sc://host:port``)."""
+        return f"sc://{self.connect_host}:{self.connect_port}"
+
     def spark_jars(self) -> list[str]:
         """The Delta jars resolved by ``make setup`` (empty until then)."""
         if not self.jars_dir.is_dir():
@@ -200,7 +230,10 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "cdm_originator": _cdm_originator,
     "uncertainty_min_sigma_m": _positive_float,
     "shuffle_partitions": _positive_int,
-    "driver_memory": _text,
+    "driver_memory": _memory,
+    "connect_host": _host,
+    "connect_port": _port,
+    "connect_bind": _host,
     "cadence_minutes": _positive_int,
     "replay_max_hours": _positive_float,
     "dedup_window_s": _positive_float,

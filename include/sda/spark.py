@@ -1,20 +1,32 @@
-"""The one Spark session builder (Delta enabled) and the Delta jar cache.
+"""The pipeline's Spark: a Spark Connect client session on the long-lived server, and the Delta jar cache.
+
+Every stage is a thin client: :func:`connect` opens a session on the Spark Connect server that
+:mod:`sda.server` keeps running (``sda server start``), so a task pays neither a JVM start nor
+Delta's warm-up. The server is started with :func:`server_conf` (Delta's SQL extension and catalog,
+the jars from ``settings.jars_dir``, the session settings below); each client session then sets the
+runtime settings of :func:`session_conf` for itself, so a client's ``SDA_SHUFFLE_PARTITIONS`` wins.
+
+Stage code uses only what a Connect session offers: DataFrames, SQL (``MERGE INTO``, ``DESCRIBE
+HISTORY``, ``CREATE TABLE ... USING delta``) and the reader/writer; no ``sparkContext``, RDDs,
+broadcast variables, ``_jvm`` or Delta's Python ``DeltaTable`` (it needs the Delta Connect server
+plugin, which is not published for this Delta). ``tests/include/test_connect_only.py`` enforces it.
 
 ``make setup`` calls :func:`resolve_jars` once: Spark's own Ivy resolver fetches the Delta artifact
 and its dependencies from Maven Central into ``var/ivy`` and the jars are copied to
-``settings.jars_dir``. From then on every Spark process -- a local session, ``spark-submit`` from
-Airflow, the tests -- loads those files with ``spark.jars`` and needs no network.
+``settings.jars_dir``. From then on the server loads those files and needs no network.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from sda.settings import Settings, load_settings
+
 
 def _delta_package() -> str:
     # The JVM artifact must match the installed Python package (requirements.txt pins both).
@@ -32,57 +44,124 @@ DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+# A stage whose server dies mid-call must fail in seconds, not after the client's default ten
+# minutes of reconnect attempts: about 50 ms, 0.2, 0.8, 3.2 and 5 s between tries.
+CLIENT_RETRIES = 5
+CLIENT_MAX_BACKOFF_MS = 5000
+
+
+class SparkServerUnavailable(RuntimeError):
+    """No Spark Connect server answers at the configured address (or it stopped answering)."""
 
 
 def session_conf(settings: Settings) -> dict[str, str]:
-    """Spark configuration shared by local sessions and spark-submit (the DAG passes it as ``conf``)."""
+    """Runtime SQL settings every session uses; the server starts with them as defaults and each
+    client session sets them again for itself (they are per session in Spark Connect)."""
+    partitions = str(settings.shuffle_partitions)
+    return {
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta rebuilds a table's snapshot with 50 tasks by default: far too many for the small
+        # per-run batches of a micro-batch pipeline on a few cores (delta-io's own test setup does this too).
+        "spark.databricks.delta.snapshotPartitions": str(max(2, settings.shuffle_partitions)),
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        # Delta's optimistic commits retry on their own; keep the retention check on.
+        "spark.databricks.delta.retentionDurationCheck.enabled": "true",
+    }
+
+
+def server_conf(settings: Settings) -> dict[str, str]:
+    """The Spark Connect server's configuration (``spark-submit --conf``), besides master and memory."""
     conf = dict(DELTA_CONF)
-    conf.update(
-        {
-            "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-            "spark.sql.session.timeZone": "UTC",
-            "spark.sql.execution.arrow.pyspark.enabled": "true",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.databricks.delta.schema.autoMerge.enabled": "false",
-            # Delta rebuilds a table's snapshot with 50 tasks by default: far too many for the small
-            # per-run batches of a micro-batch pipeline on a few cores (delta-io's own test setup does this too).
-            "spark.databricks.delta.snapshotPartitions": str(max(2, settings.shuffle_partitions)),
-            "spark.sql.adaptive.coalescePartitions.enabled": "true",
-            # Delta's optimistic commits retry on their own; keep the retention check on.
-            "spark.databricks.delta.retentionDurationCheck.enabled": "true",
-        }
-    )
+    conf.update(session_conf(settings))
+    conf.update({
+        "spark.connect.grpc.binding.address": settings.connect_bind,
+        "spark.connect.grpc.binding.port": str(settings.connect_port),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+        "spark.default.parallelism": partitions_for(settings),
+        # A client's Python functions (mapInPandas / applyInPandas) run in Python workers forked from
+        # one daemon per environment; keep them between tasks.
+        "spark.python.worker.reuse": "true",
+    })
+    jars = settings.spark_jars()
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    else:  # before `make setup` resolved them: Spark's Ivy fetches the package
+        conf["spark.jars.packages"] = DELTA_PACKAGE
+        conf["spark.jars.ivy"] = str(settings.jars_dir.parent / "ivy")
     return conf
 
 
-def build_session(app_name: str, settings: Settings | None = None, extra: dict[str, str] | None = None) -> "SparkSession":
-    """A Spark session with Delta, on ``settings.spark_master``.
+def partitions_for(settings: Settings) -> str:
+    return str(max(2, settings.shuffle_partitions))
 
-    Inside ``spark-submit`` the master and jars come from the submit command and the builder only
-    adds what is still unset.
-    """
+
+def parse_url(url: str) -> tuple[str, int]:
+    """``sc://host:port[/;params]`` -> (host, port); Spark Connect's default port is 15002."""
+    parsed = urlparse(url)
+    if parsed.scheme != "sc" or not parsed.hostname:
+        raise SparkServerUnavailable(f"{url!r} is not a Spark Connect URL (sc://host:port)")
+    return parsed.hostname, parsed.port or 15002
+
+
+def answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def connect(settings: Settings | None = None, url: str | None = None) -> "SparkSession":
+    """A Spark Connect session on the server at ``url`` (default ``settings.connect_url``), with the
+    session settings of :func:`session_conf`. Raises :class:`SparkServerUnavailable`, naming the
+    address, when nothing answers there."""
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
 
     settings = settings or load_settings()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    if "SPARK_ENV_LOADED" not in os.environ and not os.environ.get("SPARK_SUBMIT_OPTS"):
-        builder = builder.master(settings.spark_master)
+    url = url or settings.connect_url
+    host, port = parse_url(url)
+    if not answers(host, port):
+        raise SparkServerUnavailable(
+            f"no Spark Connect server answers at {url} ({host}:{port}): start it with `sda server start` "
+            "(make run does), or point the spark_connect connection / SDA_CONNECT_HOST and SDA_CONNECT_PORT at one"
+        )
+    # create(), not getOrCreate(): the latter returns whatever session exists, whatever its URL.
+    # SPARK_REMOTE makes any library in this process that asks for a session (Great Expectations'
+    # Spark engine does) get a client of the same server, never a classic JVM of its own.
+    os.environ["SPARK_REMOTE"] = url
+    spark = SparkSession.builder.remote(url).create()
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     for key, value in session_conf(settings).items():
-        builder = builder.config(key, value)
-    jars = settings.spark_jars()
-    if jars:
-        builder = builder.config("spark.jars", ",".join(jars))
-    else:
-        builder = builder.config("spark.jars.packages", DELTA_PACKAGE)
-        builder = builder.config("spark.jars.ivy", str(settings.jars_dir.parent / "ivy"))
-    builder = builder.config("spark.driver.memory", settings.driver_memory)
-    builder = builder.config("spark.ui.enabled", os.environ.get("SDA_SPARK_UI", "false"))
-    for key, value in (extra or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+        spark.conf.set(key, value)
+    spark.sda_url = url  # for error messages: which server a failing stage was talking to
     return spark
+
+
+_GONE_MARKERS = ("StatusCode.UNAVAILABLE", "Connection refused", "failed to connect to all addresses", "Socket closed",
+                 "Connection reset", "RETRIES_EXCEEDED", "Broken pipe")
+
+
+def is_server_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) says the Spark Connect server cannot be
+    reached: stopped, killed, restarting."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if any(marker in f"{type(exc).__name__}: {exc}" for marker in _GONE_MARKERS):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def build_session(app_name: str = "sda", settings: Settings | None = None) -> "SparkSession":
+    """The session every job, command and test uses: :func:`connect` (``app_name`` is kept for callers'
+    readability; Connect sessions share the server's application)."""
+    return connect(settings)
 
 
 def resolve_jars(settings: Settings | None = None) -> list[Path]:

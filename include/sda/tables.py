@@ -116,39 +116,55 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in _SPECS}
 BRONZE_BY_KIND = {"radar": TABLES["radar_frames"], "optical": TABLES["optical_tracks"], "isl": TABLES["isl_beacons"]}
 
 
-def ensure_tables(spark: "SparkSession", settings: "Settings", names: list[str] | None = None) -> None:
-    """Create the named (default: all) tables where they do not exist yet."""
-    from delta.tables import DeltaTable
-
+def table_exists(name: str, settings: "Settings") -> bool:
+    """Whether a registered table has been created (its Delta log has a commit)."""
     from pathlib import Path
 
+    log_dir = Path(TABLES[name].path(settings)) / "_delta_log"
+    return log_dir.is_dir() and any(log_dir.glob("*.json"))
+
+
+def ensure_tables(spark: "SparkSession", settings: "Settings", names: list[str] | None = None) -> None:
+    """Create the named (default: all) tables where they do not exist yet (``CREATE TABLE IF NOT
+    EXISTS delta.`<path>` ... USING delta``: plain SQL, as a Spark Connect session runs it)."""
     for name in names or list(TABLES):
         spec = TABLES[name]
-        if (Path(spec.path(settings)) / "_delta_log").is_dir() and any((Path(spec.path(settings)) / "_delta_log").glob("*.json")):
+        if table_exists(name, settings):
             continue  # exists: skip the Delta round trip (each job calls this for every table)
-        builder = DeltaTable.createIfNotExists(spark).location(spec.path(settings)).addColumns(spec.schema)
-        if spec.partition_by:
-            builder = builder.partitionedBy(*spec.partition_by)
-        for key, value in spec.properties.items():
-            builder = builder.property(key, value)
-        builder = builder.comment(spec.description)
-        _create_with_retry(builder, spec.name)
+        _create_with_retry(spark, create_statement(spec, settings), spec.name)
+
+
+def create_statement(spec: TableSpec, settings: "Settings") -> str:
+    """The ``CREATE TABLE IF NOT EXISTS`` statement of a registered table."""
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
+                        for f in spec.schema.fields)
+    sql = f"CREATE TABLE IF NOT EXISTS delta.`{spec.path(settings)}` ({columns}) USING delta"
+    if spec.partition_by:
+        sql += " PARTITIONED BY (" + ", ".join(f"`{c}`" for c in spec.partition_by) + ")"
+    sql += " COMMENT " + _sql_string(spec.description)
+    if spec.properties:
+        sql += " TBLPROPERTIES (" + ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in spec.properties.items()) + ")"
+    return sql
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 _CONCURRENT_CREATE = ("DELTA_PROTOCOL_CHANGED", "DELTA_METADATA_CHANGED", "ConcurrentAppend", "ProtocolChanged",
                       "MetadataChanged", "DELTA_CONCURRENT")
 
 
-def _create_with_retry(builder, name: str, attempts: int = 4) -> None:
+def _create_with_retry(spark: "SparkSession", statement: str, name: str, attempts: int = 4) -> None:
     """Two jobs may create the same table at the same moment (the first run of a fresh lakehouse):
-    the loser's commit conflicts, and re-running ``createIfNotExists`` then finds the table."""
+    the loser's commit conflicts, and running ``CREATE TABLE IF NOT EXISTS`` again then finds it."""
     import time
 
     for attempt in range(attempts):
         try:
-            builder.execute()
+            spark.sql(statement).collect()
             return
-        except Exception as exc:  # py4j surfaces Delta's conflict as a generic error with its class name
+        except Exception as exc:  # Delta's conflict arrives as a generic error naming its class
             if attempt == attempts - 1 or not any(tag in str(exc) for tag in _CONCURRENT_CREATE):
                 raise
             time.sleep(0.5 * (attempt + 1))

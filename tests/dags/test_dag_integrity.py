@@ -64,14 +64,15 @@ def test_task_graph(dag):
     assert actual == EXPECTED_EDGES == set(edges())
 
 
-def test_spark_submit_tasks(dag):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+def test_stage_tasks_are_spark_connect_clients(dag):
+    from sda.operators import QualityGateOperator, SdaStageOperator
 
     for task in dag.tasks:
-        assert isinstance(task, SparkSubmitOperator)
-        assert task._conn_id == "spark_default"
+        assert isinstance(task, SdaStageOperator)
+        assert isinstance(task, QualityGateOperator) == (task.task_id in GATES), task.task_id
+        assert task.conn_id == "spark_connect"
         job = "quality" if task.task_id in GATES else task.task_id
-        assert task.application == str(PROJECT_ROOT / "jobs" / f"{job}.py")
+        assert task.job == f"jobs/{job}.py" and (PROJECT_ROOT / task.job).is_file()
         args = task.application_args
         if task.task_id in GATES:
             assert args[args.index("--layer") + 1] == GATES[task.task_id]
@@ -81,11 +82,19 @@ def test_spark_submit_tasks(dag):
         assert "data_interval_start" in args[args.index("--start") + 1]
         assert "data_interval_end" in args[args.index("--end") + 1]
         assert args[args.index("--run-id") + 1] == "{{ run_id }}"
-        assert task.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
-        assert task.env_vars["PYSPARK_PYTHON"]
-        assert any(k.startswith("SDA_LAKEHOUSE") for k in task.env_vars)
     catalog = dag.get_task("catalog")
     assert "--file" in catalog.application_args
+
+
+def test_landed_files_trigger_runs_and_the_cadence_stays(dag):
+    from airflow.sdk import AssetOrTimeSchedule
+
+    from sda.landing_watch import LandingTrigger
+
+    assert isinstance(dag.timetable, AssetOrTimeSchedule)
+    (watcher,) = dag.timetable.asset_condition.watchers
+    assert isinstance(watcher.trigger, LandingTrigger)
+    assert dag.max_active_runs == 1  # Airflow then defers asset-triggered runs: never a pile
 
 
 def _render(dag, text, context):
@@ -102,14 +111,19 @@ def test_interval_templates_render(dag):
     start_t, end_t = args[args.index("--start") + 1], args[args.index("--end") + 1]
     start = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
     end = dt.datetime(2026, 11, 21, 6, 15, tzinfo=dt.timezone.utc)
-    run = types.SimpleNamespace(run_after=end)
+    run = types.SimpleNamespace(run_after=end, run_type="scheduled")
     scheduled = {"data_interval_start": start, "data_interval_end": end, "dag_run": run, "macros": macros}
     assert _render(dag, start_t, scheduled) == start.isoformat()
     assert _render(dag, end_t, scheduled) == end.isoformat()
-    manual = {"dag_run": run, "macros": macros}
+    manual = {"dag_run": types.SimpleNamespace(run_after=end, run_type="manual"), "macros": macros}
     rendered_start = dt.datetime.fromisoformat(_render(dag, start_t, manual))
     rendered_end = dt.datetime.fromisoformat(_render(dag, end_t, manual))
     assert rendered_end == end and rendered_start < rendered_end
+    # started by landed files: the asset events' span (here zero-length) is not the run's interval
+    landed = {"data_interval_start": end, "data_interval_end": end, "macros": macros,
+              "dag_run": types.SimpleNamespace(run_after=end, run_type="asset_triggered")}
+    assert _render(dag, end_t, landed) == end.isoformat()
+    assert _render(dag, start_t, landed) == (end - dt.timedelta(minutes=15)).isoformat()
 
 
 def test_scheduled_runs_have_a_real_interval(dag):

@@ -41,28 +41,25 @@ def test_schedule_and_defaults(dag):
         assert words.lower() in dag.doc_md.lower(), words
 
 
-def test_one_spark_submit_task(dag):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+def test_one_stage_task(dag):
+    from sda.operators import SdaStageOperator
 
     assert [t.task_id for t in dag.tasks] == ["maintenance"]
     task = dag.get_task("maintenance")
-    assert isinstance(task, SparkSubmitOperator)
+    assert isinstance(task, SdaStageOperator)
     assert task.retries == 2 and task.retry_delay > dt.timedelta(0)
     assert task.execution_timeout is not None
-    assert task._conn_id == "spark_default"
-    assert task.application == str(PROJECT_ROOT / "jobs" / "maintenance.py")
+    assert task.conn_id == "spark_connect"
+    assert task.job == "jobs/maintenance.py"
     args = task.application_args
     assert args[args.index("--run-id") + 1] == "{{ run_id }}"
     assert "--dry-run" not in args and "--tables" not in args  # the scheduled run maintains every table
-    assert task.conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
-    assert task.conf["spark.databricks.delta.retentionDurationCheck.enabled"] == "true"
-    assert task.env_vars["PYSPARK_PYTHON"] and "SDA_VACUUM_RETENTION_H" in task.env_vars
 
 
-def test_submitted_like_the_pipeline(dagbag, dag):
-    """Same connection, jars, conf, environment and spark-submit as sda_pipeline's tasks."""
+def test_run_like_the_pipeline(dagbag, dag):
+    """Same connection and package shipping as sda_pipeline's tasks."""
     ours, theirs = dag.get_task("maintenance"), dagbag.dags["sda_pipeline"].get_task("ingest")
-    for attr in ("_conn_id", "conf", "jars", "packages", "_driver_memory", "env_vars", "_spark_binary", "_verbose"):
+    for attr in ("conn_id", "dist_dir"):
         assert getattr(ours, attr) == getattr(theirs, attr), attr
 
 
@@ -100,14 +97,13 @@ def test_parse_time_imports_nothing_heavy(tmp_path):
 
 
 def test_airflow_support_helpers():
+    import json
+
     from sda import airflow_support
     from sda.settings import load_settings
-    from sda.spark import session_conf
 
-    settings = load_settings(env={}, driver_memory="3g")
-    kwargs = airflow_support.submit_kwargs(settings)
-    assert kwargs["conn_id"] == "spark_default" and kwargs["driver_memory"] == "3g"
-    assert kwargs["conf"] == session_conf(settings)
-    assert (kwargs["jars"] is None) != (kwargs["packages"] is None)  # cached jars, else the Delta package
-    env = airflow_support.job_env(settings)
-    assert env["SDA_DRIVER_MEMORY"] == "3g" and env["PYSPARK_PYTHON"]
+    settings = load_settings(env={}, connect_host="spark-connect", connect_port=15077)
+    kwargs = airflow_support.stage_kwargs(settings)
+    assert kwargs["conn_id"] == "spark_connect"
+    assert json.loads(airflow_support.connection_json(settings)) == {
+        "conn_type": "spark_connect", "host": "sc://spark-connect", "port": 15077}
