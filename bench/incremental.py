@@ -265,12 +265,14 @@ def main(argv: list[str] | None = None) -> dict:
     if not 1 <= args.minutes <= 59:
         p.error(f"--minutes {args.minutes}: expected 1..59 (history copies are an hour apart)")
 
-    from sda.spark import build_session
+    from sda import server
+    from sda.spark import connect
 
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
-    spark = build_session("sda-bench-incremental", settings_for(args.work / "template", args.work / "catalog.tle"),
-                          extra={"spark.sql.shuffle.partitions": "4"})
+    template_settings = settings_for(args.work / "template", args.work / "catalog.tle")
+    own_server = server.start(template_settings).get("started", False)  # the pipeline's server, if one answers
+    spark = connect(template_settings)
     template, catalog = make_template(spark, args.work / "template", args.minutes)
 
     small_settings, hours, small_rows = build_history(spark, args.work, "small", args.small_rows, template, catalog)
@@ -305,11 +307,13 @@ def main(argv: list[str] | None = None) -> dict:
         "batch_observations": small["incremental"]["records"]["normalize"]["records_in"],
         "target_ratio": 1.3,
         "detail": {"small": {**small, "full": full_small}, "large": {**large, "full": full_large}},
-        "machine": {"cores": __import__("os").cpu_count(), "spark_master": spark.sparkContext.master},
+        "machine": {"cores": __import__("os").cpu_count(), "spark_master": template_settings.spark_master},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     spark.stop()
+    if own_server:
+        server.stop(template_settings)
     summary = {k: v for k, v in result.items() if k not in ("detail", "machine")}
     print(json.dumps(summary), flush=True)
     return result

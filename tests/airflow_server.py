@@ -107,7 +107,7 @@ class Airflow:
     """``airflow api-server``, ``scheduler`` and ``dag-processor`` with one environment; ``api()``
     calls the REST API as admin."""
 
-    COMPONENTS = ("api-server", "scheduler", "dag-processor")
+    COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
     def __init__(self, home: Path, env: dict[str, str]):
         self.home = home

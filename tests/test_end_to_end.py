@@ -6,7 +6,7 @@ headless Chromium.
 The metadata database is PostgreSQL (Debian's package, started by the fixture on 127.0.0.1) when its
 server programs are installed -- ``.ci/run`` installs them -- else SQLite, as ``make run`` uses (or
 when ``SDA_TEST_AIRFLOW_DB=sqlite``). Airflow's API server, scheduler and DAG processor run as
-separate processes, as in docker-compose.yaml. The REST API refuses unauthenticated calls (401); with
+separate processes (with the triggerer), as in docker-compose.yaml. The REST API refuses unauthenticated calls (401); with
 the simple auth manager's generated password a run is triggered and must succeed with every task,
 gates included. Then:
 
@@ -15,7 +15,12 @@ gates included. Then:
 * ``POST /api/v2/backfills`` recomputes one past interval under the scheduler (``--mode replay``)
   and the tables come out unchanged;
 * the quality gate's "Run report" extra link, opened in Chromium with the UI's login cookie, shows
-  that run's page, whose Data Docs link opens the run's validation.
+  that run's page, whose Data Docs link opens the run's validation;
+* a file landing starts an asset-triggered run (the landing watcher, in the triggerer), and a file
+  landing during that run is taken by the one run after it, never by a pile of runs.
+
+Every task runs on the suite's one Spark Connect server (tests/conftest.py), through the
+``spark_connect`` connection.
 """
 
 from __future__ import annotations
@@ -422,3 +427,91 @@ def test_backfill_through_the_rest_api_recomputes_and_changes_nothing(airflow, p
     assert {m["mode"] for m in metrics} == {"replay"}
     start = dt.datetime.fromisoformat(run["data_interval_start"].replace("Z", "+00:00"))
     assert {m["interval_start"].replace(tzinfo=UTC) for m in metrics} == {start}
+
+
+# --- runs start when files land -------------------------------------------------------------------
+
+def _runs(airflow) -> list[dict]:
+    return airflow.api("GET", f"/dags/{DAG_ID}/dagRuns?order_by=-run_after&limit=50")["dag_runs"]
+
+
+def _ingest_runs(spark, data) -> dict[str, str]:
+    rows = spark.read.format("delta").load(str(data["lakehouse"] / "ops" / "ingested_files")).collect()
+    return {r["file_path"]: r["run_id"] for r in rows}
+
+
+def test_landed_files_start_runs_and_never_pile_up(airflow, pipeline_run, data, spark, tmp_path):
+    """The landing watcher (an AssetWatcher on sda.landing_watch.LandingTrigger, run by the
+    triggerer) starts an asset-triggered run when a file lands, without waiting for the cadence. A file
+    landing while that run is under way does not start a second run beside it (Airflow defers
+    asset-triggered runs at max_active_runs=1) and is taken by the one run that follows."""
+    import time
+
+    assert pipeline_run["state"] == "success"
+    from sda.simulate import SimConfig, simulate
+
+    staging = tmp_path / "staging"
+    simulate(SimConfig(start=SIM_END, end=SIM_END + dt.timedelta(minutes=2), landing=staging, seed=11,
+                       catalog=Path(data["env"]["SDA_CATALOG_FILE"]), catalog_out=tmp_path / "catalog.tle"))
+    files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*.jsonl") if "_truth" not in p.parts)
+    first, second = files[0], files[-1]
+
+    def land(rel: str) -> str:
+        target = data["landing"] / Path(rel).parts[0] / "watched" / Path(rel).name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(staging / rel, target)  # a fresh file: its mtime and ctime are now
+        return str(target.relative_to(data["landing"]))
+
+    before = {r["dag_run_id"] for r in _runs(airflow)}
+    airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": False})
+    try:
+        # unpausing may queue the latest cadence interval: dropped, so only the watcher starts runs
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for run in _runs(airflow):
+                if run["run_type"] == "scheduled" and run["dag_run_id"] not in before and run["state"] == "queued":
+                    airflow.api("DELETE", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}")
+            time.sleep(2)
+        before = {r["dag_run_id"] for r in _runs(airflow)}
+        landed_first, t0 = land(first), time.monotonic()
+        started, first_run = None, None
+        while time.monotonic() < t0 + 300 and first_run is None:
+            new = [r for r in _runs(airflow) if r["dag_run_id"] not in before and r["run_type"] == "asset_triggered"]
+            if new:
+                first_run, started = new[0], time.monotonic() - t0
+            time.sleep(1)
+        assert first_run is not None, f"no asset-triggered run within 300 s of a landed file:\n{airflow.tail()}"
+        print(f"landing -> asset-triggered run created in {started:.1f} s (poll 1 s)")
+
+        landed_second = land(second)  # while the first run is under way
+        runs_during = []
+        while True:
+            runs = _runs(airflow)
+            current = next(r for r in runs if r["dag_run_id"] == first_run["dag_run_id"])
+            if current["state"] in ("success", "failed"):
+                break
+            runs_during.append([r["dag_run_id"] for r in runs if r["dag_run_id"] not in before
+                                and r["dag_run_id"] != first_run["dag_run_id"] and r["state"] in ("queued", "running")])
+            assert time.monotonic() < t0 + 1500, "the asset-triggered run did not end within 25 minutes"
+            time.sleep(3)
+        assert current["state"] == "success", f"{current}\n{airflow.tail()}"
+        assert all(not other for other in runs_during), f"runs beside the one under way: {runs_during}"
+
+        second_run = None
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            later = [r for r in _runs(airflow) if r["dag_run_id"] not in before
+                     and r["dag_run_id"] != first_run["dag_run_id"] and r["run_type"] == "asset_triggered"]
+            if later and later[0]["state"] in ("success", "failed"):
+                second_run = later[0]
+                break
+            time.sleep(3)
+        assert second_run is not None and second_run["state"] == "success", f"{_runs(airflow)[:3]}\n{airflow.tail()}"
+        extra = [r for r in _runs(airflow) if r["dag_run_id"] not in before
+                 and r["dag_run_id"] not in (first_run["dag_run_id"], second_run["dag_run_id"])]
+        assert not extra, f"more runs than landings: {extra}"
+    finally:
+        airflow.api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
+    ledger = _ingest_runs(spark, data)
+    assert ledger[landed_first] == first_run["dag_run_id"]
+    assert ledger[landed_second] == second_run["dag_run_id"]

@@ -17,6 +17,7 @@ Delta's warm-up (9-18 s on a cold JVM).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -142,6 +143,21 @@ def start(settings: Settings | None = None, timeout_s: float = START_TIMEOUT_S, 
         warm_up(settings)
     return {**status(settings), "started": True, "ready_s": round(ready_s, 1),
             "warm_s": round(time.monotonic() - began - ready_s, 1)}
+
+
+@contextlib.contextmanager
+def running(settings: Settings | None = None, warm: bool = True):
+    """A client session on the settings' server, started for the block when none answers (and then
+    stopped after it): for benchmarks and scripts that need a Spark of their own."""
+    from sda.spark import connect
+
+    settings = settings or load_settings()
+    info = start(settings, warm=warm)
+    try:
+        yield connect(settings)
+    finally:
+        if info.get("started"):
+            stop(settings)
 
 
 def warm_up(settings: Settings) -> None:

@@ -133,8 +133,6 @@ def test_windows_provisional_then_final_and_passes_merge(spark, event_settings):
 def test_observations_dedup_withdraws_are_undone_downstream(spark, event_settings):
     """dedup replaces a representative when an earlier copy arrives later (a delete + an insert in
     its change feed): correlate must drop the old one from gold and recompute its windows and passes."""
-    from delta.tables import DeltaTable
-
     s = event_settings
     ensure_tables(spark, s)
     append(spark, s, "catalog", [catalog_row(11, EPOCH)], schemas.CATALOG)
@@ -150,7 +148,7 @@ def test_observations_dedup_withdraws_are_undone_downstream(spark, event_setting
                schemas.WATERMARKS)
 
     def withdraw(obs_id):
-        DeltaTable.forPath(spark, TABLES["observations_dedup"].path(s)).delete(f"obs_id = '{obs_id}'")
+        spark.sql(f"DELETE FROM delta.`{TABLES['observations_dedup'].path(s)}` WHERE obs_id = '{obs_id}'").collect()
 
     def gold():
         correlated = sorted(r["obs_id"] for r in TABLES["correlated"].read(spark, s).collect())

@@ -1,0 +1,87 @@
+"""The Spark Connect server's command line and settings (sda.server, sda.spark), and the client's
+clear error when nothing answers. Starting and killing a real server is in tests/test_exactly_once.py
+(and every Spark test runs on the suite's shared server, tests/conftest.py)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from sda import server
+from sda.settings import SettingsError, load_settings
+from sda.spark import SparkServerUnavailable, connect, is_server_gone, parse_url
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the block ends: nothing listens there
+
+
+def test_server_command_has_delta_loopback_and_the_session_settings(tmp_path):
+    settings = load_settings(env={}, jars_dir=tmp_path / "jars", connect_port=15077, shuffle_partitions=3,
+                             driver_memory="1536m", spark_master="local[2]")
+    cmd = server.command(settings)
+    assert cmd[cmd.index("--class") + 1] == "org.apache.spark.sql.connect.service.SparkConnectServer"
+    assert cmd[cmd.index("--master") + 1] == "local[2]" and cmd[cmd.index("--driver-memory") + 1] == "1536m"
+    conf = dict(c.split("=", 1) for c in cmd[1:] if "=" in c and c.startswith("spark."))
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert conf["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert conf["spark.connect.grpc.binding.port"] == "15077"
+    assert conf["spark.sql.shuffle.partitions"] == "3" and conf["spark.databricks.delta.snapshotPartitions"] == "3"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    env = server.server_env(settings)
+    assert env["PYSPARK_PYTHON"] and env["SDA_CONNECT_PORT"] == "15077" and env["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert "SPARK_REMOTE" not in env
+    assert server.server_dir(settings) == tmp_path / "spark-connect" / "15077"
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("SDA_CONNECT_PORT", "0", "above 0"),
+    ("SDA_CONNECT_PORT", "70000", "1 to 65535"),
+    ("SDA_CONNECT_PORT", "http", "whole number"),
+    ("SDA_CONNECT_HOST", "sc://x", "host name"),
+    ("SDA_CONNECT_BIND", "1.2.3.4; rm", "host name"),
+    ("SDA_DRIVER_MEMORY", "lots", "memory size"),
+    ("SDA_SPARK_MASTER", "local[two]", "master URL"),
+])
+def test_bad_server_settings_are_refused_with_their_name(name, value, words):
+    with pytest.raises(SettingsError, match=words) as err:
+        load_settings(env={name: value})
+    assert name in str(err.value)
+
+
+def test_a_client_without_a_server_gets_an_error_naming_the_address():
+    settings = load_settings(env={}, connect_port=_closed_port())
+    with pytest.raises(SparkServerUnavailable) as err:
+        connect(settings)
+    assert settings.connect_url in str(err.value) and "sda server start" in str(err.value)
+
+
+def test_status_and_stop_without_a_server(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SDA_JARS_DIR", str(tmp_path / "jars"))
+    monkeypatch.setenv("SDA_CONNECT_PORT", str(_closed_port()))
+    assert server.main(["status"]) == 1
+    assert '"answers": false' in capsys.readouterr().out
+    assert server.main(["stop"]) == 0
+    assert "no Spark Connect server of ours" in capsys.readouterr().out
+
+
+def test_server_gone_is_recognised_through_the_cause_chain():
+    try:
+        try:
+            raise ConnectionError("<_MultiThreadedRendezvous status = StatusCode.UNAVAILABLE details = failed to connect>")
+        except ConnectionError as inner:
+            raise RuntimeError("[RETRIES_EXCEEDED] The maximum number of retries has been exceeded.") from inner
+    except RuntimeError as exc:
+        assert is_server_gone(exc)
+    assert not is_server_gone(ValueError("[DELTA_CONCURRENT_APPEND] ..."))
+
+
+def test_connect_urls():
+    assert parse_url("sc://127.0.0.1:15002/;use_ssl=false") == ("127.0.0.1", 15002)
+    assert parse_url("sc://spark-connect") == ("spark-connect", 15002)
+    with pytest.raises(SparkServerUnavailable, match="not a Spark Connect URL"):
+        parse_url("spark://master:7077")
