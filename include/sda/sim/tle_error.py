@@ -3,9 +3,11 @@
 Without this mode the simulator observes the very element sets it writes to the catalogue. With it,
 each object has two orbits:
 
-* the **catalogue** element set: the published mean elements, re-epoched so that the epoch lies
-  ``age`` days before ``--start`` (``age`` drawn per object, uniform in the run's ``[lo, hi]``);
-  this is what the catalogue file holds and what the pipeline predicts from;
+* the **catalogue** element set: the published orbit re-epoched so that the epoch lies ``age`` days
+  before ``--start`` (``age`` drawn per object, uniform in the run's ``[lo, hi]``) by
+  :func:`reepoch` (SGP4's mean elements at the new epoch, anchored on the published set's position at
+  ``--start``: the catalogue's objects stay where they are relative to one another); this is what
+  the catalogue file holds and what the pipeline predicts from;
 * the **true** orbit the sensors observe: the catalogue's elements at the same epoch, perturbed so
   that its position error follows :mod:`sda.uncertainty`'s model for that regime and age.
 
@@ -19,7 +21,8 @@ middle and ``sigma_R, sigma_T, sigma_N`` the model's sigmas there (:func:`sda.un
   of sigma ``2 sigma_R`` with it;
 * **cross-track**: the orbit normal tilts by two independent normal draws of sigma ``sigma_N / a``
   (node and inclination from the tilted normal; the argument of perigee moves by
-  ``-dOmega cos i`` so that the tilt is not also an along-track shift): sigma ``sigma_N`` at any instant;
+  ``-dOmega cos i`` so that the tilt is not also an along-track shift; near the equator the
+  inclination alone, see :func:`_tilt`): sigma ``sigma_N`` at any instant;
 * **along-track**: one normal draw ``z`` per object sets a mean-anomaly offset and a mean-motion
   offset so that the along-track error is ``z * s * (sigma_T + rate_T * (age - A))`` with
   ``rate_T = d sigma_T / d age`` at ``A`` (the model's linear and quadratic growth; SGP4 has no
@@ -48,6 +51,8 @@ from sda.catalog import CatalogEntry, parse_tle_text
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID
 
 MAX_AGE_DAYS = 30.0
+J2_WGS72 = catgen.J2_WGS72
+XKE_WGS72 = 60.0 / math.sqrt(catgen.RE_WGS72**3 / catgen.MU_WGS72)  # sqrt(mu) in Earth radii^1.5 per minute
 
 
 def parse_age(text: str) -> tuple[float, float]:
@@ -76,6 +81,8 @@ class TleErrors:
 
 
 def _init(sat: Satrec, epoch_days: float, *, ecco, argpo, inclo, mo, no_kozai, nodeo) -> Satrec:
+    if inclo < 0.0:  # (near-equatorial deep-space mean elements): the same plane, node and perigee turned by pi
+        inclo, nodeo, argpo = -inclo, nodeo + math.pi, argpo + math.pi
     out = Satrec()
     out.sgp4init(WGS72, "i", sat.satnum, epoch_days, sat.bstar, sat.ndot, sat.nddot, float(ecco),
                  float(np.mod(argpo, 2 * np.pi)), float(inclo), float(np.mod(mo, 2 * np.pi)), float(no_kozai),
@@ -87,13 +94,66 @@ def _init(sat: Satrec, epoch_days: float, *, ecco, argpo, inclo, mo, no_kozai, n
     return out
 
 
+def kozai_mean_motion(n_brouwer: float, ecco: float, inclo: float) -> float:
+    """The TLE (Kozai) mean motion whose SGP4 initialisation (``initl``) gives Brouwer mean motion
+    ``n_brouwer`` [rad/min]: SGP4's conversion inverted by fixed-point iteration."""
+    cosio = math.cos(inclo)
+    omeosq = 1.0 - ecco * ecco
+    d1 = 0.75 * J2_WGS72 * (3.0 * cosio * cosio - 1.0) / (math.sqrt(omeosq) * omeosq)
+    n = n_brouwer
+    for _ in range(50):
+        ak = (XKE_WGS72 / n) ** (2.0 / 3.0)
+        d = d1 / (ak * ak)
+        adel = ak * (1.0 - d * d - d * (1.0 / 3.0 + 134.0 * d * d / 81.0))
+        n_next = n_brouwer * (1.0 + d1 / (adel * adel))
+        if abs(n_next - n) < 1e-15:
+            break
+        n = n_next
+    return n
+
+
+def reepoch(sat: Satrec, epoch_unix: float, anchor_unix: float) -> Satrec:
+    """The element set of ``sat``'s orbit with its epoch moved to ``epoch_unix``: SGP4's own mean
+    elements there (its secular J2 and drag terms applied), the mean anomaly then shifted so that at
+    ``anchor_unix`` the new set is where ``sat`` is (SGP4 restarts its drag terms at the new epoch).
+    Re-epoching the published elements unchanged would move every object along its orbit by its
+    mean motion times its epoch shift, and put objects of one plane on top of one another."""
+    jd, fr = frames.unix_to_jd(epoch_unix)
+    epoch_days = float(jd + fr) - catgen.SGP4_EPOCH_JD
+    if sat.sgp4(float(jd), float(fr))[0] != 0:  # cannot be propagated there: keep its elements
+        return _init(sat, epoch_days, ecco=sat.ecco, argpo=sat.argpo, inclo=sat.inclo, mo=sat.mo,
+                     no_kozai=sat.no_kozai, nodeo=sat.nodeo)
+    elements = dict(ecco=min(max(sat.em, 0.0), 0.99), argpo=sat.om, inclo=sat.im, nodeo=sat.Om,
+                    no_kozai=kozai_mean_motion(sat.nm, min(max(sat.em, 0.0), 0.99), sat.im))
+    mo = sat.mm
+    new = _init(sat, epoch_days, mo=mo, **elements)
+    for _ in range(2):
+        _, r, v = frames.propagate([sat, new], np.array([anchor_unix]))
+        if not np.isfinite(r).all():
+            break
+        r0, v0, r1 = r[0, 0], v[0, 0], r[1, 0]
+        h = np.cross(r0, v0)
+        lag = math.atan2(float(np.cross(r1, r0) @ h) / np.linalg.norm(h), float(r1 @ r0))  # rad the new set is behind
+        mo += lag
+        new = _init(sat, epoch_days, mo=mo, **elements)
+    return new
+
+
 def _lines(sat: Satrec) -> tuple[str, str]:
     line1, line2 = exporter.export_tle(sat)
     return line1, line2
 
 
+MAX_NODE_SHIFT_RAD = math.radians(1.0)
+
+
 def _tilt(inclo: float, nodeo: float, argpo: float, w1: float, w2: float) -> tuple[float, float, float]:
-    """Tilt the orbit normal by (w1, w2) rad along (node line, normal x node line): new (i, Omega, w)."""
+    """Tilt the orbit normal by (w1, w2) rad along (node line, normal x node line): new (i, Omega, w).
+
+    Near the equator that tilt would swing the node by a large angle, and SGP4's deep-space
+    lunisolar terms are not invariant under swapping node for perigee there (10 km at GEO): the tilt
+    then goes into the inclination alone, by ``|w|`` (the cross-track error ``a |w| sin u`` has the same
+    variance over the orbit)."""
     h = np.array([math.sin(inclo) * math.sin(nodeo), -math.sin(inclo) * math.cos(nodeo), math.cos(inclo)])
     e1 = np.array([math.cos(nodeo), math.sin(nodeo), 0.0])
     e2 = np.cross(h, e1)
@@ -102,6 +162,9 @@ def _tilt(inclo: float, nodeo: float, argpo: float, w1: float, w2: float) -> tup
     incl = math.acos(max(-1.0, min(1.0, h2[2])))
     node = math.atan2(h2[0], -h2[1]) if math.hypot(h2[0], h2[1]) > 0 else nodeo
     d_node = (node - nodeo + math.pi) % (2 * math.pi) - math.pi
+    if abs(d_node) > MAX_NODE_SHIFT_RAD:
+        size = math.hypot(w1, w2)
+        return (inclo + size if (w1 >= 0 or inclo <= size) else inclo - size), nodeo, argpo
     return incl, node, argpo - d_node * math.cos(inclo)
 
 
@@ -150,10 +213,7 @@ def apply(entries: list[CatalogEntry], start: dt.datetime, end: dt.datetime, age
         if e.norad_id in (PRIMARY_ID, SECONDARY_ID):
             continue
         sat = e.satrec
-        epoch_unix = start_unix - ages[k] * 86400.0
-        epoch_days = frames.UNIX_EPOCH_JD + epoch_unix / 86400.0 - catgen.SGP4_EPOCH_JD
-        cat = _init(sat, epoch_days, ecco=sat.ecco, argpo=sat.argpo, inclo=sat.inclo, mo=sat.mo,
-                    no_kozai=sat.no_kozai, nodeo=sat.nodeo)
+        cat = reepoch(sat, start_unix - ages[k] * 86400.0, start_unix)
         line1, line2 = _lines(cat)
         texts.append(f"{e.name}\n{line1}\n{line2}\n")
         keep.append(k)
