@@ -6,7 +6,8 @@ arithmetic in blocks that bound the memory (observations x objects):
 
 1. the whole catalogue is propagated once (``SatrecArray``) at the batch's reference time;
 2. spatial prefilter (the spatial join that yields the candidates): an (observation, object) pair
-   is kept only if the object, at the reference time, is within ``REPORT_GATES * gate_km`` of the
+   is kept only if the object, at the reference time, is within ``REPORT_GATES * gate_km`` (or
+   :data:`PREFILTER_SIGMAS` of its predicted 3-D error, if more) of the
    observation plus the distance the object can cover in ``|t - t_ref|`` (its speed plus a gravity
    bound). For radar the observation is the measured point, for ISL the reported position, for an
    optical track (no range) the line of sight: the distance is the object's distance to that ray;
@@ -26,27 +27,38 @@ Predicted measurements and signed residuals (observed - predicted), per sensor k
 predicted position, the ISL position miss, or for optical the line-of-sight angle times the
 predicted range (the cross-track miss at the object).
 
-Gate (normalised residual). Each residual component ``i`` is divided by a total standard deviation
-that adds the sensor's noise and the catalogue prediction's uncertainty in quadrature::
+Gate (Mahalanobis distance under the predicted covariance). Each candidate's prediction has its own
+uncertainty, from :mod:`sda.uncertainty` (:func:`prediction_model`): the element set's orbit regime
+(perigee / apogee of its mean elements) and its age at the observation time (``|t - epoch|``) give
+the position sigmas ``(sR, sT, sN)`` on the predicted orbit's radial / along-track / cross-track axes
+(along-track dominant, growing by km per day in LEO). The velocity error that comes with them: an
+along-track error is a time shift along the orbit, so it carries ``-n dT`` of radial velocity (``n``
+= |v| / |r|), fully correlated; the radial and cross-track errors (eccentricity and plane errors)
+carry ``n sR``, ``2 n sR``, ``n sN`` of R, T, N velocity, taken as independent. With ``J`` the
+Jacobian of the measurements with respect to that state error (computed in closed form for the
+predicted state and the site)::
 
-    sigma_i^2 = sigma_sensor,i^2 + sigma_pred,i^2
-    d2 = sum_i (residual_i / sigma_i)^2                       (a chi-square statistic)
+    S  = J C J^T + diag(sigma_sensor^2)        (C: the 6x6 RTN covariance just described)
+    d2 = y^T S^-1 y                            (y: the residuals; Cholesky of S, batched)
 
-with, ``rho`` the predicted range from the site, ``sigma_p`` = :data:`PREDICTION_SIGMA_M` (1-sigma
-per-axis position error of an SGP4 prediction from the catalogue) and ``sigma_v`` =
-:data:`PREDICTION_SIGMA_RANGE_RATE_MS`:
+=================  ==================================================================================
+kind               y and J
+=================  ==================================================================================
+radar              range, azimuth, elevation, range-rate (when reported; else 3 components), all four
+                   against position, range-rate against velocity too (``v_ecef = R3 (v - omega x r)``)
+optical            RA cos(dec) and Dec (sensor sigma on both) against position
+ISL                the position residual on the R, T, N axes: ``S = diag(s^2) + sigma_pos^2``, diagonal
+=================  ==================================================================================
 
-=================  ===========================  ====================================================
-component          residual                      sigma^2
-=================  ===========================  ====================================================
-radar range        d_range                       sigma_range^2 + sigma_p^2
-radar azimuth      d_az                          sigma_angle^2 + (sigma_p / (rho cos el))^2
-radar elevation    d_el                          sigma_angle^2 + (sigma_p / rho)^2
-radar range-rate   d_rr (when reported)          sigma_range_rate^2 + sigma_v^2
-optical RA         d_ra * cos(dec)               sigma_angle^2 + (sigma_p / rho)^2
-optical Dec        d_dec                         sigma_angle^2 + (sigma_p / rho)^2
-ISL x, y, z        d_x, d_y, d_z                 sigma_pos^2 + sigma_p^2
-=================  ===========================  ====================================================
+so the correlation between along-track error and azimuth / elevation / range-rate is kept (a
+per-component sum would miss it and mis-gate). The statistic is chi-square when the model holds
+(``tests/include/test_correlation_gate.py`` checks it against Monte-Carlo draws).
+
+``prediction_sigma_m`` (``SDA_CORRELATION_PREDICTION_SIGMA_M``) overrides the model with one fixed,
+isotropic sigma for every object (and :data:`PREDICTION_SIGMA_RANGE_RATE_MS` added to range-rate,
+with no position term there): the former gate, whose statistic has the closed forms ``range:
+sigma_range^2 + sigma_p^2``, ``azimuth: sigma_angle^2 + (sigma_p / (rho cos el))^2``, ``elevation,
+RA cos(dec), Dec: sigma_angle^2 + (sigma_p / rho)^2``, ``ISL: sigma_pos^2 + sigma_p^2`` per component.
 
 The sensor sigmas come from the sensor registry (:mod:`sda.sensors`, ``data/sensors.csv``) by
 ``sensor_id``; a sensor missing there (or a sigma left blank) gets :data:`DEFAULT_SIGMAS` of its kind.
@@ -56,15 +68,14 @@ association falls outside with probability :data:`GATE_TAIL` -- *and* its positi
 ``residual_m`` is at most ``gate_km`` (``settings.correlation_gate_km``: the largest miss that may
 still correlate, whatever the uncertainties).
 
-Decision: the nearest candidate is the one with the smallest ``d2``. It is *ambiguous* when the
-runner-up is inside the gate too and not clearly less likely: ``d2_second - d2_best <
-2 ln(AMBIGUITY_LIKELIHOOD_RATIO)``, i.e. the best is less than :data:`AMBIGUITY_LIKELIHOOD_RATIO`
-times likelier than the runner-up. Policy: an ambiguous observation is still associated with the
-best candidate and flagged (``ambiguous``), so downstream consumers may drop it. On the
-simulator's default scenario nothing is ambiguous and every association is right (see
-``tests/include/test_correlation_accuracy.py``); on a 3,000-object run 0.9 % of the observations
-were ambiguous, 98.5 % of those went to the right object, and every wrong association (0.013 %)
-was among them -- withholding them instead would have cost 0.86 % of correct associations. Observations with no candidate inside the gate are
+Decision: the best candidate is the likeliest in-gate one, the smallest ``d2 + ln det S`` (-2 ln of
+its Gaussian likelihood, up to a constant shared by the observation's candidates: once candidates
+have different covariances, ``d2`` alone would favour the least certain). It is *ambiguous* when the
+runner-up is inside the gate too and not clearly less likely: its ``d2 + ln det S`` is less than
+``2 ln(AMBIGUITY_LIKELIHOOD_RATIO)`` above the best's. Policy: an ambiguous observation is still
+associated with the best candidate and flagged (``ambiguous``), so downstream consumers may drop it.
+On the real 13,407-object catalogue with element sets 0.5 to 3 days old (``bench/correlation.py``,
+README) every wrong association was flagged ambiguous. Observations with no candidate inside the gate are
 kept as uncorrelated; when the best candidate is within ``REPORT_GATES * gate_km`` it is named
 (``nearest_*``). Objects that SGP4 cannot evaluate at a time (non-zero error code) are simply not
 candidates there.
@@ -98,12 +109,11 @@ from sda.frames import (
 )
 from sda.uncertainty import CatalogueModel, catalogue_model, fixed_model
 
-# 1-sigma, per axis, position error of an SGP4 prediction from a catalogue element set: TLEs are
-# good to ~1 km near their epoch and degrade by km per day in LEO; 2 km is assumed. It dwarfs the
-# sensors' noise (radar range and ISL: tens of metres) and is what lets an element set that is off
-# by kilometres -- or an observation whose time tag is a few tens of ms off -- still correlate.
+# The former single prediction sigma (per axis, every object, whatever its regime or age), kept as the
+# value the tests and the bench give the isotropic override (``prediction_sigma_m``): with element
+# sets days old it is far too tight in LEO along track and too loose elsewhere.
 PREDICTION_SIGMA_M = 2000.0
-# 1-sigma range-rate error of that prediction: ~ mean motion x position error (~2 m/s in LEO), padded.
+# The override's range-rate sigma: ~ mean motion x position error (~2 m/s in LEO), padded.
 PREDICTION_SIGMA_RANGE_RATE_MS = 5.0
 # Probability that a correct association falls outside the gate (under the Gaussian model above).
 GATE_TAIL = 1e-6
