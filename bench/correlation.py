@@ -15,7 +15,9 @@ of those observations (the whole catalogue stays the candidate set) is associate
 ``right_pct`` (associated with the true object), ``wrong_pct`` (with another one), ``uct_pct``
 (uncorrelated although catalogued), ``ambiguous_pct`` (associated and flagged), ``wrong_unflagged``
 (wrong and not flagged ambiguous). ``correlate_s`` is the wall-clock time of the association
-(one core); with ``--compare-fixed`` the same observations also go through the old fixed isotropic
+(one core). ``wrong_same_element_set_pct`` is the part of ``wrong_pct`` that went to an object
+published with the very element set of the true one (the ISS and its docked vehicles share one):
+no measurement can tell those apart; ``wrong_distinguishable_pct`` is the rest. With ``--compare-fixed`` the same observations also go through the old fixed isotropic
 gate (2 km) for comparison (``fixed`` figures and ``fixed_correlate_s``).
 
 Prints the figures as it goes and, last, one JSON line with ``ages_days`` and, per age (key the age
@@ -112,7 +114,8 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory(prefix="sda-bench-correlation-") as tmp:
         root = Path(tmp)
         catalog = root / "reference.tle"
-        catalog.write_text("".join((CATALOG_DIR / f).read_text() for f in FILES))
+        texts = [(CATALOG_DIR / f).read_text() for f in FILES]
+        catalog.write_text("".join(t if t.endswith("\n") else t + "\n" for t in texts))  # one file has no final newline
         for age in args.ages:
             started = time.monotonic()
             cfg = SimConfig(start=args.start, end=args.start + dt.timedelta(minutes=args.minutes),
@@ -127,15 +130,17 @@ def main(argv=None) -> dict:
             log(f"age {age:g} d: {len(ids)} objects, {total} observations reach correlation, {len(obs)} scored "
                 f"(simulated in {time.monotonic() - started:.0f} s)")
             t0 = time.monotonic()
-            figures = scoring.score(scoring.correlate(obs, ids, sats, gate_km, sigmas))
+            lines = scoring.catalogue_lines(sim.catalog_file)
+            figures = scoring.score(scoring.correlate(obs, ids, sats, gate_km, sigmas), lines)
             figures["correlate_s"] = round(time.monotonic() - t0, 1)
             figures["observations_landed"] = total
             log(f"age {age:g} d: right {figures['right_pct']:.3f} %, wrong {figures['wrong_pct']:.3f} %, "
                 f"uct {figures['uct_pct']:.3f} %, ambiguous {figures['ambiguous_pct']:.3f} % "
-                f"({figures['wrong_unflagged']} wrong not flagged) in {figures['correlate_s']} s")
+                f"({figures['wrong_unflagged']} wrong not flagged; wrong to an identical element set "
+                f"{figures['wrong_same_element_set_pct']:.3f} %) in {figures['correlate_s']} s")
             if args.compare_fixed:
                 t0 = time.monotonic()
-                fixed = scoring.score(scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=FIXED_SIGMA_M))
+                fixed = scoring.score(scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=FIXED_SIGMA_M), lines)
                 fixed["correlate_s"] = round(time.monotonic() - t0, 1)
                 figures["fixed"] = fixed
                 log(f"age {age:g} d, fixed {FIXED_SIGMA_M:g} m gate: right {fixed['right_pct']:.3f} %, "

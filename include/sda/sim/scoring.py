@@ -9,6 +9,9 @@ jobs/correlate.py does; :func:`score` counts right / wrong / uncorrelated / ambi
 
 *Right* = associated with the true object; *wrong* = associated with another object; *uct* =
 uncorrelated although the object is catalogued; *ambiguous* = associated and flagged ambiguous.
+Given the catalogue's lines, ``wrong_same_element_set`` counts the wrong associations with an object
+whose element set is the true object's (a docked stack: no measurement can tell them apart); they
+are included in ``wrong``.
 """
 
 from __future__ import annotations
@@ -80,6 +83,11 @@ def catalogue(path) -> tuple[list[int], list]:
     return [e.norad_id for e in entries], satrecs_from_lines([e.line1 for e in entries], [e.line2 for e in entries])
 
 
+def catalogue_lines(path) -> dict[int, tuple[str, str]]:
+    """norad_id -> (line 1, line 2) of the newest element set per object."""
+    return {e.norad_id: (e.line1, e.line2) for e in latest_by_object(load_catalog(path)[0])}
+
+
 def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) -> pd.DataFrame:
     """``obs`` with the association columns, one ``correlate_frame`` call per event-time bucket."""
     if "model" not in kwargs and kwargs.get("prediction_sigma_m") is None:
@@ -90,8 +98,9 @@ def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) ->
     return obs.merge(found, on="obs_id", validate="one_to_one")
 
 
-def score(scored: pd.DataFrame) -> dict:
-    """Percentages of right / wrong / uct / ambiguous, and whether every wrong one is flagged ambiguous."""
+def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = None) -> dict:
+    """Percentages of right / wrong / uct / ambiguous, and how many wrong ones are not flagged ambiguous;
+    with ``lines`` (norad_id -> TLE lines) the wrong ones that went to an identical element set."""
     n = len(scored)
     associated = (scored["status"] == "correlated").to_numpy()
     same = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
@@ -101,6 +110,15 @@ def score(scored: pd.DataFrame) -> dict:
     wrong = associated & ~same
     uct = ~associated & ~no_object
     pct = lambda mask: round(100.0 * float(mask.sum()) / max(n, 1), 4)  # noqa: E731
-    return {"observations": n, "right": int(right.sum()), "wrong": int(wrong.sum()), "uct": int(uct.sum()),
-            "ambiguous": int(ambiguous.sum()), "right_pct": pct(right), "wrong_pct": pct(wrong), "uct_pct": pct(uct),
-            "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum())}
+    out = {"observations": n, "right": int(right.sum()), "wrong": int(wrong.sum()), "uct": int(uct.sum()),
+           "ambiguous": int(ambiguous.sum()), "right_pct": pct(right), "wrong_pct": pct(wrong), "uct_pct": pct(uct),
+           "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum())}
+    if lines is not None:
+        from sda.sim.tle_error import element_set_key
+
+        key = {int(n): element_set_key(*pair) for n, pair in lines.items()}
+        twins = np.array([bool(w) and key.get(int(a)) == key.get(int(t)) for w, a, t in
+                          zip(wrong, scored["norad_id"].fillna(-1), scored["true_id"].fillna(-2))], dtype=bool)
+        out.update(wrong_same_element_set=int(twins.sum()), wrong_same_element_set_pct=pct(twins),
+                   wrong_distinguishable_pct=pct(wrong & ~twins))
+    return out

@@ -30,7 +30,8 @@ middle and ``sigma_R, sigma_T, sigma_N`` the model's sigmas there (:func:`sda.un
   ``q_T (age - A)^2``: < 25 m over half a day) and ``s = sqrt(1 - (2 sigma_R / sigma_T)^2)`` leaving
   room for the eccentricity's share: the error grows through the run as the model says.
 
-The injected conjunction pair (99901/99902) is left exact. The truth records, per object, both
+Objects published with one element set (docked vehicles share their station's) share one true
+orbit. The injected conjunction pair (99901/99902) is left exact. The truth records, per object, both
 element sets, the age and the realised RTN error at the run's middle (``_truth/<sim_id>.orbits.jsonl``),
 and per observation the RTN error (true - catalogue, on the catalogue orbit's axes) at its time.
 """
@@ -190,6 +191,12 @@ def perturb(sat: Satrec, sigma_rtn_m: Sequence[float], along_rate_m_day: float, 
     return _init(sat, epoch_days, ecco=ecco, argpo=argp, inclo=incl, mo=mo, no_kozai=sat.no_kozai + d_n, nodeo=node)
 
 
+def element_set_key(line1: str, line2: str) -> str:
+    """An element set without the object's identity: epoch (line 1 columns 19-32) and the orbit's
+    elements (line 2 columns 9-63). Objects with the same key cannot be told apart by any sensor."""
+    return line1[18:32] + line2[8:63]
+
+
 def rtn_error_m(r_true: np.ndarray, r_cat: np.ndarray, v_cat: np.ndarray) -> np.ndarray:
     """True - catalogue position (km in, m out) on the catalogue orbit's R, T, N axes, over the last axis."""
     radial = r_cat / np.linalg.norm(r_cat, axis=-1, keepdims=True)
@@ -207,6 +214,12 @@ def apply(entries: list[CatalogEntry], start: dt.datetime, end: dt.datetime, age
     lo, hi = age_days
     ages = rng.uniform(lo, hi, len(entries)) if hi > lo else np.full(len(entries), lo)
     draws = rng.standard_normal((len(entries), 5))
+    # Objects published with one element set (a docked stack: the ISS and its visiting vehicles) are
+    # one body: they share one age and one true orbit.
+    first: dict[str, int] = {}
+    for k, e in enumerate(entries):
+        k0 = first.setdefault(element_set_key(e.line1, e.line2), k)
+        ages[k], draws[k] = ages[k0], draws[k0]
     start_unix, mid_unix = start.timestamp(), 0.5 * (start.timestamp() + end.timestamp())
     texts, trues, keep = [], [], []
     for k, e in enumerate(entries):
