@@ -171,3 +171,30 @@ def test_isl_reports_the_true_orbit_not_the_catalogue(landed):
         errors.append(math.hypot(row.error_r_m, row.error_t_m, row.error_n_m))
     assert np.median(misses) > 1000.0  # the catalogue is kilometres off ...
     assert np.abs(np.array(misses) - np.array(errors)).max() < 300.0  # ... by exactly the recorded error (+ noise)
+
+
+def test_reepoch_keeps_the_real_catalogue_in_place(shared_data):
+    """All 13,407 real element sets moved three days back: at --start each object is where its
+    published set puts it (re-epoching the elements unchanged would move each one along its orbit by
+    its mean motion times the epoch shift: thousands of km, objects of one plane stacked up)."""
+    from sda.catalog import latest_by_object, load_catalog
+    from sda.frames import propagate
+
+    entries = latest_by_object([e for name in ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
+                                for e in load_catalog(shared_data / "catalog" / name)[0]])
+    assert len(entries) == 13407
+    start = dt.datetime(2025, 10, 5, tzinfo=UTC).timestamp()
+    moved = [tle_error.reepoch(e.satrec, start - 3 * 86400.0, start) for e in entries]
+    times = np.array([start, start + 600.0])
+    _, published, _ = propagate([e.satrec for e in entries], times)
+    _, reepoched, _ = propagate(moved, times)
+    gap_m = np.linalg.norm(published - reepoched, axis=-1) * 1000.0
+    ok = np.isfinite(gap_m).all(axis=1)
+    assert ok.mean() > 0.999
+    assert np.median(gap_m[ok]) < 10.0
+    assert np.percentile(gap_m[ok], 99) < 2000.0
+    naive = [tle_error._init(e.satrec, (start - 3 * 86400.0) / 86400.0 + 2440587.5 - catgen.SGP4_EPOCH_JD,
+                             ecco=e.satrec.ecco, argpo=e.satrec.argpo, inclo=e.satrec.inclo, mo=e.satrec.mo,
+                             no_kozai=e.satrec.no_kozai, nodeo=e.satrec.nodeo) for e in entries[:500]]
+    _, shifted, _ = propagate(naive, times[:1])
+    assert np.nanmedian(np.linalg.norm(published[:500, 0] - shifted[:, 0], axis=-1)) > 1000.0  # km: the bug it avoids
