@@ -1,4 +1,6 @@
-"""Position-uncertainty model: the covariance used for the probability of collision (Pc).
+"""Position-uncertainty model: the covariance used for the probability of collision (Pc) and, per
+candidate, by the correlation gate (:class:`CatalogueModel`, :func:`catalogue_model`; see
+:mod:`sda.correlation`), and the error the simulator gives a catalogue with ``--tle-age-days``.
 
 The catalogue holds TLEs, which carry no covariance, and the pipeline does no orbit determination,
 so each object's covariance at the time of closest approach (TCA) is *modelled*. The model is
