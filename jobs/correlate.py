@@ -81,7 +81,7 @@ def bucket(event_time: "F.Column") -> "F.Column":
 
 def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int, str, str]], gate_km: float,
                            sigmas: dict[str, dict[str, float]] | None = None,
-                           prediction_sigma_m: float = correlation.PREDICTION_SIGMA_M) -> "DataFrame":
+                           prediction_sigma_m: float | None = None) -> "DataFrame":
     """Observations (DEDUPED columns) -> the same columns plus the association (RESULT). ``sigmas``:
     :func:`sda.correlation.sensor_sigmas` (default: the embedded sensor registry)."""
     sigmas = correlation.sensor_sigmas(None) if sigmas is None else sigmas
@@ -316,7 +316,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(newest_batch)) if newest_batch else ({}, None)
     final_before = None if pipeline_mark is None else dt.datetime.fromtimestamp(pipeline_mark / 1e6, dt.timezone.utc)
 
-    # The prediction-uncertainty term of the gate (sda.correlation); a setting overrides the default.
+    # The prediction-uncertainty term of the gate: each element set's own (sda.correlation, from its
+    # epoch and regime in the TLE lines), unless the setting fixes one isotropic sigma.
     prediction_sigma_m = settings.correlation_prediction_sigma_m
     sigmas = correlation.sensor_sigmas(load_sensors())
     runtime.progress(STAGE, "%d observations against %d catalogue objects", n_obs, len(catalogue))

@@ -35,7 +35,7 @@ SETTING_DOCS = {
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "screening_step_s": "propagation step of the screening",
-    "correlation_prediction_sigma_m": "1-sigma per-axis position uncertainty of a catalogue prediction, added in quadrature to each sensor's noise in the correlation gate",
+    "correlation_prediction_sigma_m": "unset: the correlation gate takes each candidate's predicted covariance from the uncertainty model (orbit regime, element-set age); a number: a fixed isotropic 1-sigma per-axis position uncertainty (m) instead",
     "alert_tca_tolerance_s": "an event updates an open alert of the same pair whose TCA is within this many seconds",
     "cdm_originator": "ORIGINATOR and MESSAGE_ID prefix of the CDMs in the outbox",
     "uncertainty_min_sigma_m": "floor of each axis of an observed object's position sigma (covariance model)",

@@ -10,6 +10,12 @@ says why the run stopped). It shows
   ``ops.run_metrics``, with each stage's duration, watermark and upstream lag below it;
 - **data quality**: every check of ``ops.data_quality`` for the run, by layer and table, with its
   severity and outcome, and a link to the table's Great Expectations validation page (Data Docs);
+- **correlation calibration**: per orbit regime, the RMS of the correlated observations' residuals in
+  units of their predicted sigma (``sqrt(sum gate_d2 / sum components)`` over ``gold.correlated`` of
+  the run: ``gate_d2`` is the residual's Mahalanobis distance under the gate's covariance, the
+  uncertainty model's prediction plus the sensor's noise, so the ratio is observed / predicted). Near
+  1 the model fits; above it the model is too tight (correct observations will fall outside the gate),
+  below it too loose (the gate lets more wrong candidates in than it needs to);
 - **alerts**: for every alert version the run emitted (``gold.alert_events``), the pair's separation
   over time around TCA, propagated with SGP4 from the element sets the screening used (the newest
   loaded before the run's screening finished, as ``sda trace`` finds them), on a log scale so the
@@ -287,6 +293,46 @@ def _alerts_section(alerts: list[dict[str, Any]], threshold_m: float) -> str:
     return "".join(out)
 
 
+CALIBRATION_TIGHT = 1.3  # observed / predicted above this: the model is too tight
+CALIBRATION_LOOSE = 0.7  # below this: too loose
+REGIME_ORDER = ("LEO", "MEO", "GEO", "HEO")
+
+
+def calibration_rows(per_object: Sequence[dict[str, Any]], regimes: dict[int, str]) -> list[dict[str, Any]]:
+    """Per regime: observations, objects and ``ratio`` = sqrt(sum gate_d2 / sum components) from
+    per-object sums (``norad_id``, ``observations``, ``d2_sum``, ``dof_sum``); objects without a
+    regime are ``unknown``."""
+    acc: dict[str, list[float]] = {}
+    for row in per_object:
+        if not row.get("dof_sum"):
+            continue
+        a = acc.setdefault(regimes.get(int(row["norad_id"]), "unknown"), [0, 0, 0.0, 0.0])
+        a[0] += int(row["observations"])
+        a[1] += 1
+        a[2] += float(row["d2_sum"])
+        a[3] += float(row["dof_sum"])
+    order = {name: i for i, name in enumerate(REGIME_ORDER)}
+    return [{"regime": name, "observations": a[0], "objects": a[1], "ratio": math.sqrt(a[2] / a[3])}
+            for name, a in sorted(acc.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))]
+
+
+def _calibration_section(rows: list[dict[str, Any]] | None) -> str:
+    if not rows:
+        return '<p class="muted">No observation was correlated in this run.</p>'
+    body = []
+    for r in rows:
+        ratio = r["ratio"]
+        verdict, cls = (("too tight", "bad") if ratio > CALIBRATION_TIGHT else ("too loose", "warn")
+                        if ratio < CALIBRATION_LOOSE else ("consistent", "ok"))
+        body.append(f'<tr data-regime="{_e(r["regime"])}" data-ratio="{ratio:.4f}"><td>{_e(r["regime"])}</td>'
+                    f'<td class="num">{r["observations"]:,}</td><td class="num">{r["objects"]:,}</td>'
+                    f'<td class="num">{ratio:.2f}</td><td class="{cls}">{verdict}</td></tr>')
+    return ('<p>Residual RMS of the correlated observations divided by the sigma the gate predicted for them '
+            '(uncertainty model plus sensor noise): 1 when the model fits, above 1 too tight, below 1 too loose.</p>'
+            '<table class="calibration"><tr><th>regime</th><th>observations</th><th>objects</th>'
+            f'<th>observed / predicted</th><th></th></tr>{"".join(body)}</table>')
+
+
 def render(report: dict[str, Any], page_dir: Path, threshold_m: float) -> str:
     run_id = report["run_id"]
     interval = report.get("interval")
@@ -295,6 +341,8 @@ def render(report: dict[str, Any], page_dir: Path, threshold_m: float) -> str:
             + f'page built {_e(report["built"])} · <a href="../index.html">all runs</a></p>')
     body = (head + "<h2>Counts per stage</h2>" + _metrics_section(report["metrics"])
             + "<h2>Data quality</h2>" + _quality_section(report["checks"], page_dir)
+            + ("<h2>Correlation calibration</h2>" + _calibration_section(report["calibration"])
+               if "calibration" in report else "")
             + "<h2>Alerts</h2>" + _alerts_section(report["alerts"], threshold_m))
     return _page(f"sda-fusion run {run_id}", body)
 
@@ -327,7 +375,37 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
                                             a["tca"].replace(tzinfo=a["tca"].tzinfo or dt.timezone.utc))
     interval = (metrics[0]["interval_start"], metrics[0]["interval_end"]) if metrics else None
     return {"run_id": run_id, "interval": interval, "metrics": metrics, "checks": checks, "alerts": alerts,
+            "calibration": _calibration(spark, settings, run_id, rows),
             "built": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
+
+
+def _calibration(spark: "SparkSession", settings: "Settings", run_id: str, rows) -> list[dict[str, Any]]:
+    """:func:`calibration_rows` of the run's correlated observations, regimes from gold catalog."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from sda.correlation import RESIDUALS
+    from sda.tables import TABLES
+    from sda.uncertainty import orbit_regime
+
+    if not DeltaTable.isDeltaTable(spark, TABLES["correlated"].path(settings)):
+        return []
+    dof = sum((F.col(c).isNotNull().cast("int") for cols in RESIDUALS.values() for c in cols), F.lit(0))
+    per_object = [r.asDict() for r in (
+        TABLES["correlated"].read(spark, settings).where((F.col("correlate_run_id") == run_id) & F.col("gate_d2").isNotNull())
+        .groupBy("norad_id").agg(F.count(F.lit(1)).alias("observations"), F.sum("gate_d2").alias("d2_sum"),
+                                 F.sum(dof).alias("dof_sum"))
+        .collect())]
+    if not per_object:
+        return []
+    ids = [r["norad_id"] for r in per_object]
+    heights = rows("catalog", F.col("norad_id").isin(ids))
+    newest: dict[int, dict[str, Any]] = {}
+    for h in heights:
+        if h["norad_id"] not in newest or h["epoch"] > newest[h["norad_id"]]["epoch"]:
+            newest[h["norad_id"]] = h
+    regimes = {n: orbit_regime(h["perigee_km"], h["apogee_km"]) for n, h in newest.items()}
+    return calibration_rows(per_object, regimes)
 
 
 def write_index(settings: "Settings") -> Path:

@@ -56,6 +56,11 @@ def _positive_float(name: str, raw: str) -> float:
     return value
 
 
+def _optional_positive_float(name: str, raw: str) -> float | None:
+    """Empty (or ``None``) is unset; anything else a positive finite number."""
+    return None if raw.strip() in ("", "None") else _positive_float(name, raw)
+
+
 def _positive_int(name: str, raw: str) -> int:
     try:
         value = int(raw)
@@ -180,7 +185,8 @@ class Settings:
     clock_skew_s: float = 300.0
     # correlation
     correlation_gate_km: float = 50.0
-    correlation_prediction_sigma_m: float = 2000.0  # catalogue prediction 1-sigma per axis, added to sensor noise in the gate
+    # None: each candidate's covariance from sda.uncertainty; a number: that fixed isotropic 1-sigma instead
+    correlation_prediction_sigma_m: float | None = None
     # conjunction screening
     screening_horizon_h: float = 24.0
     screening_step_s: float = 30.0  # grid step: 30 s is the cheapest for a LEO-crowded catalogue (bench/screening.py)
@@ -214,7 +220,9 @@ class Settings:
         """The ``SDA_*`` variables that reproduce these settings in a child process."""
         out = {}
         for field in dataclasses.fields(self):
-            out[ENV_PREFIX + field.name.upper()] = str(getattr(self, field.name))
+            value = getattr(self, field.name)
+            if value is not None:  # unset stays unset (the child gets the same default)
+                out[ENV_PREFIX + field.name.upper()] = str(value)
         return out
 
 
@@ -226,7 +234,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "catalog_file": _data_path,
     "spark_master": _spark_master,
     "alert_tca_tolerance_s": _positive_float,
-    "correlation_prediction_sigma_m": _positive_float,
+    "correlation_prediction_sigma_m": _optional_positive_float,
     "cdm_originator": _cdm_originator,
     "uncertainty_min_sigma_m": _positive_float,
     "shuffle_partitions": _positive_int,

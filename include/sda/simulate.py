@@ -7,11 +7,17 @@ Usage::
         [--landing DIR] [--catalog FILE | --objects 300] [--catalog-out FILE] [--max-objects N] \\
         [--sensors FILE] [--seed 1] [--clean | --dup-rate R --reprocess-rate R --late-rate R \\
         --malformed-rate R --impossible-rate R --unknown-sensor-rate R --reorder-rate R] \\
-        [--inject-conjunction [--tca ISO] [--miss-m 150]] [--radar-cadence 10]
+        [--inject-conjunction [--tca ISO] [--miss-m 150]] [--radar-cadence 10] [--tle-age-days 0.5:3]
 
 Geometry comes from :mod:`sda.frames` (SGP4 in TEME, GMST rotation to ECEF, WGS-84 sites); every
 object is propagated on the union time grid of a 5-minute chunk and moved to each record's exact
 event time (a few ms later) by a second-order Taylor step (error < 1 cm).
+
+With ``--tle-age-days DAYS`` (or ``LO:HI``, one age per object drawn uniformly) the catalogue is wrong
+the way real element sets are (:mod:`sda.sim.tle_error`): the catalogue written holds the published
+elements with epochs that many days before ``--start``; the sensors observe each object's *true*
+orbit, those elements perturbed by an error drawn from :mod:`sda.uncertainty`'s model for its regime
+and age. Without it the sensors observe the very element sets written to the catalogue.
 
 Files (``<chunk>`` is the UTC start of the 5-minute chunk of the events, ``YYYYmmddTHHMMSSZ``):
 
@@ -38,6 +44,11 @@ ISL and malformed lines); ``key`` is ``file#record_no`` plus ``#det_index`` for 
 ``reprocessed`` (same sensor, event time shifted <= 50 ms, values jittered < 0.1 sigma) records.
 ``norad_id`` is null for malformed and unknown-sensor records. ``disorder`` is one of
 none | redelivery | reprocessed | malformed | impossible | unknown_sensor | late.
+
+With ``--tle-age-days`` each observation's truth row also has ``error_rtn_m``: the true position minus
+the catalogue's, on the catalogue orbit's radial / along-track / cross-track axes (m), at its event
+time, and ``_truth/<sim_id>.orbits.jsonl`` has one row per object: its regime, age, catalogue and
+true element sets (TLE lines), the model's sigmas and the realised error at the run's middle.
 
 ``_truth/<sim_id>.summary.json`` has counts per kind and disorder, the catalogue file used (and its
 sha256), the files written and the injected conjunction (ids, TCA, designed and achieved miss).
@@ -69,6 +80,7 @@ from sda.sim.disorder import UNKNOWN_IDS, apply_disorder
 from sda.sim.formats import write_landing
 from sda.sim.objects import Objects, load_objects, sha256_file
 from sda.sim.observe import ISL_FRACTION, OPTICAL_EXPOSURE_S, observe
+from sda.sim.tle_error import MAX_AGE_DAYS, parse_age
 from sda.sim.truth import Record, Truth, write_truth
 
 __all__ = [  # the simulator's API; the names after SimulationResult are re-exported from sda.sim.*
@@ -104,6 +116,7 @@ class SimConfig:
     radar_cadence_s: float = 10.0
     optical_cadence_s: float = 30.0
     isl_cadence_s: float = 60.0
+    tle_age_days: tuple[float, float] | None = None  # element-set age range (days): catalogue errors on
 
     def validate(self) -> None:
         for name in ("start", "end") + (("tca",) if self.tca else ()):
@@ -128,6 +141,10 @@ class SimConfig:
             value = getattr(self, name)
             if not 0.1 <= value <= 3600.0:
                 raise ValueError(f"{name}={value}: expected 0.1..3600 s")
+        if self.tle_age_days is not None:
+            lo, hi = self.tle_age_days
+            if not 0.0 < lo <= hi <= MAX_AGE_DAYS:
+                raise ValueError(f"--tle-age-days {lo:g}:{hi:g}: expected 0 < LO <= HI <= {MAX_AGE_DAYS:g}")
         if self.tca is not None and abs(self.tca - self.start) > MAX_SPAN:
             raise ValueError(f"--tca {iso_utc(self.tca)} is more than {MAX_SPAN.days} days from --start")
 
@@ -150,6 +167,8 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
     parts = [iso_utc(cfg.start), iso_utc(cfg.end), cfg.seed, catalog_sha, cfg.max_objects, cfg.inject_conjunction,
              iso_utc(cfg.tca) if cfg.tca else "", cfg.miss_m, cfg.radar_cadence_s, cfg.optical_cadence_s, cfg.isl_cadence_s]
     parts += [getattr(cfg, name) for name in RATE_NAMES + ("reorder_rate",)]
+    if cfg.tle_age_days is not None:  # (appended only when set: exact-catalogue ids are unchanged)
+        parts.append(list(cfg.tle_age_days))
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
     return f"sim_{cfg.start.strftime('%Y%m%dT%H%M%SZ')}_{digest}"
 
@@ -165,15 +184,15 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     radars = [s for s in sensors.values() if s.kind == "radar"]
     opticals = [s for s in sensors.values() if s.kind == "optical"]
     isls = [s for s in sorted(sensors.values(), key=lambda s: s.sensor_id) if s.kind == "isl"]
-    entries, catalog_file, injected = load_objects(cfg, settings)
+    entries, catalog_file, injected, errors = load_objects(cfg, settings)
     catalog_sha = sha256_file(catalog_file)
-    objs = Objects(entries)
+    objs = Objects(entries, None if errors is None else errors.true_sats)
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng([cfg.seed, 4]))
     sim_id = _sim_id(cfg, catalog_sha)
     truth_rows = write_landing(landing, files)
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file, catalog_sha,
-                                                        injected, len(objs.norad))
+                                                        injected, len(objs.norad), errors)
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files], counts, inj)
 
 
@@ -230,7 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tca", type=parse_time, help="time of closest approach (default: start + 2 h)")
     p.add_argument("--miss-m", type=_positive_float, default=150.0, help="designed miss distance, m (default 150)")
     p.add_argument("--radar-cadence", type=_positive_float, default=10.0, help="seconds between radar frames (default 10)")
+    p.add_argument("--tle-age-days", type=_age, metavar="DAYS|LO:HI",
+                   help="catalogue element sets this many days old (LO:HI: drawn per object), with errors drawn from "
+                        "the uncertainty model; the sensors observe the true orbits (default: an exact catalogue)")
     return p
+
+
+def _age(text: str) -> tuple[float, float]:
+    try:
+        return parse_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--tle-age-days ")) from None
 
 
 def config_from_args(argv: list[str] | None = None) -> SimConfig:
@@ -246,7 +275,7 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         start=args.start, end=args.end, landing=args.landing, catalog=args.catalog, catalog_out=args.catalog_out,
         objects=args.objects, max_objects=args.max_objects, sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
-        tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence,
+        tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
     )
     try:
@@ -282,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
           f"in {time.monotonic() - started:.1f} s; catalogue {result.catalog_file}; truth {result.truth_file}")
     for kind, counts in sorted(result.counts.items()):
         print(f"  {kind:8s} " + " ".join(f"{k}={v}" for k, v in counts.items() if v))
+    if cfg.tle_age_days is not None:
+        lo, hi = cfg.tle_age_days
+        print(f"  catalogue element sets {lo:g}-{hi:g} days old, observed on their true orbits "
+              f"(_truth/{result.sim_id}.orbits.jsonl)")
     if result.injected:
         inj = result.injected
         print(f"  conjunction {inj['primary']}/{inj['secondary']} TCA {inj['achieved_tca']} miss {inj['achieved_miss_m']:.1f} m "

@@ -1,4 +1,6 @@
-"""Position-uncertainty model: the covariance used for the probability of collision (Pc).
+"""Position-uncertainty model: the covariance used for the probability of collision (Pc) and, per
+candidate, by the correlation gate (:class:`CatalogueModel`, :func:`catalogue_model`; see
+:mod:`sda.correlation`), and the error the simulator gives a catalogue with ``--tle-age-days``.
 
 The catalogue holds TLEs, which carry no covariance, and the pipeline does no orbit determination,
 so each object's covariance at the time of closest approach (TCA) is *modelled*. The model is
@@ -69,6 +71,9 @@ __all__ = [
     "orbital_rate",
     "sigmas6",
     "covariance_rtn6",
+    "CatalogueModel",
+    "catalogue_model",
+    "fixed_model",
 ]
 
 MU_M3_S2 = 3.986004418e14
@@ -201,3 +206,54 @@ def sigmas6(ref: Reference, t, r_m) -> np.ndarray:
 def covariance_rtn6(ref: Reference, t, r_m) -> np.ndarray:
     """6x6 RTN position/velocity covariance [m^2, m^2/s, m^2/s^2] at ``t`` (diagonal)."""
     return np.diag(sigmas6(ref, t, r_m) ** 2)
+
+
+# --- many objects at once (the correlation gate) ---------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class CatalogueModel:
+    """The growth law for many objects at once, as arrays over the objects: ``t_ref`` [n] (unix s),
+    ``sigma0_m`` [n, 3] and ``rate_m_day`` [n, 3] (R, T, N), ``accel_t_m_day2`` [n] and ``regime`` [n]
+    (names). :meth:`sigma_rtn_m` is :func:`sigma_rtn_m` for object ``index[p]`` at time ``t[p]``."""
+
+    t_ref: np.ndarray
+    sigma0_m: np.ndarray
+    rate_m_day: np.ndarray
+    accel_t_m_day2: np.ndarray
+    regime: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_ref)
+
+    def sigma_rtn_m(self, index: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """[m, 3] (sigma_R, sigma_T, sigma_N) in metres of objects ``index`` at unix times ``t``."""
+        index = np.asarray(index, dtype=np.int64)
+        days = np.abs(np.asarray(t, float) - self.t_ref[index]) / DAY_S
+        sig = self.sigma0_m[index] + self.rate_m_day[index] * days[:, None]
+        sig[:, 1] += self.accel_t_m_day2[index] * days * days
+        return sig
+
+    def along_rate_m_day(self, index: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """[m] d sigma_T / dt [m/day] of objects ``index`` at ``t`` (the along-track error's growth rate)."""
+        index = np.asarray(index, dtype=np.int64)
+        days = np.abs(np.asarray(t, float) - self.t_ref[index]) / DAY_S
+        return self.rate_m_day[index, 1] + 2.0 * self.accel_t_m_day2[index] * days
+
+
+def catalogue_model(epochs, perigee_km, apogee_km) -> CatalogueModel:
+    """The TLE reference (:func:`tle_reference`) of every object: element-set epochs (unix s or
+    datetimes) and perigee / apogee heights [km] -> :class:`CatalogueModel`."""
+    t_ref = np.array([_unix(e) for e in epochs], dtype=float)
+    names = np.array([orbit_regime(p, a) if math.isfinite(p) and math.isfinite(a) else "HEO"
+                      for p, a in zip(np.asarray(perigee_km, float), np.asarray(apogee_km, float))], dtype=object)
+    table = {name: (r.sigma0_m, r.rate_m_day, r.accel_t_m_day2) for name, r in REGIMES.items()}
+    sigma0 = np.array([table[n][0] for n in names], dtype=float).reshape(-1, 3)
+    rate = np.array([table[n][1] for n in names], dtype=float).reshape(-1, 3)
+    accel = np.array([table[n][2] for n in names], dtype=float)
+    return CatalogueModel(t_ref, sigma0, rate, accel, names)
+
+
+def fixed_model(n: int, sigma_m: float) -> CatalogueModel:
+    """``n`` objects with the same isotropic, constant sigma (the gate's override, see sda.correlation)."""
+    return CatalogueModel(np.zeros(n), np.full((n, 3), float(sigma_m)), np.zeros((n, 3)), np.zeros(n),
+                          np.full(n, "fixed", dtype=object))

@@ -1,4 +1,8 @@
-"""Correlation residuals on hand-made observations generated from known TLEs with sda.frames."""
+"""Correlation residuals on hand-made observations generated from known TLEs with sda.frames.
+
+These cases run the gate with the isotropic override (``prediction_sigma_m``), whose statistic has
+the closed forms of the module docstring; the default gate (the uncertainty model's covariance) is
+tested in test_correlation_gate.py."""
 
 from __future__ import annotations
 
@@ -59,7 +63,7 @@ def radar_obs(obs_id, norad_id, site=EGLIN, range_offset_m=0.0):
 
 
 def run(rows, ids, sats):
-    return C.correlate_frame(pd.DataFrame(rows), ids, sats, GATE_KM).set_index("obs_id")
+    return C.correlate_frame(pd.DataFrame(rows), ids, sats, GATE_KM, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
 
 
 def test_radar_observation_from_a_tle_associates_to_it_with_near_zero_residual():
@@ -196,7 +200,8 @@ def test_signed_residuals_per_measurement_are_observed_minus_predicted():
     along = np.cross(cross, radial)
     fix = r11 * 1000.0 + 30.0 * radial - 120.0 * along + 45.0 * cross
     isl = obs_row("i", "isl", sensor_id="ISL-01", x_m=fix[0], y_m=fix[1], z_m=fix[2])
-    out = C.correlate_frame(pd.DataFrame([radar, optical, isl]), ids, sats, GATE_KM, sigmas).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([radar, optical, isl]), ids, sats, GATE_KM, sigmas,
+                            prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     assert (out["status"] == "correlated").all() and list(out["norad_id"]) == [13, 15, 11]
     assert not out["ambiguous"].any()
 
@@ -237,7 +242,7 @@ def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
     # and the 2 km prediction term d2 = 12000^2 / (30^2 + 2000^2) = 36.0 > chi2_4(1 - 1e-6) = 33.4
     ids, sats = catalogue()
     row = dict(radar_obs("a", 13, range_offset_m=12_000.0), sensor_id="EGLIN")
-    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     expected = 12_000.0**2 / (30.0**2 + SIGMA_P2)
     assert out.loc["a", "status"] == "uncorrelated" and out.loc["a", "reason"] == C.REASON_NO_CANDIDATE
     assert out.loc["a", "nearest_norad_id"] == 13
@@ -245,12 +250,12 @@ def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
     assert out.loc["a", "nearest_residual_m"] == pytest.approx(12_000.0, abs=1e-3)
     # a noisier sensor (5 km range sigma) or a less certain catalogue (3 km) lets it in
     noisy = {"EGLIN": {**C.sensor_sigmas(None)["EGLIN"], "sigma_range_m": 5000.0}}
-    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, noisy).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, noisy, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     assert out.loc["a", "norad_id"] == 13
     assert out.loc["a", "gate_d2"] == pytest.approx(12_000.0**2 / (5000.0**2 + SIGMA_P2), rel=1e-6)
     out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, prediction_sigma_m=3000.0).set_index("obs_id")
     assert out.loc["a", "norad_id"] == 13
     assert out.loc["a", "residual_range_m"] == pytest.approx(12_000.0, abs=1e-3)
     # whatever the uncertainties, nothing beyond gate_km correlates
-    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, 10.0, noisy).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, 10.0, noisy, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     assert out.loc["a", "status"] == "uncorrelated"

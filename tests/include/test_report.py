@@ -72,3 +72,45 @@ def test_separation_around_a_designed_encounter():
     assert np.allclose(sep[near], expected, rtol=0.02, atol=2.0)
     # minutes away the pair is orbit-scale apart
     assert sep[np.abs(t) == 600.0].min() > 100_000.0
+
+
+def test_calibration_from_the_tables(spark, settings):
+    """The run's correlated rows, regimes from the newest catalogue epoch: hand-computed ratios."""
+    import datetime as dt
+
+    from sda import schemas
+    from sda.report import _calibration, _calibration_section
+    from sda.tables import TABLES, ensure_tables
+
+    ensure_tables(spark, settings)
+    t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
+
+    def correlated(obs_id, run_id, norad_id, d2, residuals):
+        row = {f.name: None for f in schemas.CORRELATED.fields}
+        row.update(obs_id=obs_id, sensor_id="S", sensor_kind="radar", event_time=t0, event_date=t0.date(), ingest_time=t0,
+                   ingest_batch=1, bronze_id=obs_id, source_file="f", run_id=run_id, copies=1, norad_id=norad_id,
+                   residual_m=1.0, candidates=1, ambiguous=False, correlate_run_id=run_id, gate_d2=d2, **residuals)
+        return tuple(row[f.name] for f in schemas.CORRELATED.fields)
+
+    radar = dict(residual_range_m=1.0, residual_az_rad=0.0, residual_el_rad=0.0, residual_range_rate_ms=0.5)
+    optical = dict(residual_ra_rad=0.0, residual_dec_rad=0.0)
+    rows = [correlated("a", "r1", 1, 2.0, radar), correlated("b", "r1", 1, 6.0, radar),  # LEO: (2 + 6) / 8
+            correlated("c", "r1", 2, 8.0, optical),  # GEO: 8 / 2
+            correlated("d", "r0", 2, 100.0, optical)]  # another run's
+    spark.createDataFrame(rows, schemas.CORRELATED).write.format("delta").mode("append").save(TABLES["correlated"].path(settings))
+
+    def catalog(norad_id, epoch, perigee, apogee):
+        return (norad_id, "X", epoch, "1", "2", perigee, apogee, "test", t0, "r1")
+
+    cat = [catalog(1, t0 - dt.timedelta(days=2), 35780.0, 35790.0), catalog(1, t0 - dt.timedelta(days=1), 500.0, 520.0),
+           catalog(2, t0 - dt.timedelta(days=1), 35780.0, 35790.0)]
+    spark.createDataFrame(cat, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+
+    def table_rows(table, where):
+        return [r.asDict() for r in TABLES[table].read(spark, settings).where(where).collect()]
+
+    got = {r["regime"]: r for r in _calibration(spark, settings, "r1", table_rows)}
+    assert got["LEO"]["observations"] == 2 and got["LEO"]["ratio"] == pytest.approx(1.0)
+    assert got["GEO"]["observations"] == 1 and got["GEO"]["ratio"] == pytest.approx(2.0)
+    assert "too tight</td>" in _calibration_section(list(got.values()))
+    assert _calibration(spark, settings, "nobody", table_rows) == []

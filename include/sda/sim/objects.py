@@ -10,12 +10,17 @@ import numpy as np
 
 from sda import catgen
 from sda.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
+from sda.sim import tle_error
 from sda.sim.common import hash_int
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction
 
 
-def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None]:
+def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, "tle_error.TleErrors | None"]:
+    """The observed entries (catalogue element sets), the catalogue file, the injected pair, and with
+    ``cfg.tle_age_days`` the element-set errors (:mod:`sda.sim.tle_error`: the catalogue file then
+    holds the re-epoched element sets and the sensors observe the true orbits)."""
     injected = None
+    errors = None
     if cfg.catalog is not None:
         entries, _rejected = load_catalog(cfg.catalog)
         entries = [e for e in latest_by_object(entries) if e.norad_id not in (PRIMARY_ID, SECONDARY_ID) or not cfg.inject_conjunction]
@@ -27,6 +32,11 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None]:
         base_text = catgen.generate_catalog(cfg.objects, cfg.start, cfg.seed)
         entries, _ = parse_tle_text(base_text)
         generated = True
+    if getattr(cfg, "tle_age_days", None) is not None:
+        errors = tle_error.apply(entries, cfg.start, cfg.end, cfg.tle_age_days, cfg.seed)
+        entries = errors.catalogue
+        base_text = errors.catalogue_text()
+        generated = True  # the catalogue written is the re-epoched one
     if cfg.max_objects is not None and len(entries) > cfg.max_objects:
         pick = np.sort(np.random.default_rng([cfg.seed, 3]).choice(len(entries), cfg.max_objects, replace=False))
         entries = [entries[i] for i in pick]
@@ -38,7 +48,7 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None]:
         new_entries, _ = parse_tle_text(extra)
         entries = entries + new_entries
         base_text = base_text if base_text.endswith("\n") or not base_text else base_text + "\n"
-        if cfg.catalog is not None and not base_text.lstrip().startswith(("1 ", "2 ")) and "\n1 " not in base_text:
+        if errors is None and cfg.catalog is not None and not base_text.lstrip().startswith(("1 ", "2 ")) and "\n1 " not in base_text:
             # an OMM catalogue: write the combined catalogue as TLE text
             full, _ = load_catalog(cfg.catalog)
             base_text = "".join(f"{e.name}\n{e.line1}\n{e.line2}\n" for e in latest_by_object(full))
@@ -50,7 +60,7 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None]:
     elif cfg.catalog_out:
         Path(cfg.catalog_out).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.catalog_out).write_text(base_text)
-    return entries, catalog_file, injected
+    return entries, catalog_file, injected, errors
 
 
 def sha256_file(path: Path) -> str:
@@ -58,10 +68,14 @@ def sha256_file(path: Path) -> str:
 
 
 class Objects:
-    def __init__(self, entries: list[CatalogEntry]):
+    """The observed objects: ``sats`` the orbits the sensors see (the true ones when the catalogue has
+    errors), ``catalogue_sats`` the catalogue's element sets when they differ (else None)."""
+
+    def __init__(self, entries: list[CatalogEntry], true_sats: dict | None = None):
         self.norad = np.array([e.norad_id for e in entries], dtype=np.int64)
         self.names = [e.name for e in entries]
-        self.sats = [e.satrec for e in entries]
+        self.catalogue_sats = None if true_sats is None else [e.satrec for e in entries]
+        self.sats = [e.satrec if true_sats is None else true_sats.get(e.norad_id, e.satrec) for e in entries]
         # a deterministic radar cross-section / optical area per object
         self.rcs_db = np.array([(hash_int("rcs", n) % 2000) / 100.0 - 10.0 for n in self.norad])
         for i, name in enumerate(self.names):

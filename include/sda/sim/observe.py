@@ -7,6 +7,7 @@ from collections import defaultdict
 import numpy as np
 
 from sda import frames
+from sda.sim import tle_error
 from sda.sim.common import CHUNK_MS, MU, hash_int, iso_ms
 from sda.sim.truth import Record, Truth
 
@@ -47,19 +48,20 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
             continue
         err, R, V = frames.propagate(objs.sats, grid / 1000.0)
         valid = err == 0
+        cat = None if objs.catalogue_sats is None else frames.propagate(objs.catalogue_sats, grid / 1000.0)[1:]
         col = {int(t): i for i, t in enumerate(grid)}
         c_radar = np.array([col[int(t)] for t in g_radar], dtype=np.int64)
         c_opt = np.array([col[int(t)] for t in g_opt], dtype=np.int64)
         c_isl = np.array([col[int(t)] for t in g_isl], dtype=np.int64)
         for s_idx, sensor in enumerate(radars):
-            recs = _radar_records(objs, sensor, s_idx, chunk_ms, g_radar, R, V, valid, c_radar, rng, frame_counters)
+            recs = _radar_records(objs, sensor, s_idx, chunk_ms, g_radar, R, V, valid, c_radar, rng, frame_counters, cat)
             if recs:
                 base[("radar", sensor.sensor_id)][chunk_ms] = recs
         for sensor in opticals:
-            recs = _optical_records(objs, sensor, chunk_ms, g_opt, R, V, valid, c_opt, rng)
+            recs = _optical_records(objs, sensor, chunk_ms, g_opt, R, V, valid, c_opt, rng, cat)
             if recs:
                 base[("optical", sensor.sensor_id)][chunk_ms] = recs
-        recs = _isl_records(objs, isls, assign, chunk_ms, g_isl, R, V, valid, c_isl, rng, isl_seqs)
+        recs = _isl_records(objs, isls, assign, chunk_ms, g_isl, R, V, valid, c_isl, rng, isl_seqs, cat)
         for rec in recs:
             base[("isl", rec.sensor_id)].setdefault(chunk_ms, []).append(rec)
     return base
@@ -74,12 +76,26 @@ def _state_at(R, V, idx, dt_s):
     return r0 + v0 * dt_ + 0.5 * acc * dt_**2, v0 + acc * dt_
 
 
+def _errors(cat, idx, dt_s, r):
+    """[n, k, 3] true - catalogue RTN error (m) at the records' times, or None for an exact catalogue."""
+    if cat is None:
+        return None
+    rc, vc = _state_at(cat[0], cat[1], idx, dt_s)
+    return tle_error.rtn_error_m(r, rc, vc)
+
+
+def _error(errors, j, c):
+    if errors is None or not np.all(np.isfinite(errors[j, c])):
+        return None
+    return tuple(round(float(x), 1) for x in errors[j, c])
+
+
 def _grid(lo_ms: int, hi_ms: int, step_ms: int) -> np.ndarray:
     first = -(-lo_ms // step_ms) * step_ms
     return np.arange(first, hi_ms, step_ms, dtype=np.int64)
 
 
-def _radar_records(objs, sensor, s_idx, chunk_ms, frame_ms, R, V, valid, col, rng, counters) -> list[Record]:
+def _radar_records(objs, sensor, s_idx, chunk_ms, frame_ms, R, V, valid, col, rng, counters, cat=None) -> list[Record]:
     n, k = len(objs.norad), len(frame_ms)
     if k == 0 or n == 0:
         return []
@@ -87,6 +103,7 @@ def _radar_records(objs, sensor, s_idx, chunk_ms, frame_ms, R, V, valid, col, rn
     t_ms = frame_ms[None, :] + off_ms[:, None]
     t_s = t_ms / 1000.0
     r, v = _state_at(R, V, col, (t_ms - frame_ms[None, :]) / 1000.0)
+    errors = _errors(cat, col, (t_ms - frame_ms[None, :]) / 1000.0, r)
     r_e, v_e = frames.teme_to_ecef(r, v, t_s)
     rng_km, az, el, rr = frames.razel(r_e, v_e, sensor.lat_deg, sensor.lon_deg, sensor.alt_m)
     ok = valid[:, col] & np.isfinite(rng_km)
@@ -115,14 +132,15 @@ def _radar_records(objs, sensor, s_idx, chunk_ms, frame_ms, R, V, valid, col, rn
                 "az_deg": round(float(m_az[j, kk]), 5), "el_deg": round(float(m_el[j, kk]), 5),
                 "rr_km_s": round(float(m_rr[j, kk]), 5), "snr_db": round(float(snr[j, kk]), 1),
             })
-            truths.append(Truth("radar", sensor.sensor_id, int(t_ms[j, kk]), int(objs.norad[j]), "none", d))
+            truths.append(Truth("radar", sensor.sensor_id, int(t_ms[j, kk]), int(objs.norad[j]), "none", d,
+                                error_rtn_m=_error(errors, j, kk)))
         sent_ms = int(frame_ms[kk]) + 500 + int(rng.integers(0, 2500))
         frame = {"sensor": sensor.sensor_id, "frame": frame_no, "sent": iso_ms(sent_ms), "dets": dets}
         records.append(Record("radar", sensor.sensor_id, chunk_ms, int(frame_ms[kk]), b"", truths, frame))
     return records
 
 
-def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng) -> list[Record]:
+def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng, cat=None) -> list[Record]:
     n, k = len(objs.norad), len(base_ms)
     if k == 0 or n == 0:
         return []
@@ -130,6 +148,7 @@ def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng) -> 
     t_ms = base_ms[None, :] + off_ms[:, None]
     t_s = t_ms / 1000.0
     r, v = _state_at(R, V, col, (t_ms - base_ms[None, :]) / 1000.0)
+    errors = _errors(cat, col, (t_ms - base_ms[None, :]) / 1000.0, r)
     ok = valid[:, col] & np.all(np.isfinite(r), axis=-1)
     r = np.where(ok[..., None], r, 1.0e5)
     v = np.where(ok[..., None], v, 0.0)
@@ -159,18 +178,19 @@ def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng) -> 
     for j, c in zip(jj[order], kk[order]):
         row = {"station": sensor.sensor_id, "t_ms": int(t_ms[j, c]), "ra_hours": float(m_ra_deg[j, c] / 15.0),
                "dec_deg": float(m_dec[j, c]), "vmag": float(vmag[j, c]), "exposure_s": OPTICAL_EXPOSURE_S}
-        truth = Truth("optical", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none")
+        truth = Truth("optical", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none", error_rtn_m=_error(errors, j, c))
         records.append(Record("optical", sensor.sensor_id, chunk_ms, int(t_ms[j, c]), b"", [truth], row))
     return records
 
 
-def _isl_records(objs, isl_sensors, assign, chunk_ms, base_ms, R, V, valid, col, rng, seqs) -> list[Record]:
+def _isl_records(objs, isl_sensors, assign, chunk_ms, base_ms, R, V, valid, col, rng, seqs, cat=None) -> list[Record]:
     n, k = len(objs.norad), len(base_ms)
     if k == 0 or n == 0 or not isl_sensors:
         return []
     off_ms = (5 + (np.arange(n) * 13) % 500).astype(np.int64)
     t_ms = base_ms[None, :] + off_ms[:, None]
     r, v = _state_at(R, V, col, (t_ms - base_ms[None, :]) / 1000.0)
+    errors = _errors(cat, col, (t_ms - base_ms[None, :]) / 1000.0, r)
     noise = rng.standard_normal((6, n, k))
     ok = valid[:, col] & np.all(np.isfinite(r), axis=-1) & (assign[:, None] >= 0)
     out: list[Record] = []
@@ -184,7 +204,7 @@ def _isl_records(objs, isl_sensors, assign, chunk_ms, base_ms, R, V, valid, col,
             seqs[sensor.sensor_id] = seqs.get(sensor.sensor_id, -1) + 1
             msg = {"src": sensor.sensor_id, "seq": seqs[sensor.sensor_id], "t_ms": int(t_ms[j, c]),
                    "pos": pos.tolist(), "vel": vel.tolist()}
-            truth = Truth("isl", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none")
+            truth = Truth("isl", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none", error_rtn_m=_error(errors, j, c))
             out.append(Record("isl", sensor.sensor_id, chunk_ms, int(t_ms[j, c]), b"", [truth], msg))
     out.sort(key=lambda rec: (rec.event_ms, rec.sensor_id, rec.data["seq"]))
     return out

@@ -21,6 +21,7 @@ class Truth:
     duplicate_of: "Truth | None" = None
     file: str | None = None
     record_no: int | None = None
+    error_rtn_m: tuple[float, float, float] | None = None  # true - catalogue at event_ms (--tle-age-days)
 
     @property
     def key(self) -> str:
@@ -28,12 +29,17 @@ class Truth:
         return base if self.det_index is None else f"{base}#{self.det_index}"
 
     def as_json(self) -> dict:
+        error = self.error_rtn_m
+        if error is None and self.duplicate_of is not None:
+            error = self.duplicate_of.error_rtn_m  # a copy measures the same object at (nearly) the same time
+        extra = {} if error is None else {"error_rtn_m": list(error)}
         return {
             "key": self.key, "kind": self.kind, "sensor_id": self.sensor_id, "file": self.file,
             "record_no": self.record_no, "det_index": self.det_index,
             "event_time": iso_ms(self.event_ms) if self.event_ms is not None else None,
             "norad_id": self.norad_id, "disorder": self.disorder,
             "duplicate_of": self.duplicate_of.key if self.duplicate_of is not None else None,
+            **extra,
         }
 
 
@@ -55,8 +61,9 @@ class Record:
 
 
 def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files, catalog_file: Path, catalog_sha: str,
-                injected, n_objects: int) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
-    """Write ``_truth/<sim_id>.jsonl`` and ``_truth/<sim_id>.summary.json``; return (truth file, summary file, counts, injected)."""
+                injected, n_objects: int, errors=None) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
+    """Write ``_truth/<sim_id>.jsonl`` and ``_truth/<sim_id>.summary.json`` (and with element-set
+    ``errors`` ``_truth/<sim_id>.orbits.jsonl``); return (truth file, summary file, counts, injected)."""
     truth_rows.sort(key=lambda t: (t.file, t.record_no, -1 if t.det_index is None else t.det_index))
     truth_dir = landing / "_truth"
     truth_dir.mkdir(parents=True, exist_ok=True)
@@ -78,6 +85,11 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
         "records": len(truth_rows), "counts": counts, "files": dict(sorted(file_counts.items())),
         "truth_file": f"_truth/{truth_file.name}", "injected": inj,
     }
+    if errors is not None:
+        orbits_file = truth_dir / f"{sim_id}.orbits.jsonl"
+        orbits_file.write_text("".join(json.dumps(o) + "\n" for o in errors.orbits))
+        summary["tle_error"] = {"age_days": list(errors.age_days), "objects": len(errors.orbits),
+                                "orbits_file": f"_truth/{orbits_file.name}"}
     summary_file = truth_dir / f"{sim_id}.summary.json"
     summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     return truth_file, summary_file, counts, inj

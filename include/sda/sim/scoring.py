@@ -1,0 +1,124 @@
+"""Scoring the correlator against a simulation's truth, without Spark (tests and bench/correlation.py).
+
+:func:`landed_observations` reads the landed files as upstream would hand them to correlation:
+ingest refuses malformed lines (:func:`sda.wire.file_records`), normalize refuses unknown sensors and
+impossible values and converts to SI, dedup collapses re-deliveries and folds a re-processed copy
+with its original, keeping the earliest event time. :func:`correlate` runs
+:func:`sda.correlation.correlate_frame` per event-time bucket, as each ``applyInPandas`` group of
+jobs/correlate.py does; :func:`score` counts right / wrong / uncorrelated / ambiguous.
+
+*Right* = associated with the true object; *wrong* = associated with another object; *uct* =
+uncorrelated although the object is catalogued; *ambiguous* = associated and flagged ambiguous.
+Given the catalogue's lines, ``wrong_same_element_set`` counts the wrong associations with an object
+whose element set is the true object's (a docked stack: no measurement can tell them apart); they
+are included in ``wrong``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from sda import correlation, wire
+from sda.catalog import latest_by_object, load_catalog
+from sda.screening import satrecs_from_lines
+
+UTC = dt.timezone.utc
+
+
+def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
+    """Every observation that reaches correlation (OBSERVATION envelope units), with its truth:
+    ``key``, ``true_id``, ``disorder`` and (with catalogue errors) ``error_r_m/t_m/n_m``."""
+    truth = {}
+    for line in result.truth_file.read_text().splitlines():
+        row = json.loads(line)
+        truth[row["key"]] = row
+    rows = []
+    for rel in result.files:
+        kind = rel.split("/", 1)[0]
+        for rec in wire.file_records(kind, (result.landing / rel).read_bytes()):
+            if rec.text is None:  # refused at ingest (malformed)
+                continue
+            key = f"{rel}#{rec.record_no}"
+            if kind == "radar":
+                frame = json.loads(rec.text)
+                for i, d in enumerate(frame["dets"]):
+                    rows.append(dict(key=f"{key}#{i}", sensor_id=frame["sensor"], sensor_kind=kind, event_time=d["t"],
+                                     range_m=d["range_km"] * 1000.0, az_rad=np.deg2rad(d["az_deg"]),
+                                     el_rad=np.deg2rad(d["el_deg"]), range_rate_ms=d["rr_km_s"] * 1000.0))
+            elif kind == "optical":
+                station, stamp, ra_hours, dec_deg = rec.text.split(",")[:4]
+                rows.append(dict(key=key, sensor_id=station, sensor_kind=kind, event_time=stamp,
+                                 ra_rad=float(ra_hours) * np.pi / 12.0, dec_rad=np.deg2rad(float(dec_deg))))
+            else:
+                kv = dict(part.split("=", 1) for part in rec.text.split("|")[1:])
+                stamp = dt.datetime.fromtimestamp(int(kv["t_ms"]) / 1000.0, UTC).isoformat()
+                rows.append(dict(key=key, sensor_id=kv["src"], sensor_kind=kind, event_time=stamp,
+                                 **{c: float(kv[c]) for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")}))
+    obs = pd.DataFrame(rows)
+    obs["event_time"] = pd.to_datetime(obs["event_time"], utc=True, format="ISO8601").dt.tz_convert(None)
+    labels = [truth[k] for k in obs["key"]]
+    obs["disorder"] = [t["disorder"] for t in labels]
+    obs["true_id"] = pd.array([t["norad_id"] for t in labels], dtype="Int64")
+    obs["duplicate_of"] = [t["duplicate_of"] for t in labels]
+    errors = np.array([t.get("error_rtn_m") or [np.nan] * 3 for t in labels], dtype=float).reshape(-1, 3)
+    obs["error_r_m"], obs["error_t_m"], obs["error_n_m"] = errors.T
+    obs = obs[obs["sensor_id"].isin(sensors) & (obs["disorder"] != "impossible")]
+    obs = obs[obs["disorder"] != "redelivery"].copy()
+    obs["cluster"] = obs["duplicate_of"].where(obs["duplicate_of"].notna(), obs["key"])
+    obs = obs.sort_values(["cluster", "event_time", "key"]).drop_duplicates("cluster").reset_index(drop=True)
+    for column, attr in (("site_lat_deg", "lat_deg"), ("site_lon_deg", "lon_deg"), ("site_alt_m", "alt_m")):
+        obs[column] = obs["sensor_id"].map({sid: getattr(s, attr) for sid, s in sensors.items()})
+    obs["obs_id"] = obs["key"]
+    return obs
+
+
+def catalogue(path) -> tuple[list[int], list]:
+    """The newest element set per object of a catalogue file, as gold ``catalog`` gives it."""
+    entries = latest_by_object(load_catalog(path)[0])
+    return [e.norad_id for e in entries], satrecs_from_lines([e.line1 for e in entries], [e.line2 for e in entries])
+
+
+def catalogue_lines(path) -> dict[int, tuple[str, str]]:
+    """norad_id -> (line 1, line 2) of the newest element set per object."""
+    return {e.norad_id: (e.line1, e.line2) for e in latest_by_object(load_catalog(path)[0])}
+
+
+def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) -> pd.DataFrame:
+    """``obs`` with the association columns, one ``correlate_frame`` call per event-time bucket."""
+    if "model" not in kwargs and kwargs.get("prediction_sigma_m") is None:
+        kwargs["model"] = correlation.prediction_model(sats)  # once, as a worker caches its catalogue
+    bucket = obs["event_time"].astype("int64") // (correlation.BUCKET_S * 10**9)
+    found = pd.concat([correlation.correlate_frame(group.reset_index(drop=True), ids, sats, gate_km, sigmas, **kwargs)
+                       for _, group in obs.groupby(bucket)])
+    return obs.merge(found, on="obs_id", validate="one_to_one")
+
+
+def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = None) -> dict:
+    """Percentages of right / wrong / uct / ambiguous, and how many wrong ones are not flagged ambiguous;
+    with ``lines`` (norad_id -> TLE lines) the wrong ones that went to an identical element set."""
+    n = len(scored)
+    associated = (scored["status"] == "correlated").to_numpy()
+    same = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
+    no_object = scored["true_id"].isna().to_numpy()
+    ambiguous = scored["ambiguous"].to_numpy(dtype=bool) & associated
+    right = (associated & same) | (~associated & no_object)
+    wrong = associated & ~same
+    uct = ~associated & ~no_object
+    pct = lambda mask: round(100.0 * float(mask.sum()) / max(n, 1), 4)  # noqa: E731
+    out = {"observations": n, "right": int(right.sum()), "wrong": int(wrong.sum()), "uct": int(uct.sum()),
+           "ambiguous": int(ambiguous.sum()), "right_pct": pct(right), "wrong_pct": pct(wrong), "uct_pct": pct(uct),
+           "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum())}
+    if lines is not None:
+        from sda.sim.tle_error import element_set_key
+
+        key = {int(n): element_set_key(*pair) for n, pair in lines.items()}
+        twins = np.array([bool(w) and key.get(int(a)) == key.get(int(t)) for w, a, t in
+                          zip(wrong, scored["norad_id"].fillna(-1), scored["true_id"].fillna(-2))], dtype=bool)
+        out.update(wrong_same_element_set=int(twins.sum()), wrong_same_element_set_pct=pct(twins),
+                   wrong_distinguishable_pct=pct(wrong & ~twins))
+    return out
