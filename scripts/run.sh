@@ -63,9 +63,11 @@ fmt = lambda t: t.isoformat().replace("+00:00", "Z")
 print(fmt(now - dt.timedelta(minutes=30)), fmt(now), fmt(now + dt.timedelta(hours=3)))
 EOF
 )
-say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA)"
+# --tle-age-days: the catalogue is 0.5-3 days old and wrong the way real element sets are; the sensors
+# observe the true orbits (sda.sim.tle_error)
+say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
 "$PY" -m sda.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.settings import load_settings; print(load_settings().landing)')" \
-    --inject-conjunction --tca "$TCA" ${CATALOG:+--catalog "$CATALOG"}
+    --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 ${CATALOG:+--catalog "$CATALOG"}
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------
 if "$PY" -m sda.server status >/dev/null 2>&1; then

@@ -381,14 +381,13 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
 
 def _calibration(spark: "SparkSession", settings: "Settings", run_id: str, rows) -> list[dict[str, Any]]:
     """:func:`calibration_rows` of the run's correlated observations, regimes from gold catalog."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from sda.correlation import RESIDUALS
-    from sda.tables import TABLES
+    from sda.tables import TABLES, table_exists
     from sda.uncertainty import orbit_regime
 
-    if not DeltaTable.isDeltaTable(spark, TABLES["correlated"].path(settings)):
+    if not table_exists("correlated", settings):
         return []
     dof = sum((F.col(c).isNotNull().cast("int") for cols in RESIDUALS.values() for c in cols), F.lit(0))
     per_object = [r.asDict() for r in (
