@@ -46,8 +46,8 @@ settings = load_settings()
 # A run's data interval, as job arguments. A manual run triggered without a logical date has no data
 # interval in Airflow 3, and a run started by landed files (asset-triggered) has the span of its
 # asset events, possibly zero-length: both take the cadence that ends at the run's run_after.
-OWN_INTERVAL = ("(dag_run.run_type in ('scheduled', 'backfill', 'manual') and data_interval_start is not none "
-                "and data_interval_end is not none and data_interval_end > data_interval_start)")
+OWN_INTERVAL = ("(dag_run.run_type in ('scheduled', 'backfill', 'manual') and (data_interval_start | default(none)) is not none "
+                "and (data_interval_end | default(none)) is not none and data_interval_end > data_interval_start)")
 INTERVAL_START = ("{{ (data_interval_start if %s else dag_run.run_after - macros.timedelta(minutes=%d)).isoformat() }}"
                   % (OWN_INTERVAL, settings.cadence_minutes))
 INTERVAL_END = "{{ (data_interval_end if %s else dag_run.run_after).isoformat() }}" % OWN_INTERVAL

@@ -33,7 +33,7 @@ def test_replay_dag_graph(dag):
     for name in ("normalize", "dedup", "correlate", "conjunction"):
         t = dag.get_task(f"replay_{name}")
         assert t.trigger_rule == "none_failed"
-        assert t.application.endswith(f"jobs/{name}.py")
+        assert t.job == f"jobs/{name}.py"
         assert "--replay" in t.application_args
 
 
