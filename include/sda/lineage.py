@@ -20,6 +20,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from sda.tables import BRONZE_BY_KIND, TABLES
@@ -42,14 +43,26 @@ def element_set_used(spark: "SparkSession", settings: "Settings", norad_id: int,
                      used_before: dt.datetime | None) -> dict[str, Any] | None:
     """The element set a screening finished at ``used_before`` used for an object: the newest epoch
     among those loaded by then (the newest of all when ``used_before`` is None)."""
+    return element_sets_used(spark, settings, [norad_id], used_before).get(int(norad_id))
+
+
+def element_sets_used(spark: "SparkSession", settings: "Settings", norad_ids: "Iterable[int]",
+                      used_before: dt.datetime | None) -> dict[int, dict[str, Any]]:
+    """:func:`element_set_used` for many objects in one query: norad_id -> element set (objects with
+    none loaded by then are absent)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    cat = TABLES["catalog"].read(spark, settings).where(F.col("norad_id") == norad_id)
+    ids = sorted({int(n) for n in norad_ids})
+    if not ids:
+        return {}
+    cat = TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(ids))
     if used_before is not None:
         cat = cat.where(F.col("load_time") <= F.lit(used_before))
-    found = _rows(cat.orderBy(F.col("epoch").desc()).limit(1).select(
+    newest = Window.partitionBy("norad_id").orderBy(F.col("epoch").desc())
+    found = _rows(cat.withColumn("_rank", F.row_number().over(newest)).where(F.col("_rank") == 1).select(
         "norad_id", "name", "epoch", "line1", "line2", "source", "load_time", "run_id"))
-    return found[0] if found else None
+    return {int(r["norad_id"]): r for r in found}
 
 
 def trace(spark: "SparkSession", settings: "Settings", alert_id: str) -> dict[str, Any]:

@@ -352,7 +352,7 @@ def render(report: dict[str, Any], page_dir: Path, threshold_m: float) -> str:
 def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from sda.lineage import element_set_used
+    from sda.lineage import element_sets_used
     from sda.tables import TABLES, table_exists
     from sda.topology import STAGES
 
@@ -367,8 +367,10 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
     checks.sort(key=lambda c: (c["layer"], c["table"], c["expectation"]))
     alerts = sorted(rows("alert_events", F.col("run_id") == run_id), key=lambda a: (a["tca"], a["alert_id"]))
     finished = next((m["finished"] for m in metrics if m["stage"] == "conjunction"), None)
+    used = element_sets_used(spark, settings, [a[f"{role}_id"] for a in alerts for role in ("primary", "secondary")],
+                             finished)
     for a in alerts:
-        sets = [element_set_used(spark, settings, a[f"{role}_id"], finished) for role in ("primary", "secondary")]
+        sets = [used.get(int(a[f"{role}_id"])) for role in ("primary", "secondary")]
         a["series"] = None
         if all(sets):
             a["series"] = separation_series((sets[0]["line1"], sets[0]["line2"]), (sets[1]["line1"], sets[1]["line2"]),
