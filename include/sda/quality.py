@@ -163,6 +163,20 @@ def _checkpoint(context, suite_name: str, table: str, checks: list[Check]):
                       result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}))
 
 
+_CONTEXTS: dict[str, Any] = {}
+
+
+def _context(root: Path):
+    """The file-backed GX context of ``root``, opened once per process (a gate validates several
+    tables; opening it reads and checks the whole project configuration)."""
+    import great_expectations as gx
+
+    key = str(root)
+    if key not in _CONTEXTS:
+        _CONTEXTS[key] = gx.get_context(mode="file", project_root_dir=key)
+    return _CONTEXTS[key]
+
+
 def _observed(result: dict, exception: dict | None) -> str | None:
     if exception and exception.get("raised_exception"):
         return f"error: {exception.get('exception_message')}"
@@ -183,7 +197,7 @@ def _run_gx(settings: "Settings", suite_name: str, table: str, checks: list[Chec
 
     root = reports_root(settings)
     with _gx_lock(root):
-        context = gx.get_context(mode="file", project_root_dir=str(root))
+        context = _context(root)
         checkpoint = _checkpoint(context, suite_name, table, checks)
         outcome = checkpoint.run(batch_parameters={"dataframe": frame},
                                  run_id=RunIdentifier(run_name=run_id, run_time=dt.datetime.now(dt.timezone.utc)))
