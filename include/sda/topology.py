@@ -1,7 +1,7 @@
 """The operator graph of the pipeline, top to bottom: the one place to read the architecture.
 
-Each :class:`Stage` is one job (``jobs/<name>.py``, a client of the Spark Connect server) and one Airflow task. For every
-stage this module records what it reads and writes (table names from :mod:`sda.tables`), the
+Each :class:`Stage` is one job (``jobs/<name>.py``, a client of the Spark Connect server) and one
+Airflow task. For every stage this module records what it reads and writes (table names from :mod:`sda.tables`), the
 operators it applies, whether its input edge is keyed (a hash shuffle) and by what, and what state
 it keeps between runs. ``dags/sda_pipeline.py`` builds its tasks and dependencies from
 :data:`STAGES`; the README's diagram is :func:`mermaid` (a test keeps it up to date).
