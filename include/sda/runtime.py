@@ -126,7 +126,7 @@ def run_stage(
             check(args, settings)
     except (StageArgumentError, SettingsError) as exc:
         parser.error(str(exc))
-    from sda.spark import SparkServerUnavailable, connect, is_server_gone
+    from sda.spark import SparkServerUnavailable, activate, connect, is_server_gone
 
     started = time.monotonic()
     if spark is None:
@@ -134,6 +134,7 @@ def run_stage(
             spark = connect(settings)
         except SparkServerUnavailable as exc:
             parser.exit(1, f"{parser.prog}: {exc}\n")
+    activate(spark)
     try:
         return _run_body(stage, spark, settings, args, body, started)
     except SparkServerUnavailable:

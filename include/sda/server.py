@@ -175,6 +175,7 @@ def warm_up(settings: Settings) -> None:
     spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()
     spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(str(path)).count()
     spark.catalog.dropTempView("sda_warmup_source")
+    spark.stop()
 
 
 def stop(settings: Settings | None = None, timeout_s: float = STOP_TIMEOUT_S) -> bool:

@@ -80,6 +80,7 @@ def server_conf(settings: Settings) -> dict[str, str]:
         "spark.connect.grpc.binding.address": settings.connect_bind,
         "spark.connect.grpc.binding.port": str(settings.connect_port),
         "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": os.environ.get("SDA_SPARK_UI", "false"),  # SDA_SPARK_UI=true: on :4040 (all interfaces)
         "spark.log.level": "WARN",
         "spark.default.parallelism": partitions_for(settings),
         # A client's Python functions (mapInPandas / applyInPandas) run in Python workers forked from
@@ -136,6 +137,7 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     # Spark engine does) get a client of the same server, never a classic JVM of its own.
     os.environ["SPARK_REMOTE"] = url
     spark = SparkSession.builder.remote(url).create()
+    activate(spark)
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     for key, value in session_conf(settings).items():
         spark.conf.set(key, value)
@@ -145,6 +147,21 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
 
 _GONE_MARKERS = ("StatusCode.UNAVAILABLE", "Connection refused", "failed to connect to all addresses", "Socket closed",
                  "Connection reset", "RETRIES_EXCEEDED", "Broken pipe")
+
+
+def activate(spark: "SparkSession") -> None:
+    """Make ``spark`` this process's default and this thread's active Connect session (every stage
+    does, for the session it was given).
+
+    ``create()`` does so only when none is set yet, yet pyspark hands results that come back from the
+    server as DataFrames (``localCheckpoint()``'s) to the *active* session: with an older session
+    still active (the server's warm-up, a server since restarted) such a DataFrame would be sent to a
+    session that never cached it ("No DataFrame with id ... is found in the session")."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    with ConnectSession._lock:
+        ConnectSession._default_session = spark
+    ConnectSession._active_session.session = spark
 
 
 def is_server_gone(exc: BaseException) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from sda import server
 from sda.settings import SettingsError, load_settings
-from sda.spark import SparkServerUnavailable, connect, is_server_gone, parse_url
+from sda.spark import SparkServerUnavailable, activate, connect, is_server_gone, parse_url
 
 
 def _closed_port() -> int:
@@ -85,3 +85,19 @@ def test_connect_urls():
     assert parse_url("sc://spark-connect") == ("spark-connect", 15002)
     with pytest.raises(SparkServerUnavailable, match="not a Spark Connect URL"):
         parse_url("spark://master:7077")
+
+
+def test_the_newest_session_is_the_active_one(spark, connect_server):
+    """Results the server hands back as DataFrames (localCheckpoint's) belong to the *active*
+    session: a second session must become active, or they go to one that never cached them."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    first = connect(connect_server)
+    second = connect(connect_server)
+    try:
+        assert ConnectSession.active() is second
+        assert second.range(3).localCheckpoint().count() == 3
+    finally:
+        first.stop()
+        second.stop()
+        activate(spark)  # the suite's session, for the tests after this one
