@@ -57,16 +57,6 @@ def _ages(text: str) -> list[float]:
     return ages
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected at least 1")
-    return value
-
-
 def _minutes(text: str) -> float:
     try:
         value = float(text)
@@ -79,11 +69,12 @@ def _minutes(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     from sda.sim.common import parse_time
+    from sda.simulate import positive_int
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0], help="element-set ages, days (default 0.5,1,3,7)")
     p.add_argument("--minutes", type=_minutes, default=10.0, help="simulated minutes per age (default 10)")
-    p.add_argument("--max-observations", type=_positive_int, default=30_000,
+    p.add_argument("--max-observations", type=positive_int, default=30_000,
                    help="observations scored per age, a deterministic sample (default 30000)")
     p.add_argument("--start", type=parse_time, default=parse_time("2025-10-05T00:00:00Z"))
     p.add_argument("--seed", type=int, default=1)

@@ -81,12 +81,17 @@ def _probability(name: str, raw: str) -> float:
 _MASTER_RE = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[A-Za-z0-9.\-]+:\d+(,[A-Za-z0-9.\-]+:\d+)*|yarn|k8s://\S+)\Z")  # \Z: '$' would let a trailing newline through
 
 
-def _spark_master(name: str, raw: str) -> str:
-    if not _MASTER_RE.match(raw):
-        raise SettingsError(
-            f"{name}={raw!r}: expected a Spark master URL such as local[2], spark://host:7077, yarn or k8s://..."
-        )
-    return raw
+def _matching(pattern: re.Pattern[str], expected: str) -> Callable[[str, str], str]:
+    """A parser that keeps a value matching ``pattern`` and refuses any other, saying what was expected."""
+    def parse(name: str, raw: str) -> str:
+        if not pattern.match(raw):
+            raise SettingsError(f"{name}={raw!r}: expected {expected}")
+        return raw
+
+    return parse
+
+
+_spark_master = _matching(_MASTER_RE, "a Spark master URL such as local[2], spark://host:7077, yarn or k8s://...")
 
 
 def _path(name: str, raw: str) -> Path:
@@ -123,21 +128,9 @@ def _lakehouse_path(name: str, raw: str) -> Path:
 
 
 _MEMORY_RE = re.compile(r"^[1-9]\d*[kmgt]\Z", re.IGNORECASE)
-
-
-def _memory(name: str, raw: str) -> str:
-    if not _MEMORY_RE.match(raw):
-        raise SettingsError(f"{name}={raw!r}: expected a JVM memory size such as 2g or 1536m")
-    return raw
-
-
+_memory = _matching(_MEMORY_RE, "a JVM memory size such as 2g or 1536m")
 _HOST_RE = re.compile(r"^(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?\Z")
-
-
-def _host(name: str, raw: str) -> str:
-    if not _HOST_RE.match(raw):
-        raise SettingsError(f"{name}={raw!r}: expected a host name or IPv4 address such as 127.0.0.1 or spark-connect")
-    return raw
+_host = _matching(_HOST_RE, "a host name or IPv4 address such as 127.0.0.1 or spark-connect")
 
 
 def _port(name: str, raw: str) -> int:
@@ -150,10 +143,7 @@ def _port(name: str, raw: str) -> int:
 _ORIGINATOR_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}\Z")
 
 
-def _cdm_originator(name: str, raw: str) -> str:
-    if not _ORIGINATOR_RE.match(raw):
-        raise SettingsError(f"{name}={raw!r}: expected 1-40 letters, digits, '_', '.' or '-' (it goes into CDM headers and file names)")
-    return raw
+_cdm_originator = _matching(_ORIGINATOR_RE, "1-40 letters, digits, '_', '.' or '-' (it goes into CDM headers and file names)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -208,7 +208,8 @@ def _rate(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (also used by bench/correlation.py)."""
     try:
         value = int(text)
     except ValueError:
@@ -237,8 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog", type=Path, help="TLE/OMM catalogue to observe (default: generate one with sda.catgen)")
     p.add_argument("--catalog-out", type=Path, help="where the catalogue used is written (default: the settings' catalog_file); "
                    "inside the catalog_file's directory or the landing zone")
-    p.add_argument("--objects", type=_positive_int, default=300, help="generated catalogue size (default 300)")
-    p.add_argument("--max-objects", type=_positive_int, help="observe a deterministic subsample of the catalogue")
+    p.add_argument("--objects", type=positive_int, default=300, help="generated catalogue size (default 300)")
+    p.add_argument("--max-objects", type=positive_int, help="observe a deterministic subsample of the catalogue")
     p.add_argument("--sensors", type=Path, help="sensor registry CSV (default: the embedded registry)")
     p.add_argument("--seed", type=int, default=1)
     for name in RATE_NAMES:

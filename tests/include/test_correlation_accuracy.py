@@ -22,17 +22,17 @@ Scoring: *correct* = associated with the true object; *wrong* = associated with 
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from sda import correlation, wire
+from sda import correlation
 from sda.catalog import latest_by_object, load_catalog
 from sda.screening import satrecs_from_lines
 from sda.sensors import load_sensors
 from sda.settings import Settings
+from sda.sim import scoring
 from sda.simulate import SimConfig, simulate
 
 UTC = dt.timezone.utc
@@ -41,34 +41,6 @@ MIN_CORRECT = 0.99
 MAX_WRONG = 0.001
 
 
-def landed_observations(result) -> pd.DataFrame:
-    """Every well-formed measurement of the landing files in the OBSERVATION envelope's units, with
-    its truth row's ``key``."""
-    rows = []
-    for rel in result.files:
-        kind = rel.split("/", 1)[0]
-        for rec in wire.file_records(kind, (result.landing / rel).read_bytes()):
-            if rec.text is None:  # refused at ingest (malformed)
-                continue
-            key = f"{rel}#{rec.record_no}"
-            if kind == "radar":
-                frame = json.loads(rec.text)
-                for i, d in enumerate(frame["dets"]):
-                    rows.append(dict(key=f"{key}#{i}", sensor_id=frame["sensor"], sensor_kind=kind, event_time=d["t"],
-                                     range_m=d["range_km"] * 1000.0, az_rad=np.deg2rad(d["az_deg"]),
-                                     el_rad=np.deg2rad(d["el_deg"]), range_rate_ms=d["rr_km_s"] * 1000.0))
-            elif kind == "optical":
-                station, stamp, ra_hours, dec_deg = rec.text.split(",")[:4]
-                rows.append(dict(key=key, sensor_id=station, sensor_kind=kind, event_time=stamp,
-                                 ra_rad=float(ra_hours) * np.pi / 12.0, dec_rad=np.deg2rad(float(dec_deg))))
-            else:
-                kv = dict(part.split("=", 1) for part in rec.text.split("|")[1:])
-                stamp = dt.datetime.fromtimestamp(int(kv["t_ms"]) / 1000.0, UTC).isoformat()
-                rows.append(dict(key=key, sensor_id=kv["src"], sensor_kind=kind, event_time=stamp,
-                                 **{c: float(kv[c]) for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")}))
-    obs = pd.DataFrame(rows)
-    obs["event_time"] = pd.to_datetime(obs["event_time"], utc=True, format="ISO8601").dt.tz_convert(None)
-    return obs
 
 
 @pytest.fixture(scope="module")
@@ -81,28 +53,9 @@ def scenario(tmp_path_factory):
     assert (cfg.objects, cfg.seed, cfg.dup_rate, cfg.reprocess_rate, cfg.late_rate) == (
         defaults.objects, defaults.seed, defaults.dup_rate, defaults.reprocess_rate, defaults.late_rate)
     result = simulate(cfg)
-    truth = {}
-    for line in result.truth_file.read_text().splitlines():
-        row = json.loads(line)
-        truth[row["key"]] = row
     sensors = load_sensors()
-
-    obs = landed_observations(result)
-    labels = obs["key"].map(truth)
-    assert labels.notna().all(), "a landed measurement without a truth row"
-    obs["disorder"] = [t["disorder"] for t in labels]
-    obs["true_id"] = pd.array([t["norad_id"] for t in labels], dtype="Int64")
-    obs["duplicate_of"] = [t["duplicate_of"] for t in labels]
-    # normalize: unknown sensors and physically impossible values are quarantined
-    obs = obs[obs["sensor_id"].isin(sensors) & (obs["disorder"] != "impossible")]
-    # dedup: a re-delivery is the same observation; a re-processed copy folds with its original and
-    # the earliest event time is the representative
-    obs = obs[obs["disorder"] != "redelivery"].copy()
-    obs["cluster"] = obs["duplicate_of"].where(obs["duplicate_of"].notna(), obs["key"])
-    obs = obs.sort_values(["cluster", "event_time", "key"]).drop_duplicates("cluster").reset_index(drop=True)
-    for column, attr in (("site_lat_deg", "lat_deg"), ("site_lon_deg", "lon_deg"), ("site_alt_m", "alt_m")):
-        obs[column] = obs["sensor_id"].map({sid: getattr(s, attr) for sid, s in sensors.items()})
-    obs["obs_id"] = obs["key"]
+    # what reaches correlation: ingest, normalize and dedup emulated from the files and the truth labels
+    obs = scoring.landed_observations(result, sensors)
 
     entries = latest_by_object(load_catalog(result.catalog_file)[0])
     ids = [e.norad_id for e in entries]

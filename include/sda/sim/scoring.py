@@ -30,13 +30,9 @@ from sda.screening import satrecs_from_lines
 UTC = dt.timezone.utc
 
 
-def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
-    """Every observation that reaches correlation (OBSERVATION envelope units), with its truth:
-    ``key``, ``true_id``, ``disorder`` and (with catalogue errors) ``error_r_m/t_m/n_m``."""
-    truth = {}
-    for line in result.truth_file.read_text().splitlines():
-        row = json.loads(line)
-        truth[row["key"]] = row
+def measurements(result) -> pd.DataFrame:
+    """Every well-formed measurement of the landing files in the OBSERVATION envelope's units, with
+    its truth row's ``key`` (malformed lines, refused at ingest, are left out)."""
     rows = []
     for rel in result.files:
         kind = rel.split("/", 1)[0]
@@ -61,6 +57,17 @@ def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
                                  **{c: float(kv[c]) for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")}))
     obs = pd.DataFrame(rows)
     obs["event_time"] = pd.to_datetime(obs["event_time"], utc=True, format="ISO8601").dt.tz_convert(None)
+    return obs
+
+
+def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
+    """Every observation that reaches correlation (OBSERVATION envelope units), with its truth:
+    ``key``, ``true_id``, ``disorder`` and (with catalogue errors) ``error_r_m/t_m/n_m``."""
+    truth = {}
+    for line in result.truth_file.read_text().splitlines():
+        row = json.loads(line)
+        truth[row["key"]] = row
+    obs = measurements(result)
     labels = [truth[k] for k in obs["key"]]
     obs["disorder"] = [t["disorder"] for t in labels]
     obs["true_id"] = pd.array([t["norad_id"] for t in labels], dtype="Int64")
