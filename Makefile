@@ -44,6 +44,7 @@ bench: setup
 	$(PY) bench/incremental.py
 	$(PY) bench/latency.py
 	$(PY) bench/screening.py
+	$(PY) bench/correlation.py
 
 clean:
 	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench var/landing-watch

@@ -9,17 +9,16 @@ inside the zip.
 from __future__ import annotations
 
 
-def where(batches):
-    import socket
-
-    import pandas as pd
-
-    import sda
-
-    for batch in batches:
-        yield pd.DataFrame({"file": [sda.__file__] * len(batch), "host": [socket.gethostname()] * len(batch)})
-
-
 def probe(spark) -> dict:
+    def where(batches):  # nested: pickled by value, the cluster's workers have no `tests` package
+        import socket
+
+        import pandas as pd
+
+        import sda
+
+        for batch in batches:
+            yield pd.DataFrame({"file": [sda.__file__] * len(batch), "host": [socket.gethostname()] * len(batch)})
+
     rows = spark.range(8, numPartitions=4).mapInPandas(where, "file string, host string").distinct().collect()
     return {"master": spark.conf.get("spark.master"), "executor_sda": sorted({r.file for r in rows})}

@@ -28,7 +28,10 @@ def _free_port() -> int:
 # The one Spark Connect server of the test session (what users run is what the tests run). With
 # SDA_TEST_CONNECT_PORT set to a port where a server already answers (`SDA_CONNECT_PORT=... sda server
 # start`), the suite uses that one and leaves it running: handy while iterating on one test.
-CONNECT_PORT = int(os.environ.get("SDA_TEST_CONNECT_PORT") or _free_port())
+# The port is kept in the environment: test modules that import this file (``from tests.conftest import
+# CONNECT_PORT``) get a second copy of the module, which must pick the same port.
+os.environ.setdefault("SDA_TEST_CONNECT_PORT", str(_free_port()))
+CONNECT_PORT = int(os.environ["SDA_TEST_CONNECT_PORT"])
 
 
 @pytest.fixture(scope="session")

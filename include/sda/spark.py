@@ -121,8 +121,9 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     """A Spark Connect session on the server at ``url`` (default ``settings.connect_url``), with the
     session settings of :func:`session_conf`. Raises :class:`SparkServerUnavailable`, naming the
     address, when nothing answers there."""
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client import DefaultChannelBuilder
     from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession
 
     settings = settings or load_settings()
     url = url or settings.connect_url
@@ -136,7 +137,11 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     # SPARK_REMOTE makes any library in this process that asks for a session (Great Expectations'
     # Spark engine does) get a client of the same server, never a classic JVM of its own.
     os.environ["SPARK_REMOTE"] = url
-    spark = SparkSession.builder.remote(url).create()
+    # A channel of its own (no subchannel shared with earlier sessions of this process): after a
+    # server restart, gRPC's shared subchannel would still be backing off from the dead server and
+    # refuse the new one for up to two minutes.
+    channel = DefaultChannelBuilder(url, channelOptions=[("grpc.use_local_subchannel_pool", 1)])
+    spark = SparkSession.builder.channelBuilder(channel).create()
     activate(spark)
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
     for key, value in session_conf(settings).items():
