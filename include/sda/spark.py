@@ -137,6 +137,9 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     # SPARK_REMOTE makes any library in this process that asks for a session (Great Expectations'
     # Spark engine does) get a client of the same server, never a classic JVM of its own.
     os.environ["SPARK_REMOTE"] = url
+    # what pyspark's own builder.remote() sets: pyspark.sql.functions and friends dispatch to the
+    # Connect implementations only with it
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     # A channel of its own (no subchannel shared with earlier sessions of this process): after a
     # server restart, gRPC's shared subchannel would still be backing off from the dead server and
     # refuse the new one for up to two minutes.
