@@ -136,13 +136,14 @@ def cluster_run(standalone, landed):
     from sda.spark import connect
 
     settings = _settings(landed, "cluster", spark_master=standalone["url"], connect_port=free_port())
-    saved = {k: os.environ.get(k) for k in ("AIRFLOW_CONN_SPARK_CONNECT", "SDA_SPARK_MASTER", "SPARK_REMOTE")}
+    worker_env = {**settings.as_env(), "AIRFLOW_CONN_SPARK_CONNECT": json.dumps(
+        {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": settings.connect_port})}
+    saved = {k: os.environ.get(k) for k in [*worker_env, "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED"]}
     server.start(settings, warm=False)
-    # the connection, set by environment exactly as docker-compose.yaml and scripts/airflow_env.sh do;
-    # the operator reads the master from the settings to decide whether to ship the package
-    os.environ["AIRFLOW_CONN_SPARK_CONNECT"] = json.dumps(
-        {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": settings.connect_port})
-    os.environ["SDA_SPARK_MASTER"] = standalone["url"]
+    # an Airflow worker's environment: the SDA_* settings (the operator loads them; the master decides
+    # whether the package is shipped) and the connection, as docker-compose.yaml and
+    # scripts/airflow_env.sh set them
+    os.environ.update(worker_env)
     try:
         kwargs = stage_kwargs(settings)
         for stage in STAGES:
