@@ -500,7 +500,14 @@ def failed_tasks_message(airflow: Airflow, run_id: str) -> str:
 def warm_up(airflow: Airflow, lake: Lake, warm_files: list[str], timeout_s: float, progress: Progress) -> str:
     """Wait until every warm-up file is ingested and the run that took them has succeeded."""
     deadline, next_check = time.monotonic() + timeout_s, 0.0
-    say(f"warm-up: waiting for the first scheduled run to take the {len(warm_files)} warm-up files")
+    # The files were written before the triggerer watched the landing zone, and the scheduled run of
+    # the latest cadence interval may end before they were: touch them (mtime and inode change time
+    # now), so that the landing watcher starts a run that takes them.
+    time.sleep(10)  # the triggerer picks the new watcher up
+    landing = Path(os.environ["SDA_LANDING"])
+    for rel in warm_files:
+        os.utime(landing / rel)
+    say(f"warm-up: waiting for a run to take the {len(warm_files)} warm-up files (touched for the landing watcher)")
     while True:
         lake.poll_bookkeeping()
         runs = {lake.file_run.get(f) for f in warm_files}
