@@ -36,7 +36,7 @@ from pyspark.sql import functions as F, types as T
 
 from sda import correlation, runtime, schemas, watermarks
 from sda.sensors import load_sensors
-from sda.tables import TABLES
+from sda.tables import TABLES, sql_string
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -193,7 +193,7 @@ def pass_final_sql(sensor_marks: dict[str, int], gap_s: float, dedup_window_s: f
     """:func:`pass_final` as a SQL condition (for an ``UPDATE ... WHERE``)."""
     if not sensor_marks:
         return "false"
-    cases = " ".join(f"WHEN {_sql_literal(s)} THEN {int(w)}" for s, w in sorted(sensor_marks.items()))
+    cases = " ".join(f"WHEN {sql_string(s)} THEN {int(w)}" for s, w in sorted(sensor_marks.items()))
     limit = int(round((gap_s + dedup_window_s) * 1e6))
     return f"COALESCE(unix_micros(pass_end) + {limit} <= (CASE sensor_id {cases} END), false)"
 
@@ -270,7 +270,7 @@ def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datet
     """Flip provisional windows the watermarks have passed to final (no data can change them now).
     Only provisional rows are read: Delta skips the files whose ``final`` is all true."""
     done = {"state_windows_finalized": 0, "passes_finalized": 0}
-    mark = {"final": "true", "run_id": _sql_literal(run_id)}
+    mark = {"final": "true", "run_id": sql_string(run_id)}
     if final_before is not None:
         bound = final_before.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
         done["state_windows_finalized"] = runtime.update(
@@ -279,10 +279,6 @@ def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datet
         condition = pass_final_sql(sensor_marks, settings.pass_gap_s, settings.dedup_window_s)
         done["passes_finalized"] = runtime.update(spark, "passes", settings, f"NOT final AND ({condition})", mark)
     return done
-
-
-def _sql_literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:

@@ -146,13 +146,14 @@ def create_statement(spec: TableSpec, settings: "Settings") -> str:
     sql = f"CREATE TABLE IF NOT EXISTS delta.`{spec.path(settings)}` ({columns}) USING delta"
     if spec.partition_by:
         sql += " PARTITIONED BY (" + ", ".join(f"`{c}`" for c in spec.partition_by) + ")"
-    sql += " COMMENT " + _sql_string(spec.description)
+    sql += " COMMENT " + sql_string(spec.description)
     if spec.properties:
-        sql += " TBLPROPERTIES (" + ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in spec.properties.items()) + ")"
+        sql += " TBLPROPERTIES (" + ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in spec.properties.items()) + ")"
     return sql
 
 
-def _sql_string(text: str) -> str:
+def sql_string(text: str) -> str:
+    """A SQL string literal of ``text`` (quotes and backslashes escaped)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
