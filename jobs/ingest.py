@@ -130,10 +130,9 @@ def read_ledger(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]
 
 
 def write_ledger(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
-    if rows:
-        df = spark.createDataFrame([tuple(r[f.name] for f in schemas.INGESTED_FILES.fields) for r in rows],
-                                   schemas.INGESTED_FILES)
-        runtime.upsert(spark, df, "ingested_files", settings)
+    """Insert or replace ledger rows by (file_path, file_sha256): new files (the plan) cost an append."""
+    runtime.write_rows(spark, [tuple(r[f.name] for f in schemas.INGESTED_FILES.fields) for r in rows],
+                       "ingested_files", settings)
 
 
 def plan_batch(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:

@@ -224,14 +224,8 @@ def _latest_version(spark: SparkSession, table: str, settings: Settings) -> int:
 
 def consumed_versions(spark: SparkSession, table: str, settings: Settings) -> dict[str, int | None]:
     """Each change-feed consumer of ``table`` -> the last version it consumed (None: never ran)."""
-    rows = (
-        TABLES["progress"].read(spark, settings)
-        .where(F.col("source_table") == table)
-        .select("stage", "version")
-        .collect()
-    )
     consumed: dict[str, int | None] = {stage: None for stage in CHANGE_FEED_CONSUMERS.get(table, ())}
-    consumed.update({row["stage"]: int(row["version"]) for row in rows})
+    consumed.update({stage: version for (stage, _), version in runtime.consumed_versions(spark, settings, table=table).items()})
     return consumed
 
 
@@ -325,6 +319,8 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     names = args.tables or list(TABLES)
     per_table: dict[str, dict[str, Any]] = {}
+    # ops.progress is an append-only log (sda.runtime.commit_progress): first drop its superseded rows
+    superseded = runtime.compact_progress(spark, settings) if "progress" in names and not args.dry_run else 0
     for name in names:
         started = time.monotonic()
         result = {**compact(spark, settings, name, args.dry_run), **vacuum(spark, settings, name, args.dry_run)}
@@ -334,6 +330,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     return {
         "dry_run": args.dry_run,
         "tables": per_table,
+        "progress_rows_superseded": superseded,
         "files_compacted": sum(t.get("files_removed", 0) for t in per_table.values()),
         "files_vacuumed": sum(t.get("files_vacuumed") or 0 for t in per_table.values()),
         "retention_widened": {n: {"hours": t["retention_h"], "stage": t["lagging_stage"]}

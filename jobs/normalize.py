@@ -99,7 +99,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         runtime.checkpoint("normalize:before-write")
         # arrivals first: every silver row then has its batch's watermark row
         if not getattr(args, "replay", False):  # the watermarks record arrivals, and a replay is not one
-            runtime.upsert(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
+            runtime.write_rows(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
         runtime.checkpoint("normalize:after-watermarks")
         runtime.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
         runtime.checkpoint("normalize:after-silver")

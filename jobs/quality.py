@@ -51,6 +51,17 @@ def rows_of_run(spark: SparkSession, settings: Settings, table: str, run_id: str
     return TABLES[table].read(spark, settings).where(F.col(lineage_column(table)) == run_id)
 
 
+def tables_with_rows(spark: SparkSession, settings: Settings, tables: list[str], run_id: str) -> set[str]:
+    """Which of ``tables`` hold rows of ``run_id``: one query for all of them."""
+    probes = [rows_of_run(spark, settings, t, run_id).select(F.lit(t).alias("t")).limit(1) for t in tables]
+    if not probes:
+        return set()
+    union = probes[0]
+    for probe in probes[1:]:
+        union = union.unionByName(probe)
+    return {r["t"] for r in union.collect()}
+
+
 def parse_layers(text: str) -> list[str]:
     """``--layer bronze,silver``: known layers, in the order given, each once."""
     layers = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
@@ -65,20 +76,27 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     layers = parse_layers(args.layer) if isinstance(args.layer, str) else list(args.layer)
     tables: dict[str, Any] = {}
     failed: list[str] = []
+    validated: list[quality.QualityResult] = []
     try:
+        present = tables_with_rows(spark, settings, [t for layer in layers for t in LAYERS[layer]], args.run_id)
         for layer in layers:
             for table in LAYERS[layer]:
-                rows = rows_of_run(spark, settings, table, args.run_id)
-                if rows.isEmpty():
+                if table not in present:
                     tables[table] = {"skipped": "no rows from this run"}
                     continue
-                result = quality.validate(spark, settings, layer, table, rows, args.run_id)
+                rows = rows_of_run(spark, settings, table, args.run_id)
+                result = quality.validate(spark, settings, layer, table, rows, args.run_id, deferred=True)
+                validated.append(result)
                 try:
                     tables[table] = result.metrics()
                     if not result.gate_passed:
                         failed.append(result.summary())
                 finally:
                     result.release()
+        # one write of every check's row and one Data Docs build for the whole gate
+        quality.build_docs(settings, validated)
+        if validated:
+            quality.record_results(spark, settings, validated)
     finally:
         # the page says why a run stopped too: it is written whatever the gate decided
         page = report.write_run_report(spark, settings, args.run_id)

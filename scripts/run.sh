@@ -78,6 +78,10 @@ else
     SERVER_STARTED=1
 fi
 
+# A fresh lakehouse's tables are created while Airflow boots (the first task would otherwise do it)
+"$PY" -m sda.cli tables --create >"$AIRFLOW_HOME/tables-create.log" 2>&1 &
+TABLES_PID=$!
+
 # --- 3. Airflow --------------------------------------------------------------------------------
 say "starting Airflow standalone (log: $LOG)"
 # Its own process group (job control on): a background job of a script would ignore SIGINT, and
@@ -121,6 +125,8 @@ until api GET "/dags/$DAG_ID" >/dev/null 2>&1; do
     ((SECONDS < deadline)) || die "$DAG_ID did not appear within 5 minutes; see $LOG"
     sleep 3
 done
+
+wait "$TABLES_PID" || die "creating the lakehouse's tables failed: $(tail -3 "$AIRFLOW_HOME/tables-create.log")"
 
 # --- 4. one run over the simulated data --------------------------------------------------------
 # The run's data interval is the simulated window up to now: ingest takes the files modified before

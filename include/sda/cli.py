@@ -9,7 +9,7 @@
     sda server start|stop|status|restart                        the long-lived Spark Connect server (sda.server)
     sda replay --start ... --end ... [--stages a,b] [--dry-run]  recompute stages for an event-time range
     sda trace ALERT_ID [--json]                                 an alert's lineage back to the landing files
-    sda tables                                                  the table registry
+    sda tables [--create]                                       the table registry (--create: create missing tables)
     sda status                                                  row counts of every table
     sda settings                                                the effective settings
 """
@@ -136,10 +136,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_tables() -> int:
-    from sda.tables import TABLES
+def _cmd_tables(create: bool = False) -> int:
+    from sda.tables import TABLES, ensure_tables
 
     settings = load_settings()
+    if create:  # what the first job of a fresh lakehouse would do, done ahead (make run, a deployment's init)
+        from sda.spark import SparkServerUnavailable, build_session
+
+        try:
+            ensure_tables(build_session("sda-tables", settings), settings)
+        except SparkServerUnavailable as exc:
+            print(f"sda tables --create: {exc}", file=sys.stderr)
+            return 1
+        print(f"sda tables: all {len(TABLES)} tables exist under {settings.lakehouse}")
+        return 0
     for spec in TABLES.values():
         part = f" partitioned by {', '.join(spec.partition_by)}" if spec.partition_by else ""
         print(f"{spec.layer:7s} {spec.name:20s} {spec.path(settings)}{part}\n        {spec.description}")
@@ -197,7 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("alert_id")
     trace.add_argument("--json", action="store_true", help="print JSON instead of text")
     trace.add_argument("--limit", type=int, default=20, help="observations listed per object (all are counted)")
-    sub.add_parser("tables", help="list the table registry")
+    tabs = sub.add_parser("tables", help="list the table registry")
+    tabs.add_argument("--create", action="store_true",
+                      help="create the tables that do not exist yet (on the Spark Connect server), then exit")
     sub.add_parser("status", help="row counts of every table")
     sub.add_parser("settings", help="print the effective settings")
     return parser
@@ -226,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return lineage.main(args)
         if args.command == "tables":
-            return _cmd_tables()
+            return _cmd_tables(args.create)
         if args.command == "status":
             return _cmd_status()
         for key, value in sorted(load_settings().as_env().items()):

@@ -10,13 +10,14 @@ What :func:`validate` does (suites and severities: :mod:`sda.quality_suites`):
 
 1. adds the ``_q_*`` helper columns the suite compares against and caches the frame;
 2. runs a GX Checkpoint (suite ``sda.<layer>.<table>``, one Spark data source ``sda``, one dataframe
-   asset per table, whole-dataframe batch) with :class:`UpdateDataDocsAction`; the GX run name is our
+   asset per table, whole-dataframe batch), then builds its Data Docs page; the GX run name is our
    ``run_id``, so the validation page lands at
    ``<lakehouse>/../reports/gx/uncommitted/data_docs/local_site/validations/sda/<layer>/<table>/<run_id>/<time>/...html``;
 3. ``passed`` = rows passing every quarantine-severity check, ``quarantined`` = the others, as
    ``ops/quarantine`` rows (reason: the failed checks), MERGEd on a deterministic ``quarantine_id``;
-4. one ``ops/data_quality`` row per check, MERGEd on (run_id, table, expectation): a rerun of the same
-   run replaces its rows instead of adding more.
+4. one ``ops/data_quality`` row per check, keyed by (run_id, table, expectation): a rerun of the same
+   run replaces its rows instead of adding more (:func:`record_results`; a gate validating several
+   tables writes them all at once, and builds their Data Docs pages in one pass, :func:`build_docs`).
 
 The GX file context is rooted at ``<lakehouse parent>/reports`` (its ``gx/`` directory; ``uncommitted/``
 with the Data Docs and stored validation results sits under ``var/``, which git ignores). The suite,
@@ -84,6 +85,7 @@ class QualityResult:
     data_docs_url: str | None  # file:// URL of this run's validation page
     seconds: float
     _cached: Any = dataclasses.field(default=None, repr=False)
+    gx_identifier: Any = dataclasses.field(default=None, repr=False)  # GX's validation result id (build_docs)
 
     @property
     def failed(self) -> list[CheckResult]:
@@ -157,9 +159,9 @@ def _checkpoint(context, suite_name: str, table: str, checks: list[Check]):
     suite = context.suites.add_or_update(suite)
     definition = context.validation_definitions.add_or_update(
         gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
+    # no UpdateDataDocsAction: the pages of a job's validations are built once, together (build_docs)
     return context.checkpoints.add_or_update(
-        gx.Checkpoint(name=suite_name, validation_definitions=[definition],
-                      actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs", site_names=[SITE])],
+        gx.Checkpoint(name=suite_name, validation_definitions=[definition], actions=[],
                       result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}))
 
 
@@ -191,8 +193,9 @@ def _observed(result: dict, exception: dict | None) -> str | None:
 
 
 def _run_gx(settings: "Settings", suite_name: str, table: str, checks: list[Check], frame: "DataFrame",
-            run_id: str) -> tuple[list[CheckResult], Path | None]:
-    import great_expectations as gx
+            run_id: str) -> tuple[list[CheckResult], Any, Path | None]:
+    """Validate ``frame``; returns the check results, GX's validation result identifier (for
+    :func:`build_docs`) and the path its Data Docs page has once built."""
     from great_expectations.core.run_identifier import RunIdentifier
 
     root = reports_root(settings)
@@ -203,7 +206,7 @@ def _run_gx(settings: "Settings", suite_name: str, table: str, checks: list[Chec
                                  run_id=RunIdentifier(run_name=run_id, run_time=dt.datetime.now(dt.timezone.utc)))
         (identifier, validation), = outcome.run_results.items()
         page = None
-        for site in context.get_docs_sites_urls(resource_identifier=identifier, site_names=[SITE], only_if_exists=True):
+        for site in context.get_docs_sites_urls(resource_identifier=identifier, site_names=[SITE], only_if_exists=False):
             url = site.get("site_url")
             if url and url.startswith("file://"):
                 page = Path(unquote(url[len("file://"):]))  # GX percent-encodes the run name
@@ -225,7 +228,24 @@ def _run_gx(settings: "Settings", suite_name: str, table: str, checks: list[Chec
         ))
     order = {c.name: i for i, c in enumerate(checks)}
     results.sort(key=lambda c: order[c.name])
-    return results, page
+    return results, identifier, page
+
+
+def build_docs(settings: "Settings", results: "list[QualityResult]") -> None:
+    """Build the Data Docs pages of ``results`` (each validation and its suite) and the site's index,
+    in one pass: the index lists every stored validation, so building it once per job rather than
+    once per table saves seconds a table."""
+    from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+
+    identifiers = []
+    for result in results:
+        if result.gx_identifier is not None:
+            identifiers += [result.gx_identifier, ExpectationSuiteIdentifier(name=result.suite)]
+    if not identifiers:
+        return
+    root = reports_root(settings)
+    with _gx_lock(root):
+        _context(root).build_data_docs(site_names=[SITE], resource_identifiers=identifiers)
 
 
 # --- rows -----------------------------------------------------------------------------------------
@@ -259,29 +279,31 @@ def _quarantine_rows(bad: "DataFrame", input_columns: list[str], layer: str, tab
     return bad.select(*out)
 
 
-def _write_results(spark: "SparkSession", settings: "Settings", results: list[CheckResult], run_id: str,
-                   layer: str, table: str, suite: str, url: str | None) -> None:
+def record_results(spark: "SparkSession", settings: "Settings", results: "list[QualityResult]") -> None:
+    """One ``ops/data_quality`` row per check of each result, in one write (an append unless a rerun
+    of the same run already left rows: then they are replaced, see :func:`sda.runtime.write_rows`)."""
     schema = TABLES["data_quality"].schema
     now = dt.datetime.now(dt.timezone.utc)
     rows = [
-        {"run_id": run_id, "layer": layer, "table": table, "expectation": r.name, "expectation_type": r.expectation_type,
-         "column": r.column, "severity": r.severity, "success": r.success,
+        {"run_id": q.run_id, "layer": q.layer, "table": q.table, "expectation": r.name,
+         "expectation_type": r.expectation_type, "column": r.column, "severity": r.severity, "success": r.success,
          "unexpected_count": None if r.unexpected_count is None else int(r.unexpected_count),
          "element_count": None if r.element_count is None else int(r.element_count),
-         "observed": r.observed, "checked_at": now, "suite": suite, "data_docs_url": url}
-        for r in results
+         "observed": r.observed, "checked_at": now, "suite": q.suite, "data_docs_url": q.data_docs_url}
+        for q in results for r in q.checks
     ]
-    df = spark.createDataFrame([tuple(row.get(f.name) for f in schema.fields) for row in rows], schema)
-    runtime.upsert(spark, df, "data_quality", settings)
+    runtime.write_rows(spark, [tuple(row.get(f.name) for f in schema.fields) for row in rows], "data_quality", settings)
 
 
 def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str, df: "DataFrame", run_id: str,
-             *, uncorrelated_count: int | None = None, write: bool = True) -> QualityResult:
+             *, uncorrelated_count: int | None = None, write: bool = True, deferred: bool = False) -> QualityResult:
     """Run ``table``'s suite on ``df`` (see the module docstring).
 
     ``uncorrelated_count``: for ``correlated``, the batch's uncorrelated observations (the correlated
     fraction's denominator); by default the ``uncorrelated`` rows sharing ``df``'s correlate_run_ids.
-    ``write=False`` skips both Delta writes (results and Data Docs still produced).
+    ``write=False`` skips both Delta writes (results and Data Docs still produced). ``deferred=True``
+    leaves the ``ops/data_quality`` rows and the Data Docs page to the caller, who validates several
+    tables and then calls :func:`record_results` and :func:`build_docs` once for all of them.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -313,19 +335,21 @@ def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str
         frame = frame.withColumn("_q_reason", F.lit(None).cast("string"))
     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
 
-    results, page = _run_gx(settings, suite_name, table, checks, frame, run_id)
+    results, identifier, page = _run_gx(settings, suite_name, table, checks, frame, run_id)
     url = page.resolve().as_uri() if page else None
 
     passed = frame.where(F.col("_q_reason").isNull()).select(*[F.col(f"`{c}`") for c in input_columns])
     quarantined = _quarantine_rows(frame.where(F.col("_q_reason").isNotNull()), input_columns, layer, table, run_id)
     quarantined_count = _count_and_cross_check(results, quarantine_checks, frame)
     gate = not any(r.severity == "fail" and not r.success for r in results)
-    if write:
-        if quarantined_count:
-            runtime.merge_new(spark, quarantined, "quarantine", settings)
-        _write_results(spark, settings, results, run_id, layer, table, suite_name, url)
+    if write and quarantined_count:
+        runtime.merge_new(spark, quarantined, "quarantine", settings)
     result = QualityResult(run_id, layer, table, suite_name, results, passed, quarantined, quarantined_count, gate,
-                           page, url, time.monotonic() - started, frame)
+                           page, url, time.monotonic() - started, frame, identifier)
+    if not deferred:
+        build_docs(settings, [result])
+        if write:
+            record_results(spark, settings, [result])
     log.info("%s", result.summary())
     return result
 

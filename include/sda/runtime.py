@@ -153,7 +153,8 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
               body: Callable[["SparkSession", Settings, argparse.Namespace], dict[str, Any]], started: float
               ) -> dict[str, Any]:
     ensure_tables(spark, settings)
-    lag = {} if args.replay else upstream_lag(spark, stage, settings)
+    before = {} if args.replay else consumed_versions(spark, settings, stage)
+    lag = upstream_lag(spark, stage, settings, before) if before else {}
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
              " (replay)" if args.replay else "", args.run_id)
     metrics = body(spark, settings, args)
@@ -172,7 +173,9 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
         )
     checkpoint(f"{stage}:before-progress")
     if not args.replay:  # a replay reads a range, not the feed: the incremental position stays where it was
-        commit_progress(spark, stage, metrics.get("consumed") or {}, args.run_id, settings)
+        consumed = {t: int(v) for t, v in (metrics.get("consumed") or {}).items()}
+        # nothing new consumed (a run with nothing to do): no commit at all
+        commit_progress(spark, stage, {t: v for t, v in consumed.items() if before.get(t) != v}, args.run_id, settings)
     return metrics
 
 
@@ -195,28 +198,37 @@ def summary_line(metrics: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def upstream_lag(spark: "SparkSession", stage: str, settings: Settings) -> dict[str, Any]:
-    """How far behind its inputs the stage is as it starts, over the tables it consumes through the
-    change feed (its ``ops.progress`` rows): ``lag_versions``, the Delta commits not yet consumed,
-    and ``lag_seconds``, the age of the oldest of them (0 when it is up to date). A stage that has no
-    progress row yet (first run, or no feed input) reports nothing."""
-    from pyspark.sql import functions as F
+LAG_HISTORY = 100  # commits read to date the oldest unconsumed one; more behind than that reads all
 
-    rows = TABLES["progress"].read(spark, settings).where(F.col("stage") == stage).select("source_table", "version").collect()
-    if not rows:
+
+def upstream_lag(spark: "SparkSession", stage: str, settings: Settings,
+                 consumed: dict[str, int] | None = None) -> dict[str, Any]:
+    """How far behind its inputs the stage is as it starts, over the tables it consumes through the
+    change feed (its ``ops.progress`` rows): ``lag_versions``, the Delta commits not yet consumed
+    (versions are consecutive: the table's version minus the one consumed), and ``lag_seconds``, the
+    age of the oldest of them (0 when it is up to date). A stage that has no progress row yet (first
+    run, or no feed input) reports nothing. One ``DESCRIBE HISTORY ... LIMIT`` per input table."""
+    consumed = consumed_versions(spark, settings, stage) if consumed is None else consumed
+    if not consumed:
         return {}
     versions, oldest = 0, None
     per_table: dict[str, int] = {}
-    for r in rows:
-        if r["source_table"] not in TABLES:
+    for table, version in sorted(consumed.items()):
+        if table not in TABLES:
             continue
-        unread = (history(spark, r["source_table"], settings)
-                  .where(F.col("version") > r["version"]).agg(F.count(F.lit(1)).alias("n"), F.min("timestamp").alias("t"))
-                  .first())
-        per_table[r["source_table"]] = int(unread["n"])
-        versions += int(unread["n"])
-        if unread["t"] is not None:
-            t = unread["t"].astimezone(dt.timezone.utc)
+        recent = history(spark, table, settings, limit=LAG_HISTORY).select("version", "timestamp").collect()
+        latest = max((int(r["version"]) for r in recent), default=version)
+        behind = max(0, latest - version)
+        per_table[table] = behind
+        versions += behind
+        if not behind:
+            continue
+        unread = [r["timestamp"] for r in recent if int(r["version"]) > version]
+        if len(unread) < behind:  # further behind than the commits read: date it from the whole history
+            unread = [r["timestamp"] for r in history(spark, table, settings).where(f"version > {int(version)}")
+                      .select("timestamp").collect()]
+        if unread:
+            t = min(unread).astimezone(dt.timezone.utc)
             oldest = t if oldest is None or t < oldest else oldest
     seconds = 0.0 if oldest is None else max(0.0, (dt.datetime.now(dt.timezone.utc) - oldest).total_seconds())
     return {"lag_versions": versions, "lag_seconds": round(seconds, 1), "lag_by_table": per_table}
@@ -278,7 +290,7 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
     # a lakehouse made before the mode/watermark/lag columns existed gains them with this write
     spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
     try:
-        upsert(spark, spark.createDataFrame([row], TABLES["run_metrics"].schema), "run_metrics", settings)
+        write_rows(spark, [row], "run_metrics", settings)
     finally:
         spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     return conserved
@@ -467,6 +479,36 @@ def upsert(spark: "SparkSession", df: "DataFrame", table: str, settings: Setting
     merge(spark, table, settings, source, lambda m: m.whenMatchedUpdateAll().whenNotMatchedInsertAll())
 
 
+def write_rows(spark: "SparkSession", rows: "Sequence[tuple] | DataFrame", table: str, settings: Settings,
+               *, replace: bool = True) -> None:
+    """Write a few bookkeeping rows (a run's metrics, its check results, a batch's watermarks, ledger
+    entries) with the semantics of :func:`upsert` (``replace``) or :func:`merge_new`, at the cost of an
+    append: when no row of ``table`` shares a key with them -- the usual case, a first attempt -- they
+    are appended (one blind-append commit, a few tenths of a second); otherwise (a retry, a rerun of
+    the same run id) the keyed MERGE runs. ``rows`` are tuples in the table's column order, or a small
+    DataFrame (collected here). Only for writers that are alone on their keys: two writers appending
+    the same new key at the same moment would both append."""
+    from functools import reduce
+
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    spec = TABLES[table]
+    if isinstance(rows, DataFrame):
+        rows = [tuple(r) for r in rows.select(*spec.schema.fieldNames()).collect()]
+    if not rows:
+        return
+    df = spark.createDataFrame(list(rows), spec.schema)
+    names = spec.schema.fieldNames()
+    # superset test: a target row whose every key column takes one of the values of ``rows``
+    keys = [F.col(f"`{k}`").isin(list({row[names.index(k)] for row in rows})) for k in spec.key]
+    clash = bool(keys) and not spec.read(spark, settings).where(reduce(lambda a, b: a & b, keys)).isEmpty()
+    if clash:
+        (upsert if replace else merge_new)(spark, df, table, settings)
+    else:
+        df.write.format("delta").mode("append").save(spec.path(settings))
+
+
 def append_once(df: "DataFrame", table: str, settings: Settings, app_id: str, version: int) -> None:
     """Append with Delta's idempotent-write options: a second write with the same (app id, version)
     is skipped by Delta itself, so a retried append never doubles an append-only table."""
@@ -488,17 +530,29 @@ def table_version(spark: "SparkSession", table: str, settings: Settings) -> int:
     return int(row["version"])
 
 
-def last_consumed(spark: "SparkSession", stage: str, table: str, settings: Settings) -> int:
-    """The upstream version this stage consumed last (-1 when it never ran)."""
+def consumed_versions(spark: "SparkSession", settings: Settings, stage: str | None = None,
+                      table: str | None = None) -> dict[Any, int]:
+    """The last version each stage consumed of each table, from ``ops.progress`` (an append-only
+    log: the row committed last per (stage, source table) holds it, so moving a stage back is one more
+    row). Keys are source tables when ``stage`` is given, else (stage, source table) pairs; filtered by
+    ``table`` when given."""
     from pyspark.sql import functions as F
 
-    rows = (
-        TABLES["progress"].read(spark, settings)
-        .where((F.col("stage") == stage) & (F.col("source_table") == table))
-        .select("version")
-        .collect()
-    )
-    return int(rows[0]["version"]) if rows else -1
+    rows = TABLES["progress"].read(spark, settings)
+    if stage is not None:
+        rows = rows.where(F.col("stage") == stage)
+    if table is not None:
+        rows = rows.where(F.col("source_table") == table)
+    latest = (rows.groupBy("stage", "source_table")
+              .agg(F.max_by("version", F.struct("updated", "version")).alias("version")).collect())
+    if stage is not None:
+        return {r["source_table"]: int(r["version"]) for r in latest}
+    return {(r["stage"], r["source_table"]): int(r["version"]) for r in latest}
+
+
+def last_consumed(spark: "SparkSession", stage: str, table: str, settings: Settings) -> int:
+    """The upstream version this stage consumed last (-1 when it never ran)."""
+    return consumed_versions(spark, settings, stage, table).get(table, -1)
 
 
 def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settings) -> tuple["DataFrame", int, int]:
@@ -610,12 +664,34 @@ def delete_keys(spark: "SparkSession", keys: "DataFrame", table: str, settings: 
 
 
 def commit_progress(spark: "SparkSession", stage: str, consumed: dict[str, int], run_id: str, settings: Settings) -> None:
-    """Record, in one Delta commit, that ``stage`` has consumed each table up to its version
-    (:func:`run_stage` calls this after the stage's writes)."""
+    """Record, in one Delta commit (a blind append to the ``ops.progress`` log), that ``stage`` has
+    consumed each table up to its version (:func:`run_stage` calls this after the stage's writes). A
+    retry appends the same versions again, which changes nothing a reader sees; the maintenance job
+    drops the superseded rows (:func:`compact_progress`)."""
     from pyspark.sql import functions as F
 
     if not consumed:
         return
     rows = [(stage, table, int(version), run_id) for table, version in sorted(consumed.items())]
     df = spark.createDataFrame(rows, "stage string, source_table string, version long, run_id string")
-    upsert(spark, df.withColumn("updated", F.current_timestamp()), "progress", settings)
+    (df.withColumn("updated", F.current_timestamp()).select(*TABLES["progress"].schema.fieldNames())
+     .write.format("delta").mode("append").save(TABLES["progress"].path(settings)))
+
+
+def compact_progress(spark: "SparkSession", settings: Settings) -> int:
+    """Delete the ``ops.progress`` rows a later row of the same (stage, source table) supersedes;
+    returns how many. Stages appending meanwhile do not conflict with it (blind appends)."""
+    ref = delta_ref(TABLES["progress"].path(settings))
+    statement = (
+        f"MERGE INTO {ref} t USING (SELECT stage, source_table, max_by(struct(updated, version), struct(updated, version)) AS last "
+        f"FROM {ref} GROUP BY stage, source_table) m "
+        "ON t.stage = m.stage AND t.source_table = m.source_table "
+        "AND (t.updated < m.last.updated OR (t.updated = m.last.updated AND t.version < m.last.version)) "
+        "WHEN MATCHED THEN DELETE"
+    )
+
+    def attempt() -> int:
+        row = spark.sql(statement).first()
+        return int(row["num_deleted_rows"] or 0) if row is not None else 0
+
+    return with_conflict_retry(attempt, "compact ops.progress", attempts=CONFLICT_ATTEMPTS, backoff_s=CONFLICT_BACKOFF_S)

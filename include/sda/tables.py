@@ -56,8 +56,11 @@ class TableSpec:
 
 
 _SPECS = [
+    # an append-only log (a commit costs an append, not a MERGE): the row committed last per (stage,
+    # source_table) holds the version consumed (sda.runtime.consumed_versions); maintenance drops the rest
     TableSpec("progress", "ops", schemas.PROGRESS,
-              "per stage and upstream table, the last Delta version consumed", key=("stage", "source_table")),
+              "per stage and upstream table, the Delta versions consumed (the latest row counts)",
+              key=("stage", "source_table", "version")),
     TableSpec("ingested_files", "ops", schemas.INGESTED_FILES,
               "ledger of landing files already ingested: makes ingest exactly-once per file",
               key=("file_path", "file_sha256")),
