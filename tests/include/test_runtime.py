@@ -42,8 +42,9 @@ def test_run_metrics_are_recorded_and_a_broken_equation_fails_loudly(spark, sett
     argv_bad = argv[:-1] + ["run-2"]
     with pytest.raises(runtime.ConservationError, match=r"records in \(5\) != out \(3\) \+ quarantined \(0\)"):
         runtime.run_stage("demo", argv_bad, _body(bad), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
-    rows = {r["run_id"]: r for r in TABLES["run_metrics"].read(spark, settings).collect()}
-    assert sorted(rows) == ["run-1", "run-2"]  # the retry replaced its row
+    collected = TABLES["run_metrics"].read(spark, settings).collect()
+    rows = {r["run_id"]: r for r in collected}
+    assert sorted(r["run_id"] for r in collected) == ["run-1", "run-2"]  # the retry replaced its row
     assert (rows["run-1"]["records_in"], rows["run-1"]["conserved"], rows["run-1"]["late"]) == (5, True, None)
     assert rows["run-2"]["conserved"] is False
 
@@ -77,3 +78,53 @@ def test_run_metrics_record_watermark_and_upstream_lag(spark, settings):
     assert now["watermark"].replace(tzinfo=dt.timezone.utc) == dt.datetime(2026, 11, 21, 5, 10, tzinfo=dt.timezone.utc)
     assert now["mode"] == "incremental"
     assert rows["again"]["mode"] == "replay" and rows["again"]["lag_versions"] is None
+
+
+def test_progress_log_latest_row_counts_and_maintenance_drops_the_superseded(spark, settings):
+    """ops.progress is appended to: the row committed last per (stage, table) is the stage's position,
+    whether it moves forward, back (a reset to -1), or is committed twice (a retry)."""
+    from sda.tables import ensure_tables
+
+    ensure_tables(spark, settings, ["progress"])
+    runtime.commit_progress(spark, "a", {"t1": 3, "t2": 7}, "r1", settings)
+    runtime.commit_progress(spark, "a", {"t1": 5}, "r2", settings)
+    runtime.commit_progress(spark, "a", {"t1": 5}, "r2", settings)  # the retry of r2
+    runtime.commit_progress(spark, "b", {"t1": 9}, "r1", settings)
+    runtime.commit_progress(spark, "b", {"t1": -1}, "reset", settings)  # moved back: re-read from the start
+    assert runtime.consumed_versions(spark, settings, "a") == {"t1": 5, "t2": 7}
+    assert runtime.consumed_versions(spark, settings, table="t1") == {("a", "t1"): 5, ("b", "t1"): -1}
+    assert runtime.last_consumed(spark, "b", "t1", settings) == -1
+    assert runtime.last_consumed(spark, "c", "t1", settings) == -1  # never ran
+    assert TABLES["progress"].read(spark, settings).count() == 6
+    # 6 rows, 3 positions: (a,t1) keeps one of its three rows (the last two are both current), (a,t2)
+    # its one, (b,t1) the reset
+    assert runtime.compact_progress(spark, settings) == 3
+    left = sorted((r["stage"], r["source_table"], r["version"]) for r in TABLES["progress"].read(spark, settings).collect())
+    assert left == [("a", "t1", 5), ("a", "t2", 7), ("b", "t1", -1)]
+    assert runtime.consumed_versions(spark, settings) == {("a", "t1"): 5, ("a", "t2"): 7, ("b", "t1"): -1}
+
+
+def test_write_rows_appends_new_keys_and_replaces_existing_ones(spark, settings):
+    from sda.tables import ensure_tables
+
+    ensure_tables(spark, settings, ["watermarks"])
+    schema = TABLES["watermarks"].schema
+    import datetime as dt
+
+    t = dt.datetime(2026, 11, 21, 5, 0)
+    row = {"sensor_id": "S1", "sensor_kind": "radar", "ingest_batch": 1, "max_event_time": t,
+           "min_event_time": t, "records": 10, "run_id": "r1"}
+    as_tuple = lambda **changes: tuple({**row, **changes}[f.name] for f in schema.fields)  # noqa: E731
+    last_op = lambda: runtime.history(spark, "watermarks", settings, limit=1).first()["operation"]  # noqa: E731
+    runtime.write_rows(spark, [as_tuple(), as_tuple(sensor_id="S2")], "watermarks", settings)
+    assert last_op() == "WRITE"  # new keys: a blind append
+    runtime.write_rows(spark, [as_tuple(records=12, run_id="r1-retry")], "watermarks", settings)  # same key
+    assert last_op() == "MERGE"  # a key already there: replaced
+    runtime.write_rows(spark, [as_tuple(ingest_batch=2, records=1)], "watermarks", settings, replace=False)
+    runtime.write_rows(spark, [as_tuple(records=99)], "watermarks", settings, replace=False)  # insert-only: kept
+    version = runtime.table_version(spark, "watermarks", settings)
+    runtime.write_rows(spark, [], "watermarks", settings)  # nothing: no commit
+    assert runtime.table_version(spark, "watermarks", settings) == version
+    got = sorted((r["sensor_id"], r["ingest_batch"], r["records"], r["run_id"])
+                 for r in TABLES["watermarks"].read(spark, settings).collect())
+    assert got == [("S1", 1, 12, "r1-retry"), ("S1", 2, 1, "r1"), ("S2", 1, 10, "r1")]
