@@ -33,11 +33,16 @@ $(JARS): $(STAMP)
 run: setup
 	bash scripts/run.sh
 
+# Test files run in TEST_WORKERS processes (pytest-xdist; a file's tests stay together, so a module's
+# fixtures are built once) against one shared Spark Connect server; TEST_WORKERS=0 runs them in-process.
+TEST_WORKERS ?= 3
+PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup
-	$(PY) -m pytest -ra --durations=25
+	$(PY) -m pytest -ra --durations=25 $(PYTEST_WORKERS)
 
 test-fast: setup
-	$(PY) -m pytest -ra -m "not slow"
+	$(PY) -m pytest -ra -m "not slow" $(PYTEST_WORKERS)
 
 # Benchmarks print their figures and write them to bench/results/<name>.json (long: see each docstring).
 bench: setup

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,23 +35,57 @@ os.environ.setdefault("SDA_TEST_CONNECT_PORT", str(_free_port()))
 CONNECT_PORT = int(os.environ["SDA_TEST_CONNECT_PORT"])
 
 
+# `make test` spreads the test files over several processes (pytest-xdist, --dist loadfile): the first
+# to need the server starts it, under a file lock, and the others find it answering. The process
+# that runs the session (the xdist controller, or pytest itself without -n) stops it at the end, and
+# only if the suite started it.
+_STARTED_MARK = Path(tempfile.gettempdir()) / f"sda-test-connect-{CONNECT_PORT}.started"
+_IS_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+
+
+def _server_settings(lakehouse: Path | None = None):
+    from sda.settings import load_settings
+
+    kwargs = {"lakehouse": lakehouse} if lakehouse is not None else {}
+    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, **kwargs)
+
+
+def pytest_configure(config):
+    if not _IS_WORKER:
+        _STARTED_MARK.unlink(missing_ok=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _IS_WORKER or not _STARTED_MARK.exists():
+        return
+    from sda import server
+
+    server.stop(_server_settings())
+    _STARTED_MARK.unlink(missing_ok=True)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Files with slow tests first: spread over workers, the long ones start early instead of
+    leaving one worker busy at the end while the others idle."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: file and test order kept
+
+
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory):
     """Start (or reuse) the session's Spark Connect server; its settings (port, jars) are yielded."""
+    import fcntl
+
     from sda import server
-    from sda.settings import load_settings
     from sda.spark import answers
 
-    settings = load_settings(env={}, lakehouse=tmp_path_factory.mktemp("session-lakehouse"),
-                             connect_port=CONNECT_PORT, shuffle_partitions=2)
-    if answers(settings.connect_host, settings.connect_port):
-        yield settings
-        return
-    server.start(settings)
-    try:
-        yield settings
-    finally:
-        server.stop(settings)
+    settings = _server_settings(tmp_path_factory.mktemp("session-lakehouse"))
+    with open(Path(tempfile.gettempdir()) / f"sda-test-connect-{CONNECT_PORT}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not answers(settings.connect_host, settings.connect_port):
+            server.start(settings)
+            _STARTED_MARK.write_text(str(os.getpid()))
+    yield settings
 
 
 @pytest.fixture(scope="session")
