@@ -172,11 +172,16 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     now = dt.datetime.now(dt.timezone.utc)
     source = str(path)
 
-    before = runtime.TABLES["catalog"].read(spark, settings).count()
+    inserted = 0
     if entries:
         df = spark.createDataFrame(catalog_rows(entries, source, args.run_id, now), schemas.CATALOG)
-        runtime.merge_new(spark, df, "catalog", settings)
-    after = runtime.TABLES["catalog"].read(spark, settings).count()
+        # the element sets not in the table yet (one anti-join): a reload of an unchanged file, the
+        # usual scheduled run, then costs no MERGE
+        key = list(runtime.TABLES["catalog"].key)
+        inserted = df.select(*key).distinct().join(runtime.TABLES["catalog"].read(spark, settings).select(*key),
+                                                   on=key, how="left_anti").count()
+        if inserted:
+            runtime.merge_new(spark, df, "catalog", settings)
     if rejected:
         write_quarantine(spark, quarantine_rows(rejected, source, file_sha256, args.run_id, now), settings,
                          app_id=f"{STAGE}-quarantine-{file_sha256}")
@@ -186,12 +191,12 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         "file_sha256": file_sha256,
         "element_sets": len(entries),
         "objects": len({e.norad_id for e in entries}),
-        "inserted": after - before,
+        "inserted": inserted,
         "quarantined": len(rejected),
         # conservation: element sets read = new + already in the table (a reload) + refused
         "records_in": len(entries) + len(rejected),
-        "records_out": after - before,
-        "duplicates": len(entries) - (after - before),
+        "records_out": inserted,
+        "duplicates": len(entries) - inserted,
     }
 
 

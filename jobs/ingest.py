@@ -5,7 +5,8 @@
 Landing layout: ``<landing>/<kind>/**/<name><suffix>`` (suffixes in ``schemas.LANDING_SUFFIX``);
 other top-level directories (``_truth/``) and temporary files (``.name``, ``*.tmp``) are ignored.
 A file is taken when its mtime is <= ``--end`` and its (relative path, sha256) is not in the
-``ingested_files`` ledger yet.
+``ingested_files`` ledger yet. A file whose (relative path, size, mtime) the ledger already holds is
+known without being read or hashed: a run's cost follows the new files, not the landing zone's size.
 
 Exactly once, through a crash at any point:
 
@@ -50,6 +51,7 @@ class LandedFile:
     sha256: str
     size: int
     data: bytes
+    mtime_us: int | None = None  # modification time when read (epoch microseconds)
 
 
 # --- pure helpers ----------------------------------------------------------------------------------
@@ -63,6 +65,11 @@ def is_candidate(rel: Path, kind: str) -> bool:
 
 def discover(landing: Path, end: dt.datetime) -> list[tuple[str, str, Path]]:
     """(relative path, kind, absolute path) of the files landed by ``end``, sorted by path."""
+    return [(rel, kind, path) for rel, kind, path, _ in discover_stat(landing, end)]
+
+
+def discover_stat(landing: Path, end: dt.datetime) -> list[tuple[str, str, Path, os.stat_result]]:
+    """:func:`discover` with each file's ``stat`` (size and mtime: the ledger's fast check)."""
     found = []
     for kind in schemas.SENSOR_KINDS:
         root = landing / kind
@@ -77,10 +84,11 @@ def discover(landing: Path, end: dt.datetime) -> list[tuple[str, str, Path]]:
                             rel.as_posix(), path.resolve(), landing)
                 continue
             # a file still being written has a fresh mtime: it waits for the interval that covers it
-            if path.stat().st_mtime > end.timestamp():
+            stat = path.stat()
+            if stat.st_mtime > end.timestamp():
                 continue
-            found.append((rel.as_posix(), kind, path))
-    return sorted(found)
+            found.append((rel.as_posix(), kind, path, stat))
+    return sorted(found, key=lambda f: f[0])
 
 
 def _inside(landing: Path, path: Path) -> bool:
@@ -131,8 +139,13 @@ def read_ledger(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]
 
 def write_ledger(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
     """Insert or replace ledger rows by (file_path, file_sha256): new files (the plan) cost an append."""
-    runtime.write_rows(spark, [tuple(r[f.name] for f in schemas.INGESTED_FILES.fields) for r in rows],
-                       "ingested_files", settings)
+    # a ledger made before the file_mtime_us column gains it with this write
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        runtime.write_rows(spark, [tuple(r.get(f.name) for f in schemas.INGESTED_FILES.fields) for r in rows],
+                           "ingested_files", settings)
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
 
 
 def plan_batch(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
@@ -180,10 +193,11 @@ def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
         log.warning("landing file %s resolves to %s, outside the landing zone %s: not read", rel, path.resolve(), landing)
         return None
     try:
+        mtime_us = path.stat().st_mtime_ns // 1000
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    return LandedFile(rel, kind, hashlib.sha256(data).hexdigest(), len(data), data)
+    return LandedFile(rel, kind, hashlib.sha256(data).hexdigest(), len(data), data, mtime_us)
 
 
 def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[str, Any]]) -> tuple[dict[str, int], list[int]]:
@@ -226,16 +240,28 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         ledger = read_ledger(spark, settings)
 
     known = {(r["file_path"], r["file_sha256"]) for r in ledger}
-    new_files = []
-    for rel, kind, _ in discover(settings.landing, args.end):
+    # (path, size, mtime) of what the ledger holds: such a file is not read again (a rewritten file
+    # has a new mtime, or a new size, and is read, hashed and judged by its content)
+    seen = {(r["file_path"], r["file_size"], r["file_mtime_us"]) for r in ledger if r.get("file_mtime_us") is not None}
+    by_content = {(r["file_path"], r["file_sha256"]): r for r in ledger}
+    new_files, touched = [], []
+    for rel, kind, _, stat in discover_stat(settings.landing, args.end):
+        if (rel, stat.st_size, stat.st_mtime_ns // 1000) in seen:
+            metrics["files_seen"] += 1
+            metrics["files_already_ingested"] += 1
+            continue
         f = load_file(settings.landing, rel, kind)
         if f is None:  # removed between listing and reading
             continue
         metrics["files_seen"] += 1
         if (f.path, f.sha256) in known:
             metrics["files_already_ingested"] += 1
+            touched.append({**by_content[(f.path, f.sha256)], "file_mtime_us": f.mtime_us})
         else:
             new_files.append(f)
+    # known content under a new mtime (touched, copied back): the ledger learns the mtime, and the
+    # next run does not read the file again
+    write_ledger(spark, settings, touched)
     metrics["files_new"] = len(new_files)
     metrics["batches"] = replayed_batches
 
@@ -246,7 +272,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         plan = [
             {"file_path": f.path, "file_sha256": f.sha256, "file_size": f.size, "sensor_kind": f.kind,
              "records": counts[f.path][0], "quarantined": counts[f.path][1], "ingest_time": ingest_time,
-             "run_id": args.run_id, "batch_id": batch_id, "status": "planned"}
+             "run_id": args.run_id, "batch_id": batch_id, "status": "planned", "file_mtime_us": f.mtime_us}
             for f in new_files
         ]
         plan_batch(spark, settings, plan)

@@ -87,6 +87,9 @@ INGESTED_FILES = T.StructType(
         # so a rerun after a crash replays the *same* batch and Delta skips what was already appended.
         T.StructField("batch_id", T.LongType(), False),
         T.StructField("status", T.StringType(), False),  # planned | done | vanished (gone before replay)
+        # the file's modification time (epoch microseconds) when it was read: a file whose path, size
+        # and mtime the ledger holds is known without reading and hashing it again (null: older rows)
+        T.StructField("file_mtime_us", T.LongType(), True),
     ]
 )
 

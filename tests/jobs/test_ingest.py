@@ -204,6 +204,31 @@ def test_rerun_ingests_nothing_new_and_later_files_wait_for_their_interval(inges
     assert rows == [("radar/late.jsonl", 0, _sha(f"{_sha(late_bytes)}:0".encode()), RADAR_OK_3)]
 
 
+def test_known_files_are_not_read_again_and_a_touched_file_is_judged_by_content(ingest, spark, settings, landed,
+                                                                               monkeypatch):
+    _run(ingest, spark, settings, "run-1")
+    read = []
+    load = ingest.load_file
+    monkeypatch.setattr(ingest, "load_file", lambda landing, rel, kind: read.append(rel) or load(landing, rel, kind))
+    _land(landed, "isl/new.bcn", ISL_FILE.replace(b"seq=1", b"seq=5"))
+    metrics = _run(ingest, spark, settings, "run-2")
+    assert read == ["isl/new.bcn"]  # the four known files: not opened
+    assert (metrics["files_seen"], metrics["files_new"], metrics["files_already_ingested"]) == (5, 1, 4)
+    # same bytes, new mtime: read and hashed again, and known by its content
+    touched = landed / "radar" / "a.jsonl"
+    os.utime(touched, (touched.stat().st_atime, touched.stat().st_mtime + 10))
+    read.clear()
+    metrics = _run(ingest, spark, settings, "run-3")
+    assert read == ["radar/a.jsonl"]
+    assert (metrics["files_new"], metrics["records_in"], metrics["files_already_ingested"]) == (0, 0, 5)
+    read.clear()
+    _run(ingest, spark, settings, "run-4")
+    assert read == []  # the ledger learnt the new mtime
+    ledger = [(r["file_path"], r["file_sha256"]) for r in TABLES["ingested_files"].read(spark, settings).collect()]
+    assert sorted(ledger) == sorted({(r[0], r[1]) for r in ledger}) and len(ledger) == 5  # one row per file
+    assert [r[1] for r in _bronze(spark, settings, "radar")] == [0, 3]  # a.jsonl's two good records, once
+
+
 def test_changed_file_is_ingested_again_as_new_content(ingest, spark, settings, landed):
     _run(ingest, spark, settings, "run-1")
     _land(landed, "isl/b.bcn", ISL_FILE + ISL_OK.replace("seq=1", "seq=9").encode() + b"\n")
