@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None, settings: Settings | None = None, spark:
     parser = runtime.stage_parser(STAGE, "validate the rows this run wrote to a layer; fail the run on a broken gate")
     parser.add_argument("--layer", required=True, type=parse_layers,
                         help=f"the layers whose tables to validate, comma-separated ({', '.join(LAYERS)})")
+    quality.preload_gx()  # its imports overlap connecting, the lag check and the first reads
     metrics = runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
     if not metrics["gate_passed"]:
         print(f"quality gate FAILED for layer {metrics['layer']} (run {metrics['run_id']}): do not publish.",

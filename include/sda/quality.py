@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import logging
 import time
@@ -135,9 +136,29 @@ def _gx_lock(root: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _checkpoint(context, suite_name: str, table: str, checks: list[Check]):
-    """Suite, data asset, batch definition, validation definition and checkpoint for ``table``."""
+def _checkpoint(context, root: Path, suite_name: str, table: str, checks: list[Check]):
+    """Suite, data asset, batch definition, validation definition and checkpoint for ``table``.
+
+    They are rewritten from code when the code's definition changed since this project last wrote them
+    (a fingerprint of the expectations, kept in ``gx/sda_fingerprints.json``), and otherwise loaded:
+    three ``add_or_update`` calls cost seconds a table, a ``get`` a fraction of that."""
     import great_expectations as gx
+
+    expectations = [check.expectation() for check in checks]
+    fingerprint = hashlib.sha256(json.dumps(
+        {"gx": gx.__version__, "table": table, "datasource": DATASOURCE,
+         "expectations": [e.configuration.to_json_dict() for e in expectations]},
+        sort_keys=True, default=str).encode()).hexdigest()
+    prints_file = root / "gx" / "sda_fingerprints.json"
+    try:
+        prints = json.loads(prints_file.read_text())
+    except (OSError, ValueError):
+        prints = {}
+    if prints.get(suite_name) == fingerprint:
+        try:
+            return context.checkpoints.get(suite_name)
+        except Exception as exc:  # removed or damaged since: write it again
+            log.info("GX checkpoint %s not loadable (%s): writing it again", suite_name, exc)
 
     try:
         source = context.data_sources.get(DATASOURCE)
@@ -154,15 +175,33 @@ def _checkpoint(context, suite_name: str, table: str, checks: list[Check]):
 
     # expectations passed at construction: add_expectation() on a suite already stored would write
     # the suite file once per expectation
-    suite = gx.ExpectationSuite(name=suite_name, meta={"sda_table": table},
-                                expectations=[check.expectation() for check in checks])
+    suite = gx.ExpectationSuite(name=suite_name, meta={"sda_table": table}, expectations=expectations)
     suite = context.suites.add_or_update(suite)
     definition = context.validation_definitions.add_or_update(
         gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
     # no UpdateDataDocsAction: the pages of a job's validations are built once, together (build_docs)
-    return context.checkpoints.add_or_update(
+    checkpoint = context.checkpoints.add_or_update(
         gx.Checkpoint(name=suite_name, validation_definitions=[definition], actions=[],
                       result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5}))
+    prints[suite_name] = fingerprint
+    prints_file.parent.mkdir(parents=True, exist_ok=True)
+    prints_file.write_text(json.dumps(prints, indent=1, sort_keys=True))
+    return checkpoint
+
+
+def preload_gx() -> None:
+    """Import Great Expectations in a background thread (several seconds of Python imports) while
+    the caller's first Spark requests wait on the server; the first validation then finds it loaded."""
+    import threading
+
+    def load() -> None:
+        try:
+            import great_expectations  # noqa: F401
+            from great_expectations.core.run_identifier import RunIdentifier  # noqa: F401
+        except Exception:  # pragma: no cover - the validation's own import reports it
+            pass
+
+    threading.Thread(target=load, name="gx-preload", daemon=True).start()
 
 
 _CONTEXTS: dict[str, Any] = {}
@@ -201,7 +240,7 @@ def _run_gx(settings: "Settings", suite_name: str, table: str, checks: list[Chec
     root = reports_root(settings)
     with _gx_lock(root):
         context = _context(root)
-        checkpoint = _checkpoint(context, suite_name, table, checks)
+        checkpoint = _checkpoint(context, root, suite_name, table, checks)
         outcome = checkpoint.run(batch_parameters={"dataframe": frame},
                                  run_id=RunIdentifier(run_name=run_id, run_time=dt.datetime.now(dt.timezone.utc)))
         (identifier, validation), = outcome.run_results.items()
