@@ -154,3 +154,26 @@ def test_unknown_table_and_wrong_layer(spark, settings):
         quality.validate(spark, settings, "gold", "observations", df, "r")
     with pytest.raises(KeyError, match="no data-quality suite"):
         suite_checks("object_state", settings)
+
+
+def test_gx_objects_are_rewritten_only_when_the_code_changes(tmp_path):
+    """The suite is written on first use and when its expectations change, and loaded otherwise."""
+    from sda.quality_suites import Check
+
+    root = tmp_path / "reports"
+    context = quality._context(root)
+    suite_file = root / "gx" / "expectations" / "sda" / "demo" / "t.json"  # GX splits the name at dots
+
+    def checks(high):
+        return [Check("ra_range", "warn", "ExpectColumnValuesToBeBetween",
+                      {"column": "ra", "min_value": 0, "max_value": high}, "ra in range", "ra")]
+
+    quality._checkpoint(context, root, "sda.demo.t", "t", checks(24))
+    first = suite_file.read_text()
+    assert '"max_value": 24' in first
+    stamp = suite_file.stat().st_mtime_ns
+    again = quality._checkpoint(context, root, "sda.demo.t", "t", checks(24))
+    assert suite_file.stat().st_mtime_ns == stamp  # unchanged code: loaded, not written
+    assert again.name == "sda.demo.t" and again.validation_definitions[0].suite.expectations[0].max_value == 24
+    quality._checkpoint(context, root, "sda.demo.t", "t", checks(360))
+    assert '"max_value": 360' in suite_file.read_text()  # changed code: rewritten
