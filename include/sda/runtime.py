@@ -398,6 +398,9 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
     adds, retried on a write conflict (:func:`with_conflict_retry`). Returns Delta's counts
     (``num_affected_rows``, ``num_inserted_rows``, ``num_updated_rows``, ``num_deleted_rows``)."""
     spec = TABLES[table]
+    if spec.prune:
+        # the prune bounds and the MERGE both read the source: computed once, not twice
+        source = source.localCheckpoint()
     on = merge_condition(spec, source)
     sql_clauses = " ".join(clauses(MergeSql()).clauses)
     view = f"sda_merge_{table}_{os.getpid()}_{next(_VIEW_SEQ)}"
