@@ -361,11 +361,18 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
             return []
         return [r.asDict() for r in TABLES[table].read(spark, settings).where(where).collect()]
 
+    from concurrent.futures import ThreadPoolExecutor
+
     order = {s.name: i for i, s in enumerate(STAGES)}
-    metrics = sorted(rows("run_metrics", F.col("run_id") == run_id), key=lambda m: (order.get(m["stage"], 99), m["stage"]))
-    checks = rows("data_quality", F.col("run_id") == run_id)
-    checks.sort(key=lambda c: (c["layer"], c["table"], c["expectation"]))
-    alerts = sorted(rows("alert_events", F.col("run_id") == run_id), key=lambda a: (a["tca"], a["alert_id"]))
+    # independent reads, in flight together (the server runs them side by side)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        metrics_f, checks_f, alerts_f = (pool.submit(rows, table, F.col("run_id") == run_id)
+                                         for table in ("run_metrics", "data_quality", "alert_events"))
+        calibration_f = pool.submit(_calibration, spark, settings, run_id, rows)
+        metrics = sorted(metrics_f.result(), key=lambda m: (order.get(m["stage"], 99), m["stage"]))
+        checks = sorted(checks_f.result(), key=lambda c: (c["layer"], c["table"], c["expectation"]))
+        alerts = sorted(alerts_f.result(), key=lambda a: (a["tca"], a["alert_id"]))
+        calibration = calibration_f.result()
     finished = next((m["finished"] for m in metrics if m["stage"] == "conjunction"), None)
     used = element_sets_used(spark, settings, [a[f"{role}_id"] for a in alerts for role in ("primary", "secondary")],
                              finished)
@@ -377,7 +384,7 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
                                             a["tca"].replace(tzinfo=a["tca"].tzinfo or dt.timezone.utc))
     interval = (metrics[0]["interval_start"], metrics[0]["interval_end"]) if metrics else None
     return {"run_id": run_id, "interval": interval, "metrics": metrics, "checks": checks, "alerts": alerts,
-            "calibration": _calibration(spark, settings, run_id, rows),
+            "calibration": calibration,
             "built": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
 
 

@@ -211,12 +211,15 @@ def upstream_lag(spark: "SparkSession", stage: str, settings: Settings,
     consumed = consumed_versions(spark, settings, stage) if consumed is None else consumed
     if not consumed:
         return {}
+    from concurrent.futures import ThreadPoolExecutor
+
     versions, oldest = 0, None
     per_table: dict[str, int] = {}
-    for table, version in sorted(consumed.items()):
-        if table not in TABLES:
-            continue
-        recent = history(spark, table, settings, limit=LAG_HISTORY).select("version", "timestamp").collect()
+    inputs = sorted((t, v) for t, v in consumed.items() if t in TABLES)
+    with ThreadPoolExecutor(max_workers=4) as pool:  # one history read per input, in flight together
+        recents = list(pool.map(lambda t: history(spark, t, settings, limit=LAG_HISTORY).select("version", "timestamp")
+                                .collect(), [t for t, _ in inputs]))
+    for (table, version), recent in zip(inputs, recents):
         latest = max((int(r["version"]) for r in recent), default=version)
         behind = max(0, latest - version)
         per_table[table] = behind
