@@ -358,6 +358,63 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
     return BlockResult(cat(out_p), cat(out_s), cat(out_k), grid_count, errors)
 
 
+def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: int, threshold_km: float,
+                           step_s: float, focus: np.ndarray, satrec_array=None) -> BlockResult:
+    """Filters (a), (b) and (b') as :func:`block_candidates`, but only for pairs with at least one
+    object of ``focus`` (a boolean mask over ``objects``): the objects whose element set changed,
+    screened against everything. Per step, positions are keyed by cubic cells of edge ``threshold + (V_focus + V_max) h / 2`` (the largest reach), each focus object
+    probing its 27 neighbouring cells in the sorted keys of every object; each pair
+    then meets its own reach, the band predicate and the straight-line bound, exactly as in the grid
+    (the argument of the module docstring holds for any step ``h``, so a coarser one may be used)."""
+    from sgp4.api import SatrecArray
+
+    arr = satrec_array if satrec_array is not None else SatrecArray(objects.satrecs)
+    ids, per, apo = objects.norad_ids, objects.perigee_km, objects.apogee_km
+    acc, speed = objects.accel_km_s2, objects.speed_km_s
+    focus = np.asarray(focus, dtype=bool)
+    pad = threshold_km + ALTITUDE_MARGIN_KM
+    if not focus.any():
+        return BlockResult(*(np.empty(0, dtype=np.int64),) * 3, 0, {})
+    cell_km = threshold_km + (float(speed[focus].max()) + float(speed.max())) * step_s / 2.0
+    out_p, out_s, out_k = [], [], []
+    grid_count = 0
+    errors: dict[int, tuple[int, int]] = {}
+    times = np.asarray(times, dtype=float)
+    for c0 in range(0, len(times), PROPAGATION_CHUNK_STEPS):
+        jd, fr = unix_to_jd(times[c0:c0 + PROPAGATION_CHUNK_STEPS])
+        err, r, v = arr.sgp4(jd, fr)
+        for row in np.flatnonzero((err != 0).any(axis=1)):
+            k = int(np.argmax(err[row] != 0))
+            if int(ids[row]) not in errors:
+                errors[int(ids[row])] = (first_step + c0 + k, int(err[row, k]))
+        for k in range(err.shape[1]):
+            ok = err[:, k] == 0
+            every, fr_rows = np.flatnonzero(ok), np.flatnonzero(ok & focus)
+            if not len(fr_rows):
+                continue
+            pos, vel = r[:, k, :], v[:, k, :]
+            order, ks = _sorted_keys(pos[every], cell_km)
+            q, b = _all_neighbours(ks, cell_keys(pos[fr_rows], cell_km))
+            i, j = fr_rows[q], every[order[b]]
+            keep = (i != j) & (~focus[j] | (i < j))  # a focus-focus pair once
+            i, j = i[keep], j[keep]
+            dr = pos[i] - pos[j]
+            reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
+            keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
+            i, j, dr = i[keep], j[keep], dr[keep]
+            keep = (per[i] - pad <= apo[j] + pad) & (per[j] - pad <= apo[i] + pad)
+            i, j, dr = i[keep], j[keep], dr[keep]
+            grid_count += len(i)
+            bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
+            keep = linear_min_distance(dr, vel[i] - vel[j], step_s / 2.0) < bound
+            i, j = i[keep], j[keep]
+            out_p.append(np.minimum(ids[i], ids[j]))
+            out_s.append(np.maximum(ids[i], ids[j]))
+            out_k.append(np.full(len(i), first_step + c0 + k, dtype=np.int64))
+    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)  # noqa: E731
+    return BlockResult(cat(out_p), cat(out_s), cat(out_k), grid_count, errors)
+
+
 def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndarray, grids: Grids) -> tuple[np.ndarray, np.ndarray]:
     """Row pairs of one step to test: slow-slow in neighbouring fine cells, and fast-anything in
     neighbouring coarse cells (fast-fast once), never an object with itself."""
@@ -504,21 +561,192 @@ def step_windows(steps: Iterable[int], grid_start: float, step_s: float, start: 
     return out
 
 
+# A candidate of an incremental screening names its part (one grid of its own) and its step in one
+# int64: part << PART_SHIFT | step.
+PART_SHIFT = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One piece of a screening: the grid ``start + k step_s`` over [start, end), all objects against
+    all (``focus`` None) or only pairs with at least one object of ``focus`` (norad ids)."""
+
+    start: float
+    end: float
+    step_s: float
+    focus: tuple[int, ...] | None = None
+
+
+def part_windows(codes: Iterable[int], parts: Sequence[Part]) -> list[tuple[float, float]]:
+    """The refinement windows of one pair from its candidate (part, step) codes: each part's windows
+    (:func:`step_windows`, clipped to the part), then merged across parts -- a window that runs over
+    the border of two parts is one window, so a range-rate root at that border is still bracketed."""
+    by_part: dict[int, list[int]] = {}
+    for c in codes:
+        by_part.setdefault(int(c) >> PART_SHIFT, []).append(int(c) & ((1 << PART_SHIFT) - 1))
+    spans = sorted(w for k, steps in by_part.items()
+                   for w in step_windows(steps, parts[k].start, parts[k].step_s, parts[k].start, parts[k].end))
+    merged: list[list[float]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
 def refine_pairs(pairs: pd.DataFrame, satrecs: dict[int, Satrec], grid_start: float, step_s: float,
-                 start: float, end: float, threshold_km: float) -> pd.DataFrame:
-    """``pairs`` has primary_id, secondary_id, steps (list of candidate steps). Returns the closest
-    approaches with miss < threshold and TCA in [start, end), columns of :data:`APPROACH_COLUMNS`."""
+                 start: float, end: float, threshold_km: float, parts: Sequence[Part] | None = None) -> pd.DataFrame:
+    """``pairs`` has primary_id, secondary_id, steps (list of candidate steps; with ``parts``, codes
+    part << PART_SHIFT | step). Returns the closest approaches with miss < threshold and TCA in
+    [start, end), columns of :data:`APPROACH_COLUMNS`, plus ``flag`` (None: a range-rate root; else
+    persistent proximity, :func:`pair_events`) and ``exact`` (the pair's events over the whole of
+    [start, end) were worked out by :func:`pair_events`: they replace any other of the pair's).
+
+    A pair whose windows touch ``start`` or ``end`` may be a persistent proximity (closest at the
+    edge, or within the threshold throughout): when it is within the threshold there for a whole
+    step (two grid times), its events are those of :func:`pair_events` over the whole interval."""
+    parts = list(parts) if parts is not None else [Part(grid_start, end, step_s)]
     rows: list[Approach] = []
+    flags: list[str | None] = []
+    exact: list[bool] = []
     for p, s, steps in zip(pairs["primary_id"], pairs["secondary_id"], pairs["steps"]):
         sat1, sat2 = satrecs.get(int(p)), satrecs.get(int(s))
         if sat1 is None or sat2 is None:
             continue
-        for lo, hi in step_windows(steps, grid_start, step_s, start, end):
+        windows = part_windows(steps, parts)
+        if windows and (windows[0][0] <= start or windows[-1][1] >= end) and \
+                edge_within(sat1, sat2, start, end, threshold_km, step_s):
+            found = pair_events(int(p), int(s), sat1, sat2, start, end, threshold_km, step_s)
+            rows.extend(a for a, _ in found)
+            flags.extend(f for _, f in found)
+            exact.extend([True] * len(found))
+            if not found:  # remember that the pair was worked out whole: no event is also an answer
+                rows.append(_no_event(int(p), int(s)))
+                flags.append(NO_EVENT)
+                exact.append(True)
+            continue
+        for lo, hi in windows:
             n_sub = max(2, int(math.ceil((hi - lo) / step_s * REFINE_SUBSAMPLES)))
-            rows.extend(a for a in refine_window(p, s, sat1, sat2, lo, hi, n_sub)
-                        if a.miss_km < threshold_km and start <= a.tca_unix < end)
-    frame = pd.DataFrame([dataclasses.asdict(a) for a in rows], columns=list(APPROACH_COLUMNS))
-    return frame.astype(APPROACH_COLUMNS)
+            for a in refine_window(p, s, sat1, sat2, lo, hi, n_sub):
+                if a.miss_km < threshold_km and start <= a.tca_unix < end:
+                    rows.append(a)
+                    flags.append(None)
+                    exact.append(False)
+    return approach_frame(rows, flags, exact)
+
+
+def approach_frame(rows: Sequence["Approach"], flags: Sequence[str | None] | None = None,
+                   exact: Sequence[bool] | None = None) -> pd.DataFrame:
+    frame = pd.DataFrame([dataclasses.asdict(a) for a in rows], columns=list(APPROACH_COLUMNS)).astype(APPROACH_COLUMNS)
+    frame["flag"] = pd.Series(list(flags) if flags is not None else [None] * len(rows), dtype=object)
+    frame["exact"] = pd.Series(list(exact) if exact is not None else [False] * len(rows), dtype=bool)
+    return frame
+
+
+# --- persistent proximity ---------------------------------------------------------------------------
+#
+# Two objects that stay close (formation flyers, docked or co-located objects, a deployment) may have
+# no range-rate root in the window -- closest at one of its edges -- or be within the threshold all
+# along. They are reported once per pair, at their smallest distance in the window, with a flag:
+
+PERSISTENT_WHOLE = "persistent: within the threshold for the whole window"
+PERSISTENT_START = "persistent: closest at the window start, no approach inside"
+PERSISTENT_END = "persistent: closest at the window end, no approach inside"
+NO_EVENT = "none"  # a pair worked out whole (exact) without any event: a marker row, dropped later
+PERSISTENT_FLAGS = (PERSISTENT_WHOLE, PERSISTENT_START, PERSISTENT_END)
+
+
+def is_persistent(flag) -> bool:
+    return isinstance(flag, str) and flag.startswith("persistent")
+
+
+def persistent_event_id(primary_id: int, secondary_id: int) -> str:
+    """A persistent proximity is one event per pair, whatever its time: sha256 of the pair."""
+    return hashlib.sha256(f"{int(primary_id)}|{int(secondary_id)}|persistent".encode()).hexdigest()
+
+
+def _no_event(p: int, s: int) -> "Approach":
+    return Approach(p, s, *([float("nan")] * (len(dataclasses.fields(Approach)) - 2)))
+
+
+def _distances(sat1: Satrec, sat2: Satrec, times: np.ndarray) -> np.ndarray | None:
+    e1, r1, _ = _states(sat1, times)
+    e2, r2, _ = _states(sat2, times)
+    if e1.any() or e2.any():
+        return None
+    return np.linalg.norm(r1 - r2, axis=-1)
+
+
+def edge_samples(start: float, end: float, step_s: float) -> np.ndarray:
+    """The times a window's proximity is judged at: ``start + k h`` inside [start, end), and the end
+    (1 ms before it: TCAs are in [start, end))."""
+    ts = start + step_s * np.arange(int(math.ceil((end - start) / step_s - 1e-9)), dtype=float)
+    return np.append(ts, end - 1e-3)
+
+
+def edge_within(sat1: Satrec, sat2: Satrec, start: float, end: float, threshold_km: float, step_s: float) -> bool:
+    """Within the threshold for a whole step at an edge of [start, end): at its first two or last two
+    judging times (:func:`edge_samples`). A fast pair crossing the threshold at an edge is not."""
+    ts = edge_samples(start, end, step_s)
+    if len(ts) < 2:
+        return False
+    d = _distances(sat1, sat2, np.array([ts[0], ts[1], ts[-2], ts[-1]]))
+    if d is None:
+        return False
+    return bool((d[0] < threshold_km and d[1] < threshold_km) or (d[2] < threshold_km and d[3] < threshold_km))
+
+
+def _approach_at(p: int, s: int, sat1: Satrec, sat2: Satrec, t: float) -> "Approach | None":
+    e1, r1, v1 = _states(sat1, np.array([t]))
+    e2, r2, v2 = _states(sat2, np.array([t]))
+    if e1[0] or e2[0]:
+        return None
+    r1, v1, r2, v2 = r1[0], v1[0], r2[0], v2[0]
+    rtn = rtn_components(r1, v1, r2)
+    return Approach(int(p), int(s), float(t), float(np.linalg.norm(r1 - r2)), float(np.linalg.norm(v1 - v2)),
+                    float(rtn[0]), float(rtn[1]), float(rtn[2]), *map(float, r1), *map(float, v1),
+                    *map(float, r2), *map(float, v2))
+
+
+def pair_events(p: int, s: int, sat1: Satrec, sat2: Satrec, start: float, end: float, threshold_km: float,
+                step_s: float) -> list[tuple["Approach", str | None]]:
+    """Every event of one pair over [start, end), worked out on the pair alone: the range-rate roots
+    with miss < threshold (sub-sampled as the chain does, over the whole interval), and persistent
+    proximity judged at :func:`edge_samples`:
+
+    * within the threshold at every judging time -> one event, flag :data:`PERSISTENT_WHOLE`, at the
+      smallest distance (a root or an edge); its roots are not reported apart;
+    * else within it at the first two judging times with no root under the threshold before the
+      distance first reaches it -> :data:`PERSISTENT_START` at the start (the same at the end); one
+      event per pair, the closer edge if both; the roots elsewhere are reported as usual.
+    """
+    ts = edge_samples(start, end, step_s)
+    d = _distances(sat1, sat2, ts)
+    n_sub = max(2, int(math.ceil((end - start) / step_s * REFINE_SUBSAMPLES)))
+    roots = [a for a in refine_window(p, s, sat1, sat2, start, end, n_sub)
+             if a.miss_km < threshold_km and start <= a.tca_unix < end]
+    if d is None or len(ts) < 2:
+        return [(a, None) for a in roots]
+    inside = d < threshold_km
+    if inside.all():
+        candidates = roots + [a for a in (_approach_at(p, s, sat1, sat2, ts[0]), _approach_at(p, s, sat1, sat2, ts[-1])) if a]
+        best = min(candidates, key=lambda a: a.miss_km)
+        return [(best, PERSISTENT_WHOLE)]
+    edges = []
+    if inside[0] and inside[1]:
+        first_out = ts[int(np.argmin(inside))]
+        if not any(a.tca_unix <= first_out for a in roots):
+            edges.append((ts[0], PERSISTENT_START))
+    if inside[-1] and inside[-2]:
+        last_out = ts[len(ts) - 1 - int(np.argmin(inside[::-1]))]
+        if not any(a.tca_unix >= last_out for a in roots):
+            edges.append((ts[-1], PERSISTENT_END))
+    out: list[tuple[Approach, str | None]] = [(a, None) for a in roots]
+    found = [(a, flag) for t, flag in edges if (a := _approach_at(p, s, sat1, sat2, t)) is not None]
+    if found:
+        out.append(min(found, key=lambda x: x[0].miss_km))
+    return out
 
 
 APPROACH_COLUMNS = {"primary_id": "int64", "secondary_id": "int64",
@@ -532,34 +760,244 @@ def event_id(primary_id: int, secondary_id: int, tca_unix: float) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# --- incremental screening: what to screen, what to keep ---------------------------------------------
+#
+# A screening records its state (sda.tables ``screening_state``, ``screening_events``): the horizon it
+# covered, the element-set epoch it screened per object, threshold, step and code version, and its
+# open events. The next screening of [start, end) then screens only what changed:
+#
+# * the newly opened slice [previous end, end): every object against every object;
+# * [start, previous end) for the objects whose element set changed (a new epoch, or new in the
+#   catalogue) against every object (:func:`focus_block_candidates`; the slice already holds the rest
+#   of their horizon);
+# * the pairs whose events ended before ``start`` (dropped: their TCA passed) and the persistent pairs
+#   are worked out whole (:func:`pair_events`): a pair closest at the new start edge shows there.
+#
+# Events of pairs of unchanged objects with TCA in [start, previous end) are kept as they are. A
+# change of threshold, step or code version, a start before the recorded one, a horizon not reaching
+# past the recorded one, or a request, make it a full screening: one part, all against all.
+
+#: the focus part (changed objects against all) uses a grid this many times coarser than the
+#: screening step: its cost is the propagation of the whole catalogue over the horizon, which the
+#: coarser grid divides; the straight-line bound still holds (its curvature pad grows with h^2)
+FOCUS_STEP_FACTOR = 2
+#: above this fraction of changed element sets a full screening costs no more than the increment
+FULL_IF_CHANGED_FRACTION = 0.25
+
+
+def code_version() -> str:
+    """Digest of this module's source: a new screening code makes the next screening a full one."""
+    import inspect
+    import sys
+
+    try:
+        text = inspect.getsource(sys.modules[__name__])
+    except (OSError, TypeError):  # pragma: no cover - no source (a frozen build): the module's own name
+        text = __name__
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+EVENT_COLUMNS = (*APPROACH_COLUMNS, "flag")
+
+
+@dataclasses.dataclass
+class ScreeningState:
+    """What the last screening recorded: horizon [start, end), its parameters, the element-set epoch
+    (unix seconds) it screened per object, and its open events (:data:`EVENT_COLUMNS`)."""
+
+    start: float
+    end: float
+    threshold_km: float
+    step_s: float
+    code_version: str
+    epochs: dict[int, float]
+    events: pd.DataFrame
+
+
+@dataclasses.dataclass
+class IncrementPlan:
+    full: bool
+    reason: str
+    parts: list[Part]
+    changed: set[int]
+    kept: pd.DataFrame  # open events kept as they are
+    recheck: set[tuple[int, int]]  # pairs worked out whole (pair_events) on the driver
+    dropped: int = 0  # open events whose TCA passed
+
+    @property
+    def focus_ids(self) -> set[int]:
+        return {n for part in self.parts if part.focus for n in part.focus}
+
+
+def empty_events() -> pd.DataFrame:
+    frame = pd.DataFrame({c: pd.Series(dtype=t) for c, t in APPROACH_COLUMNS.items()})
+    frame["flag"] = pd.Series(dtype=object)
+    return frame
+
+
+def plan_increment(previous: ScreeningState | None, epochs: dict[int, float], start: float, end: float,
+                   threshold_km: float, step_s: float, version: str, full: bool = False) -> IncrementPlan:
+    """What a screening of [start, end) has to do, given the recorded state (module comments above)."""
+    def whole(reason: str) -> IncrementPlan:
+        return IncrementPlan(True, reason, [Part(start, end, step_s)], set(epochs), empty_events(), set())
+
+    if full:
+        return whole("full screening requested")
+    if previous is None:
+        return whole("no screening recorded")
+    for name, old, new in (("threshold_km", previous.threshold_km, threshold_km), ("step_s", previous.step_s, step_s)):
+        if not math.isclose(old, new, rel_tol=0, abs_tol=1e-9):
+            return whole(f"{name} changed ({old:g} -> {new:g})")
+    if previous.code_version != version:
+        return whole(f"screening code changed ({previous.code_version} -> {version})")
+    if start < previous.start:
+        return whole("screening start before the recorded one")
+    if start >= previous.end or end < previous.end:
+        return whole("horizon does not continue the recorded one")
+    changed = {n for n, e in epochs.items() if n not in previous.epochs or previous.epochs[n] != e}
+    if len(changed) > FULL_IF_CHANGED_FRACTION * max(len(epochs), 1):
+        return whole(f"{len(changed)} of {len(epochs)} element sets changed")
+    events = previous.events if previous.events is not None else empty_events()
+    persistent = events["flag"].map(is_persistent).astype(bool) if len(events) else pd.Series(dtype=bool)
+    passed = (events["tca_unix"] < start) & ~persistent if len(events) else pd.Series(dtype=bool)
+    involved = (events["primary_id"].isin(changed) | events["secondary_id"].isin(changed)) if len(events) else passed
+    kept = events[~persistent & ~passed & ~involved] if len(events) else empty_events()
+    recheck = {(int(p), int(s)) for p, s in zip(events.loc[persistent | passed, "primary_id"],
+                                               events.loc[persistent | passed, "secondary_id"])} if len(events) else set()
+    gone = set(previous.epochs) - set(epochs)  # objects no longer in the catalogue: their events go
+    if gone:
+        kept = kept[~kept["primary_id"].isin(gone) & ~kept["secondary_id"].isin(gone)]
+        recheck = {pair for pair in recheck if not (set(pair) & gone)}
+    parts = []
+    if end > previous.end:
+        parts.append(Part(previous.end, end, step_s))
+    if changed:
+        parts.append(Part(start, previous.end, step_s * FOCUS_STEP_FACTOR, tuple(sorted(changed))))
+    return IncrementPlan(False, "incremental", parts, changed, kept.reset_index(drop=True), recheck,
+                         int(passed.sum()) if len(events) else 0)
+
+
+def recheck_pairs(pairs: Iterable[tuple[int, int]], satrecs: dict[int, Satrec], start: float, end: float,
+                  threshold_km: float, step_s: float) -> pd.DataFrame:
+    """:func:`pair_events` of pairs the plan names (dropped or persistent ones) that are within the
+    threshold for a step at an edge; the others are left as the chain finds them (exact False)."""
+    rows, flags = [], []
+    for p, s in sorted(pairs):
+        sat1, sat2 = satrecs.get(int(p)), satrecs.get(int(s))
+        if sat1 is None or sat2 is None or not edge_within(sat1, sat2, start, end, threshold_km, step_s):
+            continue
+        found = pair_events(int(p), int(s), sat1, sat2, start, end, threshold_km, step_s)
+        rows += [a for a, _ in found] or [_no_event(int(p), int(s))]
+        flags += [f for _, f in found] or [NO_EVENT]
+    return approach_frame(rows, flags, [True] * len(rows))
+
+
+def event_key(primary_id: int, secondary_id: int, tca_unix: float, flag) -> str:
+    """The event's id: a persistent proximity's is its pair's, any other's the pair and TCA minute."""
+    if is_persistent(flag):
+        return persistent_event_id(primary_id, secondary_id)
+    return event_id(primary_id, secondary_id, tca_unix)
+
+
+def combine(kept: pd.DataFrame, found: pd.DataFrame, rechecked: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The open events after a screening: kept ones and those found (:func:`refine_pairs` rows), where
+    every pair worked out whole (``exact``; ``rechecked`` first) has exactly the events
+    :func:`pair_events` gave it. One row per event id (the closest), columns :data:`EVENT_COLUMNS`."""
+    frames = [f for f in (rechecked, found) if f is not None and len(f)]
+    exact_parts, exact_pairs = [], set()
+    for f in frames:  # the first answer per pair (rechecked before found: the same maths)
+        rows = f[f["exact"]]
+        pairs = pd.Series(list(zip(rows["primary_id"].astype(int), rows["secondary_id"].astype(int))), index=rows.index, dtype=object)
+        exact_parts.append(rows[~pairs.isin(exact_pairs).to_numpy()])
+        exact_pairs |= set(pairs)
+    exact = pd.concat(exact_parts) if exact_parts else approach_frame([])
+    plain = [f[~f["exact"]] for f in frames] + ([kept] if kept is not None and len(kept) else [])
+    plain = pd.concat(plain) if plain else empty_events()
+    if len(plain) and exact_pairs:
+        mine = pd.Series(list(zip(plain["primary_id"].astype(int), plain["secondary_id"].astype(int))),
+                         index=plain.index).isin(exact_pairs)
+        plain = plain[~mine.to_numpy()]
+    whole = exact[exact["flag"] != NO_EVENT] if len(exact) else exact
+    out = pd.concat([x[list(EVENT_COLUMNS)] for x in (plain, whole) if len(x)]) if (len(plain) or len(whole)) else empty_events()
+    if not len(out):
+        return empty_events()
+    out = out.assign(_id=[event_key(p, s, t, f) for p, s, t, f in
+                          zip(out["primary_id"], out["secondary_id"], out["tca_unix"], out["flag"])])
+    out = out.sort_values(["miss_km", "primary_id", "secondary_id", "tca_unix"], kind="stable").drop_duplicates("_id")
+    out = out.sort_values(["tca_unix", "primary_id", "secondary_id"], kind="stable").drop(columns="_id")
+    return out.reset_index(drop=True).astype(APPROACH_COLUMNS)
+
+
 # --- the whole chain without Spark ------------------------------------------------------------------
+
+def screen_parts(objects: ScreeningObjects, parts: Sequence[Part], start: float, end: float, threshold_km: float,
+                 step_s: float) -> tuple[pd.DataFrame, dict[str, int]]:
+    """(a)-(c) of every part in one process: the refine_pairs rows (flag, exact) and filter counts."""
+    by_id = dict(zip(objects.norad_ids.tolist(), objects.satrecs))
+    codes_p, codes_s, codes = [], [], []
+    grid = 0
+    errors: dict[int, float] = {}
+    for k, part in enumerate(parts):
+        times = time_grid(part.start, part.end, part.step_s)
+        if part.focus is None:
+            block = block_candidates(objects, times, 0, threshold_km, part.step_s)
+        else:
+            mask = np.isin(objects.norad_ids, np.asarray(part.focus, dtype=np.int64))
+            block = focus_block_candidates(objects, times, 0, threshold_km, part.step_s, mask)
+        grid += block.pair_steps_grid
+        fail = {n: part.start + st * part.step_s for n, (st, _) in block.errors.items()}
+        t = part.start + block.step * part.step_s
+        ok = np.array([t_ < min(fail.get(int(a), np.inf), fail.get(int(b), np.inf))
+                       for a, b, t_ in zip(block.primary_id, block.secondary_id, t)], dtype=bool)
+        for n, t_fail in fail.items():
+            errors[n] = min(errors.get(n, np.inf), t_fail)
+        codes_p.append(block.primary_id[ok])
+        codes_s.append(block.secondary_id[ok])
+        codes.append((np.int64(k) << PART_SHIFT) | block.step[ok])
+    cat = lambda xs: np.concatenate(xs) if xs else np.empty(0, dtype=np.int64)  # noqa: E731
+    linear = pd.DataFrame({"primary_id": cat(codes_p), "secondary_id": cat(codes_s), "step": cat(codes)})
+    pairs = linear.groupby(["primary_id", "secondary_id"], as_index=False)["step"].agg(list).rename(columns={"step": "steps"})
+    found = refine_pairs(pairs, by_id, start, step_s, start, end, threshold_km, parts)
+    return found, {"pair_steps_grid": grid, "pair_steps_linear": len(linear), "pairs_linear": len(pairs),
+                   "sgp4_errors": len(errors)}
+
 
 def screen(norad_ids: Sequence[int], satrecs: Sequence[Satrec], start: float, end: float,
            threshold_km: float, step_s: float) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Screen a catalogue with the same chain as the Spark job, in one process (tests, benchmarks)."""
+    """Screen a catalogue with the same chain as the Spark job, in one process (tests, benchmarks):
+    the open events (:data:`EVENT_COLUMNS`, persistent proximities flagged) and the filter counts."""
     objects = ScreeningObjects.from_satrecs(norad_ids, satrecs)
     grids = objects.grids(threshold_km, step_s)
-    times = time_grid(start, end, step_s)
-    block = block_candidates(objects, times, 0, threshold_km, step_s)
-    linear = pd.DataFrame({"primary_id": block.primary_id, "secondary_id": block.secondary_id, "step": block.step})
-    pairs = linear.groupby(["primary_id", "secondary_id"], as_index=False)["step"].agg(list).rename(columns={"step": "steps"})
-    events = refine_pairs(pairs, dict(zip(objects.norad_ids.tolist(), satrecs)), start, step_s, start, end, threshold_km)
+    found, counts = screen_parts(objects, [Part(start, end, step_s)], start, end, threshold_km, step_s)
+    events = combine(empty_events(), found)
     n = len(objects.norad_ids)
     metrics = {
         "objects": n,
-        "steps": len(times),
+        "steps": len(time_grid(start, end, step_s)),
         "cell_km": grids.slow_cell_km,
         "cell_fast_km": grids.fast_cell_km,
         "fast_objects": int((~grids.slow).sum()),
         "pairs_all": n * (n - 1) // 2,
         "pairs_altitude": altitude_band_pair_count(objects.perigee_km, objects.apogee_km, threshold_km),
-        "pair_steps_grid": block.pair_steps_grid,
-        "pair_steps_linear": len(linear),
-        "pairs_linear": len(pairs),
+        **counts,
         "events": len(events),
-        "sgp4_errors": len(block.errors),
+        "persistent": int(events["flag"].map(is_persistent).sum()) if len(events) else 0,
     }
     return events, metrics
+
+
+def screen_increment(norad_ids: Sequence[int], satrecs: Sequence[Satrec], epochs: dict[int, float],
+                     previous: ScreeningState | None, start: float, end: float, threshold_km: float, step_s: float,
+                     version: str | None = None, full: bool = False) -> tuple[pd.DataFrame, IncrementPlan, dict[str, int]]:
+    """One screening in one process, incremental on ``previous`` where it can be (tests, benchmarks):
+    the open events, the plan it followed and the filter counts. ``jobs/conjunction.py`` runs the same
+    plan with the parts on Spark."""
+    plan = plan_increment(previous, epochs, start, end, threshold_km, step_s, version or code_version(), full)
+    objects = ScreeningObjects.from_satrecs(norad_ids, satrecs)
+    found, counts = screen_parts(objects, plan.parts, start, end, threshold_km, step_s)
+    by_id = dict(zip(objects.norad_ids.tolist(), objects.satrecs))
+    rechecked = recheck_pairs(plan.recheck, by_id, start, end, threshold_km, step_s)
+    return combine(plan.kept, found, rechecked), plan, counts
 
 
 # --- synthetic element sets (tests, benchmarks) -----------------------------------------------------
