@@ -76,11 +76,14 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         assert metrics[key] == ref_metrics[key], key
 
     rows = {r["event_id"]: r for r in TABLES["conjunctions"].read(spark, settings).collect()}
-    expected = {screening.event_id(e.primary_id, e.secondary_id, e.tca_unix): e for e in reference.itertuples()}
-    assert set(rows) == set(expected) and len(rows) == metrics["events"] >= 5
+    expected = {screening.event_key(e.primary_id, e.secondary_id, e.tca_unix, e.flag): e for e in reference.itertuples()}
+    assert set(rows) == set(expected) and len(rows) == metrics["events"] >= 3
+    # the slow pair 201/202 never leaves the threshold: one persistent row, not one per minimum
+    [slow] = [r for r in rows.values() if r["primary_id"] == 201]
+    assert slow["flag"] == screening.PERSISTENT_WHOLE and slow["event_id"] == screening.persistent_event_id(201, 202)
     for eid, row in rows.items():
         ref = expected[eid]
-        assert (row["primary_id"], row["secondary_id"]) == (ref.primary_id, ref.secondary_id)
+        assert (row["primary_id"], row["secondary_id"], row["flag"]) == (ref.primary_id, ref.secondary_id, ref.flag)
         assert row["tca"].replace(tzinfo=UTC).timestamp() == pytest.approx(ref.tca_unix, abs=1e-3)
         assert row["miss_m"] == pytest.approx(ref.miss_km * 1000, abs=1e-3)
         assert row["primary_id"] < row["secondary_id"] and row["miss_m"] < 5000
