@@ -956,7 +956,10 @@ def screen_parts(objects: ScreeningObjects, parts: Sequence[Part], start: float,
         codes.append((np.int64(k) << PART_SHIFT) | block.step[ok])
     cat = lambda xs: np.concatenate(xs) if xs else np.empty(0, dtype=np.int64)  # noqa: E731
     linear = pd.DataFrame({"primary_id": cat(codes_p), "secondary_id": cat(codes_s), "step": cat(codes)})
-    pairs = linear.groupby(["primary_id", "secondary_id"], as_index=False)["step"].agg(list).rename(columns={"step": "steps"})
+    if len(linear):
+        pairs = linear.groupby(["primary_id", "secondary_id"], as_index=False)["step"].agg(list).rename(columns={"step": "steps"})
+    else:
+        pairs = pd.DataFrame({"primary_id": [], "secondary_id": [], "steps": []})
     found = refine_pairs(pairs, by_id, start, step_s, start, end, threshold_km, parts)
     return found, {"pair_steps_grid": grid, "pair_steps_linear": len(linear), "pairs_linear": len(pairs),
                    "sgp4_errors": len(errors)}
