@@ -323,6 +323,7 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
     ids, per, apo = objects.norad_ids, objects.perigee_km, objects.apogee_km
     acc, speed = objects.accel_km_s2, objects.speed_km_s
     pad = threshold_km + ALTITUDE_MARGIN_KM
+    reach_max = threshold_km + float(speed.max()) * step_s if len(speed) else 0.0
     out_p, out_s, out_k = [], [], []
     grid_count = 0
     errors: dict[int, tuple[int, int]] = {}
@@ -338,8 +339,10 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
                 errors[norad] = (first_step + c0 + k, int(err[row, k]))
         for k in range(err.shape[1]):
             ok = err[:, k] == 0
-            i, j = _step_pairs(r[:, k, :], ok & grids.slow, ok & ~grids.slow, ok, grids)
-            pos, vel = r[:, k, :], v[:, k, :]
+            pos, vel = np.ascontiguousarray(r[:, k, :]), v[:, k, :]
+            # the largest reach on two axes first (most candidates of the neighbouring cells fail on
+            # one), then each pair's own reach on the few left
+            i, j = _step_pairs(pos, ok & grids.slow, ok & ~grids.slow, ok, grids, reach_max)
             dr = pos[i] - pos[j]
             reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
             keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
@@ -484,18 +487,35 @@ def jerk_bound_km_s3(objects: "ScreeningObjects") -> np.ndarray:
     return MU_KM3_S2 * objects.speed_km_s * (1.0 + 3.0 * np.minimum(1.0, 2.0 * ecc + 0.02)) / r_min ** 3
 
 
-def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndarray, grids: Grids) -> tuple[np.ndarray, np.ndarray]:
+def _near_on_axes(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray, reach_km: float | None) -> np.ndarray:
+    """Mask of the candidate pairs (rows a of p, rows b of q) closer than ``reach_km`` on x and on y."""
+    if reach_km is None:
+        return np.ones(len(a), dtype=bool)
+    keep = np.abs(p[a, 0] - q[b, 0]) < reach_km
+    keep[keep] = np.abs(p[a[keep], 1] - q[b[keep], 1]) < reach_km
+    return keep
+
+
+def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndarray, grids: Grids,
+                reach_km: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Row pairs of one step to test: slow-slow in neighbouring fine cells, and fast-anything in
-    neighbouring coarse cells (fast-fast once), never an object with itself."""
+    neighbouring coarse cells (fast-fast once), never an object with itself. With ``reach_km``, only
+    pairs closer than it on the x and y axes (checked on the positions in cell order, where
+    neighbours are close in memory too)."""
     rows = np.flatnonzero(slow)
     order, ks = _sorted_keys(pos[rows], grids.slow_cell_km)
     a, b = _half_neighbour_pairs(ks)
+    sorted_pos = pos[rows[order]]
+    keep = _near_on_axes(sorted_pos, sorted_pos, a, b, reach_km)
+    a, b = a[keep], b[keep]
     pairs_i, pairs_j = [rows[order[a]]], [rows[order[b]]]
     fast_rows = np.flatnonzero(fast)
     if len(fast_rows):
         every = np.flatnonzero(ok)
         order, ks = _sorted_keys(pos[every], grids.fast_cell_km)
         q, b = _all_neighbours(ks, cell_keys(pos[fast_rows], grids.fast_cell_km))
+        keep = _near_on_axes(pos[fast_rows], pos[every[order]], q, b, reach_km)
+        q, b = q[keep], b[keep]
         i, j = fast_rows[q], every[order[b]]
         # drop self-pairs, and keep a fast-fast pair once (from its lower row)
         keep = (i != j) & (~fast[j] | (i < j))
