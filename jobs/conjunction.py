@@ -1,6 +1,7 @@
 """Stage ``conjunction``: gold ``catalog`` -> gold ``conjunctions``, ``alerts`` and the outbox.
 
     python jobs/conjunction.py --start ISO --end ISO --run-id ID [--screen-start ISO] [--horizon-h H]
+                               [--full-screening]
 
 Screens the newest element set of every object over ``[screen_start, screen_start + horizon)``
 (default: from ``--end`` for ``settings.screening_horizon_h``) for approaches closer than
@@ -15,15 +16,29 @@ docstring argues why no approach under the threshold is lost):
     neighbouring cells, each pair once); (b') the straight-line + curvature bound per (pair, step);
 (c) refinement, keyed by pair: the candidate (pair, step)s are grouped per pair (a shuffle) and each
     pair's windows refined (``mapInPandas``): TCA from the range-rate root, miss distance, relative
-    speed, RTN and both states at TCA.
+    speed, RTN and both states at TCA. A pair within the threshold for a step at an edge of the
+    horizon is worked out whole: a persistent proximity (closest at an edge, or within the threshold
+    all along) is one event per pair, flagged (:func:`sda.screening.pair_events`).
+
+**Incremental.** A scheduled or manual run screens only what changed since the screening recorded in
+``ops.screening_state`` (per object: the element-set epoch screened; the horizon, threshold, step and
+code version) and ``ops.screening_events`` (its open events), as :func:`sda.screening.plan_increment`
+plans it: the newly opened slice of the horizon all against all; the objects whose element set
+changed against all over the rest of the horizon (on a coarser grid with a second-order bound,
+:func:`sda.screening.focus_block_candidates`); the pairs whose events passed and the persistent pairs
+rechecked on the driver. Events of unchanged pairs are kept, those whose TCA passed drop out. A new
+threshold, step or screening code, a start before the recorded one, a gap past the recorded horizon
+or ``--full-screening`` make it a full screening. A replay screens in full and leaves the state alone.
 
 Objects SGP4 refuses at some time of the horizon (its error codes) are skipped from that step on and
 listed in ``ops.propagation_errors``; they never stop the run.
 
-Then :func:`sda.alerts.publish`: Pc for every event (Foster 2D with the covariance of
-:mod:`sda.uncertainty`), ``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to
-the minute), the alert lifecycle (new / updated / closed) in ``alerts`` and ``alert_events``, and one
-CCSDS CDM (KVN) plus a JSON twin per change in ``settings.outbox``, written once.
+Then :func:`sda.alerts.publish`: Pc for the new events and for kept events whose objects' state
+(gold ``object_state``) changed (Foster 2D with the covariance of :mod:`sda.uncertainty`),
+``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to the minute) -- or of the pair
+alone for a persistent proximity --, the alert lifecycle (new / updated / closed) in ``alerts`` and
+``alert_events``, and one CCSDS CDM (KVN) plus a JSON twin per change in ``settings.outbox``,
+written once. The screening state is recorded last.
 """
 
 from __future__ import annotations

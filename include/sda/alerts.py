@@ -39,6 +39,11 @@ which does everything after the screening:
      its last version). Open alerts outside that range are left as they are;
    * a closed alert whose TCA is still ahead (closed for risk dropped / not found) that an alert-level
      event matches again is reopened: **updated**, version + 1 (its reason starts with "reopened").
+   * the open events an incremental screening kept without re-assessing them (``kept``) keep their
+     alerts as they are: still found, nothing emitted;
+   * a persistent proximity (``flag`` "persistent: ...", event_id of the pair alone) is one alert per
+     pair: matched whatever its time, changed only by its level or Pc, closed ("no longer found by
+     screening") when the screening no longer finds the pair persistent.
 
    Every change increments ``version`` and is emitted exactly once.
 5. **Emission**: each change writes ``CDM-<alert_id>-v<version>.cdm`` (CCSDS 508.0-B-1 KVN, see

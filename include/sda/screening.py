@@ -34,6 +34,16 @@ Why no pair under ``D`` is lost (the argument the cell size and the pads rest on
   sign change is bracketed by sub-samples (minima of one pair are tens of minutes apart, windows
   are at most a few minutes long).
 
+Beyond the chain:
+
+* **persistent proximity** -- a pair within ``D`` for a whole step at an edge of the window has no
+  range-rate root there; it is worked out on its own (:func:`pair_events`) and reported once, at its
+  smallest distance, flagged (:data:`PERSISTENT_FLAGS`);
+* **incremental screening** -- :func:`plan_increment` turns the recorded state of the last screening
+  into the parts a new one must screen (the new slice of the horizon; the objects whose element set
+  changed, on a coarser grid with the second-order bound (b'') of :func:`focus_block_candidates`),
+  the events it keeps and the pairs it rechecks; :func:`combine` makes the open events of the lot.
+
 Times are unix seconds (UTC); positions km, velocities km/s, as in :mod:`sda.frames`.
 """
 

@@ -179,7 +179,21 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     assert second["mode"] == "incremental" and second["changed_element_sets"] == 0
     assert second["parts"] == [{"start": first_end(1) - 60.0, "end": first_end(1), "step_s": 30.0, "focus": None}]
     assert (second["alerts_new"], second["alerts_updated"], second["alerts_closed"], second["emitted_files"]) == (0, 0, 0, 0)
-    assert second["events"] == first["events"]
+    assert second["events"] == first["events"] and second["events_reassessed_state"] == 0
+
+    # 101 observed since its epoch (a gold object_state window): the kept events of 101 get a new Pc
+    # from its residuals, without a new screening -- the alert is updated with the new covariance
+    state = {f.name: None for f in schemas.OBJECT_STATE.fields}
+    state.update(norad_id=101, window_start=EPOCH, window_end=EPOCH + dt.timedelta(hours=1),  # after its epoch
+                 observations=12, residual_rms_m=40.0, last_observed=EPOCH + dt.timedelta(minutes=10),
+                 final=True, run_id="obs")
+    spark.createDataFrame([tuple(state[f] for f in schemas.OBJECT_STATE.fieldNames())], schemas.OBJECT_STATE) \
+        .write.format("delta").mode("append").save(TABLES["object_state"].path(settings))
+    restated = job.run(spark, settings, at("inc-2b", 1))
+    events_101 = sum(1 for r in TABLES["screening_events"].read(spark, settings).collect() if 101 in (r["primary_id"], r["secondary_id"]))
+    assert restated["mode"] == "incremental" and restated["events_reassessed_state"] == events_101 >= 1
+    updated = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}[(101, 102)]
+    assert updated["p_cov_source"].startswith("observed") and (updated["status"], updated["version"]) == ("updated", 2)
 
     renewed = EPOCH + dt.timedelta(minutes=1)
     l1, l2 = screening.tle_from_elements(102, renewed, *ELEMENTS[102])
@@ -189,7 +203,7 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     assert third["mode"] == "incremental" and third["changed_element_sets"] == 1
     alerts_now = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
     closed = alerts_now[(101, 102)]
-    assert (closed["status"], closed["close_reason"], closed["version"]) == ("closed", alerts.CLOSE_NOT_FOUND, 2)
+    assert (closed["status"], closed["close_reason"], closed["version"]) == ("closed", alerts.CLOSE_NOT_FOUND, 3)
     assert (alerts_now[(403, 404)]["status"], alerts_now[(403, 404)]["version"]) == ("new", 1)  # updated, not re-emitted
     [persistent] = [r for r in TABLES["conjunctions"].read(spark, settings).collect() if r["primary_id"] == 403]
     assert persistent["run_id"] == "inc-3"  # the row follows the latest screening
