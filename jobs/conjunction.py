@@ -320,12 +320,14 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     screen_end = screen_start + dt.timedelta(hours=horizon_h)
     published = alerts.publish(spark, settings, assess_now, screen_start, args.run_id, screen_end=screen_end,
                                lifecycle=lifecycle, kept=events[~(fresh | restated)])
+    runtime.progress(STAGE, "published: %d events assessed, %d kept as they were", len(assess_now), len(events) - len(assess_now))
     published["events_assessed"] = published.pop("events")
     metrics.update(published)
     metrics["events"] = len(events)  # the open events of the screening (kept and new)
     if lifecycle:
         write_state(spark, settings, events, epochs, states, screen_start, screen_end, threshold_km, step_s,
                     "full" if plan.full else "incremental", args.run_id)
+        runtime.progress(STAGE, "screening state recorded: horizon to %s, %d open events", screen_end.isoformat(), len(events))
     # conservation over the catalogue objects: every object is screened, or screened until SGP4
     # refused it (those are counted as quarantined and listed in ops.propagation_errors)
     n = len(catalogue.norad_ids)
