@@ -897,7 +897,7 @@ def event_id(primary_id: int, secondary_id: int, tca_unix: float) -> str:
 #: screening step: its cost is the propagation of the whole catalogue over the horizon, which the
 #: coarser grid divides; the bounds still hold (their pads grow with h), and the second-order bound
 #: (b'') keeps the pairs to refine as few as on the fine grid
-FOCUS_STEP_FACTOR = 4
+FOCUS_STEP_FACTOR = 6
 #: above this fraction of changed element sets a full screening costs no more than the increment
 FULL_IF_CHANGED_FRACTION = 0.25
 
