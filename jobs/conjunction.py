@@ -1,6 +1,7 @@
 """Stage ``conjunction``: gold ``catalog`` -> gold ``conjunctions``, ``alerts`` and the outbox.
 
     python jobs/conjunction.py --start ISO --end ISO --run-id ID [--screen-start ISO] [--horizon-h H]
+                               [--full-screening]
 
 Screens the newest element set of every object over ``[screen_start, screen_start + horizon)``
 (default: from ``--end`` for ``settings.screening_horizon_h``) for approaches closer than
@@ -15,15 +16,29 @@ docstring argues why no approach under the threshold is lost):
     neighbouring cells, each pair once); (b') the straight-line + curvature bound per (pair, step);
 (c) refinement, keyed by pair: the candidate (pair, step)s are grouped per pair (a shuffle) and each
     pair's windows refined (``mapInPandas``): TCA from the range-rate root, miss distance, relative
-    speed, RTN and both states at TCA.
+    speed, RTN and both states at TCA. A pair within the threshold for a step at an edge of the
+    horizon is worked out whole: a persistent proximity (closest at an edge, or within the threshold
+    all along) is one event per pair, flagged (:func:`sda.screening.pair_events`).
+
+**Incremental.** A scheduled or manual run screens only what changed since the screening recorded in
+``ops.screening_state`` (per object: the element-set epoch screened; the horizon, threshold, step and
+code version) and ``ops.screening_events`` (its open events), as :func:`sda.screening.plan_increment`
+plans it: the newly opened slice of the horizon all against all; the objects whose element set
+changed against all over the rest of the horizon (on a coarser grid with a second-order bound,
+:func:`sda.screening.focus_block_candidates`); the pairs whose events passed and the persistent pairs
+rechecked on the driver. Events of unchanged pairs are kept, those whose TCA passed drop out. A new
+threshold, step or screening code, a start before the recorded one, a gap past the recorded horizon
+or ``--full-screening`` make it a full screening. A replay screens in full and leaves the state alone.
 
 Objects SGP4 refuses at some time of the horizon (its error codes) are skipped from that step on and
 listed in ``ops.propagation_errors``; they never stop the run.
 
-Then :func:`sda.alerts.publish`: Pc for every event (Foster 2D with the covariance of
-:mod:`sda.uncertainty`), ``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to
-the minute), the alert lifecycle (new / updated / closed) in ``alerts`` and ``alert_events``, and one
-CCSDS CDM (KVN) plus a JSON twin per change in ``settings.outbox``, written once.
+Then :func:`sda.alerts.publish`: Pc for the new events and for kept events whose objects' state
+(gold ``object_state``) changed (Foster 2D with the covariance of :mod:`sda.uncertainty`),
+``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to the minute) -- or of the pair
+alone for a persistent proximity --, the alert lifecycle (new / updated / closed) in ``alerts`` and
+``alert_events``, and one CCSDS CDM (KVN) plus a JSON twin per change in ``settings.outbox``,
+written once. The screening state is recorded last.
 """
 
 from __future__ import annotations
@@ -53,8 +68,8 @@ BLOCKS_PER_CORE = 3  # a few blocks per core even out the tasks (LEO-crowded ste
 
 CANDIDATES = T.StructType(
     [
-        # pair: a (pair, step) passing (a)+(b)+(b'); count: a block's (a)+(b) pair-steps in `count`;
-        # error: an object SGP4 refused from `step` on, its error code in `count`
+        # pair: a (pair, step) passing (a)+(b)+(b'), step = part << PART_SHIFT | step; count: a block's
+        # (a)+(b) pair-steps in `count`; error: an object SGP4 refused from `step` on, its code in `count`
         T.StructField("kind", T.StringType(), False),
         T.StructField("primary_id", T.LongType(), False),
         T.StructField("secondary_id", T.LongType(), False),
@@ -65,6 +80,7 @@ CANDIDATES = T.StructType(
 APPROACHES = T.StructType(
     [T.StructField(name, T.LongType() if kind == "int64" else T.DoubleType(), False)
      for name, kind in screening.APPROACH_COLUMNS.items()]
+    + [T.StructField("flag", T.StringType()), T.StructField("exact", T.BooleanType(), False)]
 )
 
 
@@ -83,81 +99,98 @@ def step_blocks(n_steps: int, cores: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
 
-def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", times: np.ndarray, threshold_km: float,
-               step_s: float, cores: int) -> "DataFrame":
-    """(a)+(b)+(b') keyed by time step across Spark: one task per block of grid steps propagates the
-    whole catalogue over its steps (``SatrecArray``) and joins positions to cells within each step
-    (:func:`sda.screening.block_candidates`). Blocks partition the propagation work, so the grid adds
-    no propagation to the floor's; the catalogue's element sets travel in the function's closure
-    (a few MB for a 13,000-object catalogue), which Spark Connect ships with the plan."""
-    times = np.asarray(times, dtype=float)
-    blocks = step_blocks(len(times), cores)
+def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", parts: list["screening.Part"],
+               threshold_km: float, cores: int) -> "DataFrame":
+    """(a)+(b)+(b') keyed by time step across Spark: one task per block of grid steps of a part
+    propagates the whole catalogue over its steps (``SatrecArray``) and joins positions to cells within
+    each step (:func:`sda.screening.block_candidates`; a focus part, the objects whose element set
+    changed against all: :func:`sda.screening.focus_block_candidates`). Blocks partition the
+    propagation work, so the grid adds no propagation to the floor's; the catalogue's element sets
+    travel in the function's closure (a few MB for a 13,000-object catalogue), which Spark Connect
+    ships with the plan."""
+    grids = [screening.time_grid(p.start, p.end, p.step_s) for p in parts]
+    blocks = [(k, lo, hi) for k, times in enumerate(grids) for lo, hi in step_blocks(len(times), cores)]
 
     def screen_blocks(batches):
         objects, arr = screening.worker_objects(catalogue)
         for pdf in batches:
             for block_id in pdf["id"]:
-                lo, hi = blocks[int(block_id)]
-                res = screening.block_candidates(objects, times[lo:hi], lo, threshold_km, step_s, arr)
+                k, lo, hi = blocks[int(block_id)]
+                part, times = parts[k], grids[k]
+                if part.focus is None:
+                    res = screening.block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s, arr)
+                else:
+                    mask = np.isin(objects.norad_ids, np.asarray(part.focus, dtype=np.int64))
+                    res = screening.focus_block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s, mask, arr)
                 errors = sorted(res.errors.items())
+                code = np.int64(k) << screening.PART_SHIFT
                 yield pd.DataFrame({
                     "kind": ["pair"] * len(res.step) + ["count"] + ["error"] * len(errors),
-                    "primary_id": np.concatenate([res.primary_id, [-1], [k for k, _ in errors]]).astype(np.int64),
+                    "primary_id": np.concatenate([res.primary_id, [-1], [n for n, _ in errors]]).astype(np.int64),
                     "secondary_id": np.concatenate([res.secondary_id, [-1], [-1] * len(errors)]).astype(np.int64),
-                    "step": np.concatenate([res.step, [lo], [st for _, (st, _) in errors]]).astype(np.int64),
+                    "step": (code | np.concatenate([res.step, [lo], [st for _, (st, _) in errors]]).astype(np.int64)),
                     "count": np.concatenate([np.zeros(len(res.step)), [res.pair_steps_grid],
-                                             [code for _, (_, code) in errors]]).astype(np.int64),
+                                             [c for _, (_, c) in errors]]).astype(np.int64),
                 })
 
     return spark.range(0, len(blocks), 1, len(blocks)).mapInPandas(screen_blocks, schema=CANDIDATES)
 
 
-def refine(pairs: "DataFrame", catalogue: "screening.CatalogueLines", grid_start: float, step_s: float,
+def refine(pairs: "DataFrame", catalogue: "screening.CatalogueLines", parts: list["screening.Part"], step_s: float,
            start: float, end: float, threshold_km: float) -> "DataFrame":
-    """(c) closest approaches of the candidate pairs (primary_id, secondary_id, steps), keyed by pair."""
+    """(c) closest approaches of the candidate pairs (primary_id, secondary_id, steps), keyed by pair;
+    pairs at the edges of [start, end) within the threshold there are worked out whole (persistent
+    proximity, :func:`sda.screening.refine_pairs`)."""
     def refine_partition(batches):
         objects, _ = screening.worker_objects(catalogue)
         by_id = dict(zip(objects.norad_ids.tolist(), objects.satrecs))
         for pdf in batches:
-            yield screening.refine_pairs(pdf, by_id, grid_start, step_s, start, end, threshold_km)
+            yield screening.refine_pairs(pdf, by_id, start, step_s, start, end, threshold_km, parts)
 
     return pairs.mapInPandas(refine_partition, schema=APPROACHES)
 
 
-def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: float, end: float,
-           threshold_km: float, step_s: float, partitions: int) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, int, int]]]:
-    """The whole chain on Spark: (events, filter metrics, SGP4 failures as (norad_id, step, code))."""
+def _code_time(parts: list["screening.Part"]):
+    """Spark column: the time of a candidate's (part, step) code."""
+    part = F.shiftright(F.col("step"), screening.PART_SHIFT)
+    step = F.col("step").bitwiseAND(F.lit((1 << screening.PART_SHIFT) - 1))
+    expr = None
+    for k, p in enumerate(parts):
+        t = F.lit(p.start) + step.cast("double") * F.lit(p.step_s)
+        expr = F.when(part == k, t) if expr is None else expr.when(part == k, t)
+    return expr
+
+
+def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", parts: list["screening.Part"],
+                 start: float, end: float, threshold_km: float, step_s: float, partitions: int
+                 ) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
+    """The chain on Spark over the plan's parts: (refine_pairs rows, filter metrics, SGP4 failures as
+    (norad_id, first failing time, code))."""
     objects, _ = screening.worker_objects(catalogue)
-    times = screening.time_grid(start, end, step_s)
-    grids = objects.grids(threshold_km, step_s)
-    n = len(objects.norad_ids)
-    metrics: dict[str, Any] = {
-        "steps": len(times),
-        "cell_km": round(grids.slow_cell_km, 1),
-        "cell_fast_km": round(grids.fast_cell_km, 1),
-        "fast_objects": int((~grids.slow).sum()),
-        "objects": n,
-        "pairs_all": n * (n - 1) // 2,
-        "pairs_altitude": screening.altitude_band_pair_count(objects.perigee_km, objects.apogee_km, threshold_km),
-    }
-    events = pd.DataFrame({c: pd.Series(dtype=t) for c, t in screening.APPROACH_COLUMNS.items()})
-    if n < 2:
+    metrics: dict[str, Any] = {"steps": int(sum(len(screening.time_grid(p.start, p.end, p.step_s)) for p in parts))}
+    found = screening.approach_frame([])
+    if len(objects.norad_ids) < 2 or not parts:
         metrics.update({"pair_steps_grid": 0, "pair_steps_linear": 0, "pairs_linear": 0})
-        return events, metrics, []
-    cands = candidates(spark, catalogue, times, threshold_km, step_s, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        return found, metrics, []
+    cands = candidates(spark, catalogue, parts, threshold_km, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         side = cands.where(F.col("kind") != "pair").collect()
         metrics["pair_steps_grid"] = int(sum(r["count"] for r in side if r["kind"] == "count"))
-        first_error: dict[int, tuple[int, int]] = {}
+        first_error: dict[int, tuple[float, int]] = {}
         for r in side:
-            if r["kind"] == "error" and (r["primary_id"] not in first_error or r["step"] < first_error[r["primary_id"]][0]):
-                first_error[r["primary_id"]] = (int(r["step"]), int(r["count"]))
+            if r["kind"] != "error":
+                continue
+            k, st = int(r["step"]) >> screening.PART_SHIFT, int(r["step"]) & ((1 << screening.PART_SHIFT) - 1)
+            t = parts[k].start + st * parts[k].step_s
+            if r["primary_id"] not in first_error or t < first_error[r["primary_id"]][0]:
+                first_error[r["primary_id"]] = (t, int(r["count"]))
         pairs = cands.where(F.col("kind") == "pair")
         if first_error:  # an object is unusable from its first failure on (SGP4 may "recover" later)
-            failed = F.create_map(*[F.lit(x) for norad, (step, _) in sorted(first_error.items()) for x in (norad, step)])
-            never = F.lit(np.iinfo(np.int64).max)
-            pairs = pairs.where((F.col("step") < F.coalesce(failed[F.col("primary_id")], never))
-                                & (F.col("step") < F.coalesce(failed[F.col("secondary_id")], never)))
+            failed = F.create_map(*[F.lit(x) for norad, (t, _) in sorted(first_error.items()) for x in (norad, float(t))])
+            never = F.lit(float("inf"))
+            t = _code_time(parts)
+            pairs = pairs.where((t < F.coalesce(failed[F.col("primary_id")], never))
+                                & (t < F.coalesce(failed[F.col("secondary_id")], never)))
         per_pair = (
             pairs
             .groupBy("primary_id", "secondary_id")
@@ -167,16 +200,64 @@ def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: 
         )
         summary = per_pair.agg(F.count(F.lit(1)).alias("pairs"), F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps")).first()
         metrics.update({"pairs_linear": int(summary["pairs"]), "pair_steps_linear": int(summary["steps"])})
-        events = refine(per_pair, catalogue, start, step_s, start, end, threshold_km).toPandas()
+        found = refine(per_pair, catalogue, parts, step_s, start, end, threshold_km).toPandas()
         per_pair.unpersist()
     finally:
         cands.unpersist()
-    errors = [(norad, step, code) for norad, (step, code) in sorted(first_error.items())]
-    return events, metrics, errors
+    found = found.astype({**screening.APPROACH_COLUMNS, "exact": bool})
+    found["flag"] = found["flag"].astype(object).where(found["flag"].notna(), None)
+    errors = [(norad, t, code) for norad, (t, code) in sorted(first_error.items())]
+    return found, metrics, errors
+
+
+def catalogue_metrics(catalogue: "screening.CatalogueLines", threshold_km: float, step_s: float) -> dict[str, Any]:
+    objects, _ = screening.worker_objects(catalogue)
+    grids = objects.grids(threshold_km, step_s)
+    n = len(objects.norad_ids)
+    return {
+        "cell_km": round(grids.slow_cell_km, 1),
+        "cell_fast_km": round(grids.fast_cell_km, 1),
+        "fast_objects": int((~grids.slow).sum()),
+        "objects": n,
+        "pairs_all": n * (n - 1) // 2,
+        "pairs_altitude": screening.altitude_band_pair_count(objects.perigee_km, objects.apogee_km, threshold_km),
+    }
+
+
+def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: float, end: float,
+           threshold_km: float, step_s: float, partitions: int) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
+    """A full screening on Spark: (open events, filter metrics, SGP4 failures as (norad_id, time, code))."""
+    metrics = catalogue_metrics(catalogue, threshold_km, step_s)
+    found, counts, errors = screen_parts(spark, catalogue, [screening.Part(start, end, step_s)], start, end,
+                                         threshold_km, step_s, partitions)
+    metrics.update(counts)
+    return screening.combine(screening.empty_events(), found), metrics, errors
+
+
+def screen_increment(spark: "SparkSession", catalogue: "screening.CatalogueLines", plan: "screening.IncrementPlan",
+                     start: float, end: float, threshold_km: float, step_s: float, partitions: int
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
+    """The plan's parts on Spark, its rechecks on the driver, combined with its kept events:
+    (open events, the rows screened this run (found and rechecked), metrics, SGP4 failures)."""
+    found, metrics, errors = screen_parts(spark, catalogue, plan.parts, start, end, threshold_km, step_s, partitions)
+    objects, _ = screening.worker_objects(catalogue)
+    by_id = dict(zip(objects.norad_ids.tolist(), objects.satrecs))
+    rechecked = screening.recheck_pairs(plan.recheck, by_id, start, end, threshold_km, step_s)
+    events = screening.combine(plan.kept, found, rechecked)
+    metrics.update({"mode": "full" if plan.full else "incremental", "mode_reason": plan.reason,
+                    "changed_element_sets": len(plan.changed) if not plan.full else None,
+                    "events_kept": len(plan.kept), "events_dropped_tca_passed": plan.dropped,
+                    "pairs_rechecked": len(plan.recheck),
+                    "parts": [{"start": p.start, "end": p.end, "step_s": p.step_s,
+                               "focus": None if p.focus is None else len(p.focus)} for p in plan.parts]})
+    return events, pd.concat([f for f in (found, rechecked) if len(f)] or [found]), metrics, errors
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
+    from sda.tables import add_missing_columns
+
     args = _validate(args)
+    add_missing_columns(spark, settings, "conjunctions")  # a lakehouse from before the persistent flag
     if getattr(args, "replay", False):
         return replay(spark, settings, args)
     return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
@@ -200,6 +281,10 @@ def replay(spark: "SparkSession", settings: "Settings", args: argparse.Namespace
 
 def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Namespace, screen_start: dt.datetime,
                 lifecycle: bool) -> dict[str, Any]:
+    """One screening of [screen_start, screen_start + horizon). With ``lifecycle`` (a scheduled or
+    manual run) it is incremental on the recorded screening state (``ops.screening_state`` and
+    ``ops.screening_events``; :func:`sda.screening.plan_increment` says what it redoes) and records
+    the new state last; a replay screens in full and leaves the state alone."""
     horizon_h = args.horizon_h or settings.screening_horizon_h
     start = screen_start.timestamp()
     end = start + horizon_h * 3600.0
@@ -209,17 +294,40 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
                                          tuple(r["line1"] for r in catalogue_rows), tuple(r["line2"] for r in catalogue_rows))
     epochs = {int(r["norad_id"]): r["epoch"] for r in catalogue_rows}
-    runtime.progress(STAGE, "screening %d objects over %s h from %s", len(catalogue_rows), horizon_h, screen_start.isoformat())
-    events, screened, errors = screen(spark, catalogue, start, end, threshold_km, step_s, settings.shuffle_partitions)
-    runtime.progress(STAGE, "screened: %d approaches under %s km", len(events), threshold_km)
-    metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h, **screened,
-                               "sgp4_errors": len(errors)}
+    epochs_unix = {n: alerts._aware(e).timestamp() for n, e in epochs.items()}
+    previous, state_refs = read_state(spark, settings) if lifecycle else (None, {})
+    plan = screening.plan_increment(previous, epochs_unix, start, end, threshold_km, step_s, screening.code_version(),
+                                    full=bool(getattr(args, "full_screening", False)) or not lifecycle)
+    runtime.progress(STAGE, "screening %d objects over %s h from %s: %s (%s)", len(catalogue_rows), horizon_h,
+                     screen_start.isoformat(), "full" if plan.full else "incremental", plan.reason)
+    events, _, screened, errors = screen_increment(spark, catalogue, plan, start, end, threshold_km, step_s,
+                                                   settings.shuffle_partitions)
+    runtime.progress(STAGE, "screened: %d open approaches under %s km (%d kept)", len(events), threshold_km, len(plan.kept))
+    metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h,
+                               **catalogue_metrics(catalogue, threshold_km, step_s), **screened, "sgp4_errors": len(errors), "open_events": len(events),
+                               "persistent_open": int(events["flag"].map(screening.is_persistent).sum()) if len(events) else 0}
     if errors:
-        write_propagation_errors(spark, settings, errors, start, step_s, epochs, args.run_id)
+        write_propagation_errors(spark, settings, errors, epochs, args.run_id)
 
+    # re-assess (Pc, level) the new events, and the kept ones whose objects' state changed since
+    states = newest_states(spark, settings) if lifecycle else {}
+    kept_ids = set(_keys(plan.kept))
+    moved = {n for n in set(states) | set(state_refs) if states.get(n) != state_refs.get(n)}
+    fresh = pd.Series([k not in kept_ids for k in _keys(events)], index=events.index, dtype=bool)
+    restated = events["primary_id"].isin(moved) | events["secondary_id"].isin(moved)
+    assess_now = events[fresh | restated]
+    metrics["events_reassessed_state"] = int((~fresh & restated).sum())
     screen_end = screen_start + dt.timedelta(hours=horizon_h)
-    metrics.update(alerts.publish(spark, settings, events, screen_start, args.run_id, screen_end=screen_end,
-                                  lifecycle=lifecycle))
+    published = alerts.publish(spark, settings, assess_now, screen_start, args.run_id, screen_end=screen_end,
+                               lifecycle=lifecycle, kept=events[~(fresh | restated)])
+    runtime.progress(STAGE, "published: %d events assessed, %d kept as they were", len(assess_now), len(events) - len(assess_now))
+    published["events_assessed"] = published.pop("events")
+    metrics.update(published)
+    metrics["events"] = len(events)  # the open events of the screening (kept and new)
+    if lifecycle:
+        write_state(spark, settings, events, epochs, states, screen_start, screen_end, threshold_km, step_s,
+                    "full" if plan.full else "incremental", args.run_id)
+        runtime.progress(STAGE, "screening state recorded: horizon to %s, %d open events", screen_end.isoformat(), len(events))
     # conservation over the catalogue objects: every object is screened, or screened until SGP4
     # refused it (those are counted as quarantined and listed in ops.propagation_errors)
     n = len(catalogue.norad_ids)
@@ -227,13 +335,88 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     return metrics
 
 
-def write_propagation_errors(spark: "SparkSession", settings: "Settings", errors: list[tuple[int, int, int]],
-                             grid_start: float, step_s: float, epochs: dict[int, Any], run_id: str) -> None:
+def _keys(events: pd.DataFrame) -> list[str]:
+    if events is None or not len(events):
+        return []
+    return [screening.event_key(p, s, t, f) for p, s, t, f in
+            zip(events["primary_id"], events["secondary_id"], events["tca_unix"], events["flag"])]
+
+
+def read_state(spark: "SparkSession", settings: "Settings"
+               ) -> tuple["screening.ScreeningState | None", dict[int, tuple[Any, Any]]]:
+    """The recorded screening state and, per object, the object state its events' Pc used (None, {}
+    when nothing is recorded)."""
+    from sda.tables import table_exists
+
+    if not table_exists("screening_state", settings):
+        return None, {}
+    rows = TABLES["screening_state"].read(spark, settings).collect()
+    if not rows:
+        return None, {}
+    head = rows[0]
+    if any((r["horizon_start"], r["horizon_end"], r["threshold_km"], r["step_s"], r["code_version"])
+           != (head["horizon_start"], head["horizon_end"], head["threshold_km"], head["step_s"], head["code_version"])
+           for r in rows):
+        runtime.progress(STAGE, "the recorded screening state is not one screening's: screening in full")
+        return None, {}
+    events = TABLES["screening_events"].read(spark, settings).drop("event_id", "run_id").toPandas()
+    events = events.astype(screening.APPROACH_COLUMNS) if len(events) else screening.empty_events()
+    events["flag"] = events["flag"].astype(object).where(events["flag"].notna(), None)
+    state = screening.ScreeningState(
+        alerts._aware(head["horizon_start"]).timestamp(), alerts._aware(head["horizon_end"]).timestamp(),
+        float(head["threshold_km"]), float(head["step_s"]), head["code_version"],
+        {int(r["norad_id"]): alerts._aware(r["epoch"]).timestamp() for r in rows}, events)
+    refs = {int(r["norad_id"]): _state_ref(r["state_observed"], r["state_rms_m"]) for r in rows
+            if r["state_observed"] is not None}
+    return state, refs
+
+
+def _state_ref(observed, rms) -> tuple[Any, Any]:
+    return (alerts._aware(observed).timestamp() if observed is not None else None,
+            None if rms is None else round(float(rms), 6))
+
+
+def newest_states(spark: "SparkSession", settings: "Settings") -> dict[int, tuple[Any, Any]]:
+    """Per object, the newest gold object_state (last_observed, residual RMS): what its Pc uses."""
+    newest = F.max_by(F.struct("last_observed", "residual_rms_m"), "last_observed")
+    rows = (TABLES["object_state"].read(spark, settings).groupBy("norad_id").agg(newest.alias("s"))
+            .select("norad_id", "s.last_observed", "s.residual_rms_m").collect())
+    return {int(r["norad_id"]): _state_ref(r["last_observed"], r["residual_rms_m"]) for r in rows}
+
+
+def write_state(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, epochs: dict[int, Any],
+                states: dict[int, tuple[Any, Any]], screen_start: dt.datetime, screen_end: dt.datetime,
+                threshold_km: float, step_s: float, mode: str, run_id: str) -> None:
+    """Record the screening: its open events, then (last: the next run trusts what it says) the state
+    per object. Each table is replaced whole in one Delta commit; a crash between the two leaves the
+    old state, and the next run redoes this one's increment (the events it keeps are unchanged)."""
+    ev = events.copy()
+    ev.insert(0, "event_id", _keys(ev))
+    ev["run_id"] = run_id
+    ev["flag"] = ev["flag"].astype(object).where(ev["flag"].notna(), None)
+    columns = schemas.SCREENING_EVENTS.fieldNames()
+    rows = [tuple(v.item() if isinstance(v, np.generic) else v for v in rec) for rec in ev[columns].itertuples(index=False)]
+    (spark.createDataFrame(rows, schemas.SCREENING_EVENTS).write.format("delta").mode("overwrite")
+     .save(TABLES["screening_events"].path(settings)))
+    runtime.checkpoint("conjunction:after-screening-events")
+    version = screening.code_version()
+    start_utc, end_utc = alerts._aware(screen_start), alerts._aware(screen_end)
+    rows = []
+    for norad, epoch in sorted(epochs.items()):
+        observed, rms = states.get(norad, (None, None))
+        rows.append((norad, alerts._aware(epoch), None if observed is None else alerts._aware(observed), rms,
+                     start_utc, end_utc, float(threshold_km), float(step_s), version, mode, run_id))
+    (spark.createDataFrame(rows, schemas.SCREENING_STATE).write.format("delta").mode("overwrite")
+     .save(TABLES["screening_state"].path(settings)))
+
+
+def write_propagation_errors(spark: "SparkSession", settings: "Settings", errors: list[tuple[int, float, int]],
+                             epochs: dict[int, Any], run_id: str) -> None:
     from sda.catalog import sgp4_error_meaning
 
     rows = [(STAGE, run_id, int(norad), int(code), sgp4_error_meaning(code),
-             dt.datetime.fromtimestamp(grid_start + step * step_s, tz=dt.timezone.utc), epochs.get(int(norad)))
-            for norad, step, code in errors]
+             dt.datetime.fromtimestamp(t, tz=dt.timezone.utc), epochs.get(int(norad)))
+            for norad, t, code in errors]
     runtime.upsert(spark, spark.createDataFrame(rows, schemas.PROPAGATION_ERRORS), "propagation_errors", settings)
 
 
@@ -241,12 +424,15 @@ def parser() -> argparse.ArgumentParser:
     p = runtime.stage_parser(STAGE, "Screen the catalogue for close approaches and raise alerts.")
     p.add_argument("--screen-start", default=None, help="start of the screening interval (ISO-8601); default --end")
     p.add_argument("--horizon-h", type=float, default=None, help="screening horizon in hours; default settings")
+    p.add_argument("--full-screening", action="store_true",
+                   help="screen the whole horizon, all objects against all, whatever the recorded state")
     return p
 
 
 def _validate(args: argparse.Namespace) -> argparse.Namespace:
     args.screen_start = getattr(args, "screen_start", None)
     args.horizon_h = getattr(args, "horizon_h", None)
+    args.full_screening = bool(getattr(args, "full_screening", False))
     if args.screen_start is not None and not isinstance(args.screen_start, dt.datetime):
         args.screen_start = runtime.parse_instant("screen-start", args.screen_start)
     if args.horizon_h is not None and not (0 < args.horizon_h <= 24 * 14):

@@ -45,6 +45,7 @@ SETTING_DOCS = {
     "pc_yellow": "collision probability of a yellow alert",
     "hard_body_radius_m": "combined hard-body radius used for the collision probability",
     "vacuum_retention_h": "VACUUM keeps unreferenced files at least this long (longer when a change-feed consumer lags)",
+    "sim_objects": "objects in the catalogue the simulator generates (`make run`, `sda simulate`, `sda catalog generate`; at most 29900)",
 }
 
 

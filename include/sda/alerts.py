@@ -39,6 +39,11 @@ which does everything after the screening:
      its last version). Open alerts outside that range are left as they are;
    * a closed alert whose TCA is still ahead (closed for risk dropped / not found) that an alert-level
      event matches again is reopened: **updated**, version + 1 (its reason starts with "reopened").
+   * the open events an incremental screening kept without re-assessing them (``kept``) keep their
+     alerts as they are: still found, nothing emitted;
+   * a persistent proximity (``flag`` "persistent: ...", event_id of the pair alone) is one alert per
+     pair: matched whatever its time, changed only by its level or Pc, closed ("no longer found by
+     screening") when the screening no longer finds the pair persistent.
 
    Every change increments ``version`` and is emitted exactly once.
 5. **Emission**: each change writes ``CDM-<alert_id>-v<version>.cdm`` (CCSDS 508.0-B-1 KVN, see
@@ -284,7 +289,7 @@ def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame
     columns = ["event_id", "primary_id", "secondary_id", "tca", "tca_unix", "miss_m", "rel_speed_ms", "r_m",
                "t_m", "n_m", *_STATE_FIELDS, *_SIGMA_FIELDS, "p_cov_source", "s_cov_source", "pc", "pc_valid",
                "pc_flag", "pc_reason", "level", "reason", "hbr_m", "primary_name", "secondary_name",
-               "primary_intldes", "secondary_intldes"]
+               "primary_intldes", "secondary_intldes", "flag"]
     if events is None or len(events) == 0:
         return pd.DataFrame(columns=columns)
     events = events.reset_index(drop=True)
@@ -297,8 +302,10 @@ def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame
         return refs[norad_id]
 
     rows = []
+    flags = events["flag"].tolist() if "flag" in events.columns else [None] * len(events)
     for i, ev in enumerate(events.itertuples(index=False)):
         pid, sid, t = int(ev.primary_id), int(ev.secondary_id), float(ev.tca_unix)
+        flag_i = flags[i] if screening.is_persistent(flags[i]) else None
         r1, v1 = P[i, :3] * 1000.0, P[i, 3:] * 1000.0
         r2, v2 = S[i, :3] * 1000.0, S[i, 3:] * 1000.0
         ref1, ref2 = ref(pid), ref(sid)
@@ -308,9 +315,11 @@ def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame
         flag = pc_flag(res)
         miss_m = float(ev.miss_km) * 1000.0
         level, reason = alert_level(pc, miss_m, settings, flag)
+        if flag_i:  # no closest approach in the window: say so, the miss is the smallest distance in it
+            reason = f"{flag_i} (smallest distance {miss_m:.0f} m); {reason}"
         p_info, s_info = catalog.get(pid, {}), catalog.get(sid, {})
         row = {
-            "event_id": screening.event_id(pid, sid, t), "primary_id": pid, "secondary_id": sid,
+            "event_id": screening.event_key(pid, sid, t, flag_i), "primary_id": pid, "secondary_id": sid,
             "tca": _aware(t), "tca_unix": t, "miss_m": miss_m, "rel_speed_ms": float(ev.rel_speed_km_s) * 1000.0,
             "r_m": float(ev.r_km) * 1000.0, "t_m": float(ev.t_km) * 1000.0, "n_m": float(ev.n_km) * 1000.0,
             **dict(zip(_STATE_FIELDS, [float(x) for x in np.r_[r1, v1, r2, v2]])),
@@ -321,6 +330,7 @@ def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame
             "primary_name": p_info.get("name"), "secondary_name": s_info.get("name"),
             "primary_intldes": intl_designator(p_info.get("line1")),
             "secondary_intldes": intl_designator(s_info.get("line1")),
+            "flag": flag_i,
         }
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
@@ -334,8 +344,9 @@ def dedup_events(events: pd.DataFrame) -> pd.DataFrame:
     if events is None or len(events) == 0:
         return events
     ordered = events.sort_values(["miss_km", "primary_id", "secondary_id", "tca_unix"], kind="stable")
-    ids = [screening.event_id(p, s, t) for p, s, t in zip(ordered["primary_id"], ordered["secondary_id"],
-                                                           ordered["tca_unix"])]
+    flags = ordered["flag"] if "flag" in ordered.columns else [None] * len(ordered)
+    ids = [screening.event_key(p, s, t, f) for p, s, t, f in zip(ordered["primary_id"], ordered["secondary_id"],
+                                                                  ordered["tca_unix"], flags)]
     keep = ~pd.Series(ids, index=ordered.index).duplicated()
     out = ordered[keep.to_numpy()]
     return out.sort_values(["tca_unix", "primary_id", "secondary_id"], kind="stable").reset_index(drop=True)
@@ -418,14 +429,45 @@ def _values(event: Mapping, screen_start) -> dict:
     return out
 
 
+def _flagged(event: Mapping) -> bool:
+    from sda import screening
+
+    return screening.is_persistent(event.get("flag"))
+
+
+def _persistent_alert(a: Mapping) -> bool:
+    from sda import screening
+
+    return a.get("event_id") == screening.persistent_event_id(a["primary_id"], a["secondary_id"])
+
+
+def _persistent_changed(old: Mapping, new: Mapping) -> bool:
+    """A persistent proximity is updated, not re-emitted, as its smallest distance and its time move
+    from run to run: only a new level, Pc validity or Pc (3 significant digits) is a change."""
+    if (old["level"], bool(old["pc_valid"]), old.get("pc_flag")) != (new["level"], bool(new["pc_valid"]), new.get("pc_flag")):
+        return True
+    a, b = old.get("pc"), new.get("pc")
+    if _missing(a) != _missing(b):
+        return True
+    return not _missing(a) and abs(float(a) - float(b)) >= 1e-3 * max(abs(float(a)), abs(float(b)))
+
+
 def plan_alerts(assessed: pd.DataFrame, current: Iterable[Mapping], screen_start, screen_end, run_id: str,
-                settings, emitted: Callable[[str, int], Mapping | None] | None = None) -> Plan:
+                settings, emitted: Callable[[str, int], Mapping | None] | None = None,
+                kept: pd.DataFrame | None = None) -> Plan:
     """The alert changes of a run (pure: no I/O but ``emitted``).
 
     assessed: :func:`assess` rows (one per event_id); current: the ``alerts`` rows that may be affected
     (open ones, and closed ones whose TCA is not long past); screen_start / screen_end: the interval this
     screening covered; emitted(alert_id, version): the JSON-twin row of an emitted version found in the
-    outbox, or None (crash recovery, see the module docstring).
+    outbox, or None (crash recovery, see the module docstring). kept: open events of the screening
+    that were not re-assessed this run (an incremental screening kept them as they were: primary_id,
+    secondary_id, tca_unix): their alerts are still found, nothing changes for them.
+
+    A persistent proximity (event_id :func:`sda.screening.persistent_event_id`) is one alert per pair:
+    it matches its alert whatever its time, changes only with its level or Pc
+    (:func:`_persistent_changed`), and closes when a screening no longer finds the pair persistent
+    (persistent pairs are worked out over the whole horizon by every screening).
     """
     tol = float(_setting(settings, "alert_tca_tolerance_s", TCA_TOLERANCE_S))
     start_s, end_s = _aware(screen_start).timestamp(), _aware(screen_end).timestamp()
@@ -449,7 +491,7 @@ def plan_alerts(assessed: pd.DataFrame, current: Iterable[Mapping], screen_start
         alerts[a["alert_id"]] = catch_up(a["alert_id"], a)
 
     def matchable(a: dict) -> bool:
-        if a["status"] != "closed":
+        if a["status"] != "closed" or _persistent_alert(a):
             return True
         return a.get("close_reason") != CLOSE_TCA_PASSED and _aware(a["tca"]).timestamp() >= start_s - tol
 
@@ -464,8 +506,10 @@ def plan_alerts(assessed: pd.DataFrame, current: Iterable[Mapping], screen_start
     matched: dict[int, str] = {}
     for ev_idx, alert_ids in pairs.values():
         options = sorted(
-            (abs(float(events[i]["tca_unix"]) - _aware(alerts[aid]["tca"]).timestamp()), i, aid)
-            for i in ev_idx for aid in alert_ids)
+            (0.0 if _persistent_alert(alerts[aid]) else
+             abs(float(events[i]["tca_unix"]) - _aware(alerts[aid]["tca"]).timestamp()), i, aid)
+            for i in ev_idx for aid in alert_ids
+            if _persistent_alert(alerts[aid]) == _flagged(events[i]))
         used_alerts: set[str] = set()
         for gap, i, aid in options:
             if gap <= tol and i not in matched and aid not in used_alerts:
@@ -517,17 +561,34 @@ def plan_alerts(assessed: pd.DataFrame, current: Iterable[Mapping], screen_start
             continue
         if level == "none":
             change(a, aid, "closed", "none", reason, CLOSE_RISK_DROPPED, values)
-        elif content_changed(a, candidate):
+        elif (_persistent_changed if _flagged(e) else content_changed)(a, candidate):
             change(a, aid, "updated", level, reason, None, values)
         else:
             unchanged += 1
+
+    # alerts of events kept as screened before (not re-assessed): still found, nothing to emit
+    open_by_pair: dict[tuple[int, int], list[str]] = {}
+    for aid, a in alerts.items():
+        if aid not in touched and a is not None and a["status"] != "closed" and not _persistent_alert(a):
+            open_by_pair.setdefault((int(a["primary_id"]), int(a["secondary_id"])), []).append(aid)
+    for p, s_id, t in ([] if kept is None or not len(kept) or not open_by_pair else
+                       zip(kept["primary_id"], kept["secondary_id"], kept["tca_unix"])):
+        for aid in open_by_pair.get((int(p), int(s_id)), ()):
+            if aid not in touched and abs(_aware(alerts[aid]["tca"]).timestamp() - float(t)) <= tol:
+                touched.add(aid)
+                unchanged += 1
+                break
 
     for aid, a in list(alerts.items()):
         if aid in touched or a is None or a["status"] == "closed":
             continue
         tca_s = _aware(a["tca"]).timestamp()
         kept = {k: a[k] for k in _VALUE_FIELDS}
-        if tca_s < start_s:
+        if _persistent_alert(a):
+            change(a, aid, "closed", "none",
+                   f"no longer a persistent proximity in the screening of [{_iso(screen_start)}, {_iso(screen_end)}); "
+                   f"last level {a['level']}", CLOSE_NOT_FOUND, kept)
+        elif tca_s < start_s:
             change(a, aid, "closed", a["level"],
                    f"TCA {_iso(a['tca'])} passed (before the screening start {_iso(screen_start)}); "
                    f"last level {a['level']}", CLOSE_TCA_PASSED, kept)
@@ -592,7 +653,8 @@ def _read_inputs(spark: "SparkSession", settings: "Settings", ids: set[int], scr
 
 
 def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, screen_start: dt.datetime,
-            run_id: str, *, screen_end: dt.datetime | None = None, lifecycle: bool = True) -> dict[str, Any]:
+            run_id: str, *, screen_end: dt.datetime | None = None, lifecycle: bool = True,
+            kept: pd.DataFrame | None = None) -> dict[str, Any]:
     """Everything after the screening: assess, write ``conjunctions``, run the alert lifecycle, emit the
     outbox files, write ``alert_events`` and ``alerts``. Idempotent and crash-safe (module docstring).
 
@@ -602,6 +664,8 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     ``conjunctions`` upsert: no alert changes, no outbox files. Returns the run's figures: events, alerts_new,
     alerts_updated, alerts_closed, alerts_unchanged, alerts_recovered (versions found in the outbox
     from an interrupted attempt), emitted_files, red, yellow, pc_invalid (among this run's events).
+    kept: the open events an incremental screening kept without re-assessing them (their alerts are
+    still found, :func:`plan_alerts`).
     """
     from sda import runtime
 
@@ -625,7 +689,7 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
 
     outbox = Path(settings.outbox)
     originator = str(_setting(settings, "cdm_originator", ORIGINATOR))
-    plan = plan_alerts(assessed, current, screen_start, screen_end, run_id, settings, outbox_lookup(outbox))
+    plan = plan_alerts(assessed, current, screen_start, screen_end, run_id, settings, outbox_lookup(outbox), kept=kept)
     written = 0
     for row in plan.adopted + plan.changes:  # adopted: rewrite a CDM whose JSON twin made it, but not itself
         written += emit(row, outbox, originator)

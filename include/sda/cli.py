@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     cat = sub.add_parser("catalog", help="generate, fetch or check a catalogue")
     cat_sub = cat.add_subparsers(dest="action", required=True)
     gen = cat_sub.add_parser("generate", help="a synthetic catalogue with realistic shells (offline)")
-    gen.add_argument("--objects", type=int, default=300)
+    gen.add_argument("--objects", type=int, default=load_settings().sim_objects,
+                     help="how many objects (default: the setting SDA_SIM_OBJECTS)")
     gen.add_argument("--epoch", help="ISO-8601 epoch (default now)")
     gen.add_argument("--seed", type=int, default=7)
     gen.add_argument("--out", default=str(load_settings().catalog_file),

@@ -76,6 +76,12 @@ def _insert_comment_before(section, key: str, text: str) -> None:
     section.entries.append(Entry("COMMENT", text))
 
 
+def kvn_value(text: str) -> str:
+    """A free-text value a KVN line can hold: square brackets (they open a unit, as in real names
+    like ``STARLINK-11353 [DTC]``) become parentheses, line breaks spaces."""
+    return " ".join(str(text).replace("[", "(").replace("]", ")").split())
+
+
 def build_cdm(row: Mapping, originator: str = ORIGINATOR) -> Cdm:
     """The CCSDS CDM (508.0-B-1) of one alert version, a pure function of its alerts row."""
     tca = _aware(row["tca"])
@@ -88,7 +94,7 @@ def build_cdm(row: Mapping, originator: str = ORIGINATOR) -> Cdm:
     objects = {}
     for n, o in ((1, "p"), (2, "s")):
         norad = int(row["primary_id" if o == "p" else "secondary_id"])
-        name = row.get("primary_name" if o == "p" else "secondary_name") or f"NORAD {norad}"
+        name = kvn_value(row.get("primary_name" if o == "p" else "secondary_name") or f"NORAD {norad}")
         intl = row.get("primary_intldes" if o == "p" else "secondary_intldes") or "UNKNOWN"
         objects[n] = {"OBJECT_DESIGNATOR": f"{norad:05d}", "OBJECT_NAME": name, "INTERNATIONAL_DESIGNATOR": intl,
                       "COVARIANCE_METHOD": "DEFAULT"}

@@ -310,7 +310,41 @@ CONJUNCTION = T.StructType(
         T.StructField("pc_flag", T.StringType()),  # null | low relative velocity | long encounter (...) | ...
         T.StructField("level", T.StringType(), False),  # red | yellow | none (sda.alerts.alert_level)
         T.StructField("run_id", T.StringType(), False),
+        # null: a closest approach (a range-rate root); "persistent: ..." a pair within the threshold at
+        # a window edge with no approach inside, or all along (sda.screening.pair_events): one row per
+        # pair, at its smallest distance in the window, updated in place by later screenings
+        T.StructField("flag", T.StringType()),
     ]
+)
+
+# The conjunction stage's screening state (sda.screening.ScreeningState), one row per catalogue object:
+# the element-set epoch it was last screened with, the object state its events' Pc was assessed with,
+# and -- the same on every row -- the horizon the screening covers, its threshold, step and code
+# version. The next screening screens only what changed since (jobs/conjunction.py).
+SCREENING_STATE = T.StructType(
+    [
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("epoch", T.TimestampType(), False),  # element-set epoch screened
+        T.StructField("state_observed", T.TimestampType()),  # newest object_state last_observed its Pc used
+        T.StructField("state_rms_m", T.DoubleType()),  # and that state's residual RMS
+        T.StructField("horizon_start", T.TimestampType(), False),
+        T.StructField("horizon_end", T.TimestampType(), False),
+        T.StructField("threshold_km", T.DoubleType(), False),
+        T.StructField("step_s", T.DoubleType(), False),
+        T.StructField("code_version", T.StringType(), False),  # sda.screening.code_version()
+        T.StructField("mode", T.StringType(), False),  # full | incremental: how the last screening ran
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+# The open events of the recorded screening (sda.screening.EVENT_COLUMNS): the approach as screened
+# (km, km/s, TEME states at TCA), which the next screening keeps for pairs that did not change.
+SCREENING_EVENTS = T.StructType(
+    [T.StructField("event_id", T.StringType(), False)]
+    + [T.StructField(c, T.LongType() if c in ("primary_id", "secondary_id") else T.DoubleType(), False)
+       for c in ("primary_id", "secondary_id", "tca_unix", "miss_km", "rel_speed_km_s", "r_km", "t_km", "n_km",
+                 "p_x", "p_y", "p_z", "p_vx", "p_vy", "p_vz", "s_x", "s_y", "s_z", "s_vx", "s_vy", "s_vz")]
+    + [T.StructField("flag", T.StringType()), T.StructField("run_id", T.StringType(), False)]
 )
 
 # The current state of an alert (gold ``alerts``, one row per alert_id) and each emitted change of it

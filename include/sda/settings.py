@@ -71,6 +71,16 @@ def _positive_int(name: str, raw: str) -> int:
     return value
 
 
+SIM_OBJECTS_MAX = 29900  # sda.catgen numbers objects 70000..99899
+
+
+def _sim_objects(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > SIM_OBJECTS_MAX:
+        raise SettingsError(f"{name}={raw!r}: expected at most {SIM_OBJECTS_MAX} objects (the generator's NORAD id range)")
+    return value
+
+
 def _probability(name: str, raw: str) -> float:
     value = _positive_float(name, raw)
     if value > 1:
@@ -188,6 +198,8 @@ class Settings:
     alert_tca_tolerance_s: float = 120.0  # an event belongs to an open alert of the same pair within this TCA shift
     cdm_originator: str = "SDA-FUSION"
     uncertainty_min_sigma_m: float = 10.0  # floor per axis of an observed object's position sigma
+    # simulation: objects in the catalogue sda.catgen generates (sda simulate, sda catalog generate, make run)
+    sim_objects: int = 300
     # table upkeep (jobs/maintenance.py)
     vacuum_retention_h: float = 168.0  # VACUUM keeps files this long at least (and longer for a lagging consumer)
 
@@ -249,6 +261,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "pc_yellow": _probability,
     "hard_body_radius_m": _positive_float,
     "vacuum_retention_h": _positive_float,
+    "sim_objects": _sim_objects,
 }
 
 

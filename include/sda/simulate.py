@@ -238,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog", type=Path, help="TLE/OMM catalogue to observe (default: generate one with sda.catgen)")
     p.add_argument("--catalog-out", type=Path, help="where the catalogue used is written (default: the settings' catalog_file); "
                    "inside the catalog_file's directory or the landing zone")
-    p.add_argument("--objects", type=positive_int, default=300, help="generated catalogue size (default 300)")
+    p.add_argument("--objects", type=positive_int, default=None,
+                   help="generated catalogue size (default: the setting SDA_SIM_OBJECTS, 300)")
     p.add_argument("--max-objects", type=positive_int, help="observe a deterministic subsample of the catalogue")
     p.add_argument("--sensors", type=Path, help="sensor registry CSV (default: the embedded registry)")
     p.add_argument("--seed", type=int, default=1)
@@ -274,7 +275,7 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         parser.error("--tca needs --inject-conjunction")
     cfg = SimConfig(
         start=args.start, end=args.end, landing=args.landing, catalog=args.catalog, catalog_out=args.catalog_out,
-        objects=args.objects, max_objects=args.max_objects, sensors=args.sensors, seed=args.seed,
+        objects=args.objects if args.objects is not None else _sim_objects(), max_objects=args.max_objects, sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
@@ -325,3 +326,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _sim_objects() -> int:
+    """The generated catalogue's size when --objects is not given: the setting SDA_SIM_OBJECTS."""
+    from sda.settings import load_settings
+
+    return load_settings().sim_objects

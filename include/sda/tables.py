@@ -99,6 +99,11 @@ _SPECS = [
     TableSpec("propagation_errors", "ops", schemas.PROPAGATION_ERRORS,
               "objects SGP4 refused to propagate during a run (error code and first failing time): skipped, not screened",
               key=("stage", "run_id", "norad_id")),
+    TableSpec("screening_state", "ops", schemas.SCREENING_STATE,
+              "the conjunction screening's state per object: element-set epoch screened, horizon, threshold, step, "
+              "code version (what the next screening need not redo)", key=("norad_id",)),
+    TableSpec("screening_events", "ops", schemas.SCREENING_EVENTS,
+              "the open events of the recorded screening, kept for pairs that did not change", key=("event_id",)),
     TableSpec("conjunctions", "gold", schemas.CONJUNCTION,
               "close approaches under the screening threshold, with their 2-D Pc and level",
               key=("event_id",)),
@@ -177,3 +182,18 @@ def _create_with_retry(spark: "SparkSession", statement: str, name: str, attempt
             if attempt == attempts - 1 or not any(tag in str(exc) for tag in _CONCURRENT_CREATE):
                 raise
             time.sleep(0.5 * (attempt + 1))
+
+
+def add_missing_columns(spark: "SparkSession", settings: "Settings", name: str) -> list[str]:
+    """Bring an existing table up to its registered schema by adding the (nullable) columns it lacks
+    (``ALTER TABLE ... ADD COLUMNS``: a lakehouse made before a column was registered). Returns them."""
+    spec = TABLES[name]
+    have = set(spec.read(spark, settings).schema.fieldNames())
+    missing = [f for f in spec.schema.fields if f.name not in have]
+    if missing:
+        if any(not f.nullable for f in missing):
+            raise ValueError(f"table {name}: cannot add the non-nullable column(s) "
+                             f"{', '.join(f.name for f in missing if not f.nullable)} to existing rows")
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE delta.`{spec.path(settings)}` ADD COLUMNS ({columns})").collect()
+    return [f.name for f in missing]

@@ -109,10 +109,14 @@ STAGES: tuple[Stage, ...] = (
         name="conjunction",
         summary="screen catalogued objects for close approaches over the horizon and raise alerts",
         upstream=("correlate",),
-        inputs=("catalog", "object_state", "alerts"),
-        outputs=("conjunctions", "alerts", "alert_events", "propagation_errors", OUTBOX),
+        inputs=("catalog", "object_state", "alerts", "screening_state", "screening_events"),
+        outputs=("conjunctions", "alerts", "alert_events", "propagation_errors", "screening_state",
+                 "screening_events", OUTBOX),
         operators=("flatMap", "join", "fold", "map", "filter"),
         key=("time step", "grid cell", "pair"),
+        state="screening_state / screening_events: the horizon covered, the element-set epoch screened per "
+              "object, threshold, step, code version and the open events; a run screens only the new slice "
+              "of the horizon and the objects whose element set changed",
     ),
 )
 

@@ -320,6 +320,14 @@ def _row(assessed, settings, **changes):
     return row
 
 
+def test_cdm_of_a_real_name_with_brackets(assessed, settings):
+    """Real catalogue names carry brackets (CelesTrak: 'STARLINK-11353 [DTC]'), which a KVN value
+    cannot: the CDM writes them as parentheses instead of failing the run."""
+    row = dict(_row(assessed, settings), primary_name="STARLINK-11353 [DTC]")
+    cdm = cdm_mod.parse_cdm(alerts.cdm_text(row))
+    assert cdm.objects[0]["OBJECT_NAME"] == "STARLINK-11353 (DTC)"
+
+
 def test_cdm_parses_back_to_the_row(assessed, settings):
     row = _row(assessed, settings)
     text = alerts.cdm_text(row)

@@ -51,3 +51,13 @@ def test_as_env_round_trips():
 def test_control_variables_are_not_mistaken_for_settings():
     s = load_settings(env={"SDA_EXIT_AFTER_RUN": "1", "SDA_SPARK_UI": "true", "SDA_CADENCE_MINUTES": "5"})
     assert s.cadence_minutes == 5
+
+
+def test_sim_objects_setting_sizes_the_generated_catalogue():
+    from sda.settings import SettingsError, load_settings
+
+    assert load_settings(env={}).sim_objects == 300
+    assert load_settings(env={"SDA_SIM_OBJECTS": "13000"}).sim_objects == 13000
+    for bad in ("0", "-5", "many", "30000"):
+        with pytest.raises(SettingsError, match="SDA_SIM_OBJECTS"):
+            load_settings(env={"SDA_SIM_OBJECTS": bad})

@@ -76,11 +76,14 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         assert metrics[key] == ref_metrics[key], key
 
     rows = {r["event_id"]: r for r in TABLES["conjunctions"].read(spark, settings).collect()}
-    expected = {screening.event_id(e.primary_id, e.secondary_id, e.tca_unix): e for e in reference.itertuples()}
-    assert set(rows) == set(expected) and len(rows) == metrics["events"] >= 5
+    expected = {screening.event_key(e.primary_id, e.secondary_id, e.tca_unix, e.flag): e for e in reference.itertuples()}
+    assert set(rows) == set(expected) and len(rows) == metrics["events"] >= 3
+    # the slow pair 201/202 never leaves the threshold: one persistent row, not one per minimum
+    [slow] = [r for r in rows.values() if r["primary_id"] == 201]
+    assert slow["flag"] == screening.PERSISTENT_WHOLE and slow["event_id"] == screening.persistent_event_id(201, 202)
     for eid, row in rows.items():
         ref = expected[eid]
-        assert (row["primary_id"], row["secondary_id"]) == (ref.primary_id, ref.secondary_id)
+        assert (row["primary_id"], row["secondary_id"], row["flag"]) == (ref.primary_id, ref.secondary_id, ref.flag)
         assert row["tca"].replace(tzinfo=UTC).timestamp() == pytest.approx(ref.tca_unix, abs=1e-3)
         assert row["miss_m"] == pytest.approx(ref.miss_km * 1000, abs=1e-3)
         assert row["primary_id"] < row["secondary_id"] and row["miss_m"] < 5000
@@ -141,3 +144,88 @@ def test_cli_arguments():
         job._validate(argparse.Namespace(screen_start=None, horizon_h=-1.0))
     with pytest.raises(ValueError, match="screen-start"):
         job._validate(argparse.Namespace(screen_start="yesterday", horizon_h=None))
+
+
+@pytest.mark.slow  # three runs of the job (~60-80 s on 2 cores)
+def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
+    """Three runs a minute apart: the first screens in full; the second (nothing renewed) screens only
+    the new minute and keeps the 101/102 alert as it is; the third, after 102's element set was renewed
+    (moved ~450 km along track), re-screens 102 against everything over the whole horizon and closes
+    the alert as no longer found -- that screening covered both objects at its TCA. A co-located pair
+    (403 and a copy of its element set, 404) is one persistent event and one alert, emitted once. The
+    open events recorded after the third run are those of one full screening of the final catalogue."""
+    job = load_job()
+    ensure_tables(spark, settings)
+    write_catalog(spark, settings)
+    l1, l2 = screening.tle_from_elements(404, EPOCH, *ELEMENTS[403])
+    rows = [(404, "OBJ 404", EPOCH, l1, l2, 400.0, 400.0, "test", EPOCH, "test")]
+    spark.createDataFrame(rows, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+
+    def at(run_id, minutes):
+        a = args(run_id)
+        a.screen_start = EPOCH - dt.timedelta(hours=3) + dt.timedelta(minutes=minutes)
+        return a
+
+    first = job.run(spark, settings, at("inc-1", 0))
+    assert first["mode"] == "full" and first["alerts_new"] == 2
+    by_pair = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
+    assert set(by_pair) == {(101, 102), (403, 404)}
+    assert by_pair[(403, 404)]["level"] == "yellow" and by_pair[(403, 404)]["miss_m"] == 0.0
+    assert by_pair[(403, 404)]["alert_id"] == screening.persistent_event_id(403, 404)
+    [persistent] = [r for r in TABLES["conjunctions"].read(spark, settings).collect() if r["primary_id"] == 403]
+    assert persistent["flag"] == screening.PERSISTENT_WHOLE and persistent["pc"] is None and not persistent["pc_valid"]
+
+    second = job.run(spark, settings, at("inc-2", 1))
+    assert second["mode"] == "incremental" and second["changed_element_sets"] == 0
+    assert second["parts"] == [{"start": first_end(1) - 60.0, "end": first_end(1), "step_s": 30.0, "focus": None}]
+    assert (second["alerts_new"], second["alerts_updated"], second["alerts_closed"], second["emitted_files"]) == (0, 0, 0, 0)
+    assert second["events"] == first["events"] and second["events_reassessed_state"] == 0
+
+    # 101 observed since its epoch (a gold object_state window): the kept events of 101 get a new Pc
+    # from its residuals, without a new screening -- the alert is updated with the new covariance
+    state = {f.name: None for f in schemas.OBJECT_STATE.fields}
+    state.update(norad_id=101, window_start=EPOCH, window_end=EPOCH + dt.timedelta(hours=1),  # after its epoch
+                 observations=12, residual_rms_m=40.0, last_observed=EPOCH + dt.timedelta(minutes=10),
+                 final=True, run_id="obs")
+    spark.createDataFrame([tuple(state[f] for f in schemas.OBJECT_STATE.fieldNames())], schemas.OBJECT_STATE) \
+        .write.format("delta").mode("append").save(TABLES["object_state"].path(settings))
+    restated = job.run(spark, settings, at("inc-2b", 1))
+    events_101 = sum(1 for r in TABLES["screening_events"].read(spark, settings).collect() if 101 in (r["primary_id"], r["secondary_id"]))
+    assert restated["mode"] == "incremental" and restated["events_reassessed_state"] == events_101 >= 1
+    updated = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}[(101, 102)]
+    assert updated["p_cov_source"].startswith("observed") and (updated["status"], updated["version"]) == ("updated", 2)
+
+    renewed = EPOCH + dt.timedelta(minutes=1)
+    l1, l2 = screening.tle_from_elements(102, renewed, *ELEMENTS[102])
+    rows = [(102, "OBJ 102", renewed, l1, l2, 702.0, 702.0, "test", renewed, "test")]
+    spark.createDataFrame(rows, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+    third = job.run(spark, settings, at("inc-3", 2))
+    assert third["mode"] == "incremental" and third["changed_element_sets"] == 1
+    alerts_now = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
+    closed = alerts_now[(101, 102)]
+    assert (closed["status"], closed["close_reason"], closed["version"]) == ("closed", alerts.CLOSE_NOT_FOUND, 3)
+    assert (alerts_now[(403, 404)]["status"], alerts_now[(403, 404)]["version"]) == ("new", 1)  # updated, not re-emitted
+    [persistent] = [r for r in TABLES["conjunctions"].read(spark, settings).collect() if r["primary_id"] == 403]
+    assert persistent["run_id"] == "inc-3"  # the row follows the latest screening
+
+    # the recorded open events equal one full screening of the final catalogue
+    final = {**ELEMENTS, 404: ELEMENTS[403]}
+    ids = sorted(final)
+    lines = [screening.tle_from_elements(n, renewed if n == 102 else EPOCH, *final[n]) for n in ids]
+    sats = screening.satrecs_from_lines([a for a, _ in lines], [b for _, b in lines])
+    start = (EPOCH - dt.timedelta(hours=3) + dt.timedelta(minutes=2)).timestamp()
+    reference, _ = screening.screen(ids, sats, start, start + 6 * 3600, 5.0, settings.screening_step_s)
+    recorded = TABLES["screening_events"].read(spark, settings).toPandas()
+    assert len(recorded) == len(reference) == third["events"]
+    for ref in reference.itertuples():
+        match = recorded[(recorded.primary_id == ref.primary_id) & (recorded.secondary_id == ref.secondary_id)
+                         & ((recorded.tca_unix - ref.tca_unix).abs() < 1.0)]
+        assert len(match) == 1 and abs(match.miss_km.iloc[0] - ref.miss_km) < 0.010, ref
+        assert match.flag.iloc[0] == ref.flag or (match.flag.iloc[0] is None and ref.flag is None)
+    state = TABLES["screening_state"].read(spark, settings).collect()
+    assert len(state) == 11 and {r["mode"] for r in state} == {"incremental"}
+    assert {r["norad_id"]: r["epoch"] for r in state}[102] == renewed.replace(tzinfo=None)
+
+
+def first_end(minutes: float) -> float:
+    return (EPOCH - dt.timedelta(hours=3) + dt.timedelta(minutes=minutes)).timestamp() + 6 * 3600
