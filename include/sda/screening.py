@@ -318,6 +318,46 @@ class BlockResult:
 PROPAGATION_CHUNK_STEPS = 32  # steps propagated at once: n x 32 x 6 doubles (~20 MB for 13k objects)
 
 
+def _propagated_steps(arr, times: np.ndarray, ids: np.ndarray, first_step: int,
+                      errors: dict[int, tuple[int, int]]):
+    """Propagate with ``arr`` (a ``SatrecArray``) a chunk of steps at a time and yield, per step,
+    (grid step ``first_step + k``, rows SGP4 propagated, positions, velocities); an object's first
+    SGP4 error goes to ``errors`` (norad id -> (step, error code))."""
+    times = np.asarray(times, dtype=float)
+    for c0 in range(0, len(times), PROPAGATION_CHUNK_STEPS):
+        jd, fr = unix_to_jd(times[c0:c0 + PROPAGATION_CHUNK_STEPS])
+        err, r, v = arr.sgp4(jd, fr)
+        for row in np.flatnonzero((err != 0).any(axis=1)):
+            k = int(np.argmax(err[row] != 0))
+            errors.setdefault(int(ids[row]), (first_step + c0 + k, int(err[row, k])))
+        for k in range(err.shape[1]):
+            yield first_step + c0 + k, err[:, k] == 0, np.ascontiguousarray(r[:, k, :]), v[:, k, :]
+
+
+def _block_result(ids: np.ndarray, found: list[tuple[np.ndarray, np.ndarray, int]], grid_count: int,
+                  errors: dict[int, tuple[int, int]]) -> "BlockResult":
+    """The (primary < secondary) norad ids and grid step of each candidate (rows i, rows j, step)."""
+    def cat(parts):
+        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+    return BlockResult(cat([np.minimum(ids[i], ids[j]) for i, j, _ in found]),
+                       cat([np.maximum(ids[i], ids[j]) for i, j, _ in found]),
+                       cat([np.full(len(i), step, dtype=np.int64) for i, _, step in found]), grid_count, errors)
+
+
+def _within_reach_and_band(i: np.ndarray, j: np.ndarray, pos: np.ndarray, speed: np.ndarray, per: np.ndarray,
+                           apo: np.ndarray, threshold_km: float, step_s: float, pad_km: float):
+    """Candidate pairs (i, j) that can come within ``threshold`` in the half step either side
+    (``|dr| < threshold + (V_i + V_j) h / 2``) and whose altitude bands, padded, overlap; returns
+    them with their separations ``dr``."""
+    dr = pos[i] - pos[j]
+    reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
+    keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
+    i, j, dr = i[keep], j[keep], dr[keep]
+    keep = (per[i] - pad_km <= apo[j] + pad_km) & (per[j] - pad_km <= apo[i] + pad_km)
+    return i[keep], j[keep], dr[keep]
+
+
 def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: int, threshold_km: float,
                      step_s: float, satrec_array=None) -> BlockResult:
     """Filters (a), (b) and (b') over the grid steps ``first_step + k`` at ``times[k]``.
@@ -334,41 +374,21 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
     acc, speed = objects.accel_km_s2, objects.speed_km_s
     pad = threshold_km + ALTITUDE_MARGIN_KM
     reach_max = threshold_km + float(speed.max()) * step_s if len(speed) else 0.0
-    out_p, out_s, out_k = [], [], []
+    found: list[tuple[np.ndarray, np.ndarray, int]] = []  # (rows i, rows j, grid step)
     grid_count = 0
     errors: dict[int, tuple[int, int]] = {}
-    times = np.asarray(times, dtype=float)
-    for c0 in range(0, len(times), PROPAGATION_CHUNK_STEPS):
-        jd, fr = unix_to_jd(times[c0:c0 + PROPAGATION_CHUNK_STEPS])
-        err, r, v = arr.sgp4(jd, fr)
-        bad_rows = np.flatnonzero((err != 0).any(axis=1))
-        for row in bad_rows:
-            k = int(np.argmax(err[row] != 0))
-            norad = int(ids[row])
-            if norad not in errors:
-                errors[norad] = (first_step + c0 + k, int(err[row, k]))
-        for k in range(err.shape[1]):
-            ok = err[:, k] == 0
-            pos, vel = np.ascontiguousarray(r[:, k, :]), v[:, k, :]
-            # the largest reach on two axes first (most candidates of the neighbouring cells fail on
-            # one), then each pair's own reach on the few left
-            i, j = _step_pairs(pos, ok & grids.slow, ok & ~grids.slow, ok, grids, reach_max)
-            dr = pos[i] - pos[j]
-            reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
-            keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
-            i, j, dr = i[keep], j[keep], dr[keep]
-            keep = (per[i] - pad <= apo[j] + pad) & (per[j] - pad <= apo[i] + pad)
-            i, j, dr = i[keep], j[keep], dr[keep]
-            grid_count += len(i)
-            dv = vel[i] - vel[j]
-            bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
-            keep = linear_min_distance(dr, dv, step_s / 2.0) < bound
-            i, j = i[keep], j[keep]
-            out_p.append(np.minimum(ids[i], ids[j]))
-            out_s.append(np.maximum(ids[i], ids[j]))
-            out_k.append(np.full(len(i), first_step + c0 + k, dtype=np.int64))
-    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)  # noqa: E731
-    return BlockResult(cat(out_p), cat(out_s), cat(out_k), grid_count, errors)
+    for step, ok, pos, vel in _propagated_steps(arr, times, ids, first_step, errors):
+        # the largest reach on two axes first (most candidates of the neighbouring cells fail on
+        # one), then each pair's own reach on the few left
+        i, j = _step_pairs(pos, ok & grids.slow, ok & ~grids.slow, ok, grids, reach_max)
+        i, j, dr = _within_reach_and_band(i, j, pos, speed, per, apo, threshold_km, step_s, pad)
+        grid_count += len(i)
+        dv = vel[i] - vel[j]
+        bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
+        keep = linear_min_distance(dr, dv, step_s / 2.0) < bound
+        i, j = i[keep], j[keep]
+        found.append((i, j, step))
+    return _block_result(ids, found, grid_count, errors)
 
 
 #: SGP4's motion departs from point-mass gravity by J2-J4 (~0.2 % of g in LEO), drag and, in deep
@@ -439,52 +459,33 @@ def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_s
     if not focus.any():
         return BlockResult(*(np.empty(0, dtype=np.int64),) * 3, 0, {})
     cell_km = threshold_km + (float(speed[focus].max()) + float(speed.max())) * step_s / 2.0
-    out_p, out_s, out_k = [], [], []
+    found: list[tuple[np.ndarray, np.ndarray, int]] = []  # (rows i, rows j, grid step)
     grid_count = 0
     errors: dict[int, tuple[int, int]] = {}
-    times = np.asarray(times, dtype=float)
-    for c0 in range(0, len(times), PROPAGATION_CHUNK_STEPS):
-        jd, fr = unix_to_jd(times[c0:c0 + PROPAGATION_CHUNK_STEPS])
-        err, r, v = arr.sgp4(jd, fr)
-        for row in np.flatnonzero((err != 0).any(axis=1)):
-            k = int(np.argmax(err[row] != 0))
-            if int(ids[row]) not in errors:
-                errors[int(ids[row])] = (first_step + c0 + k, int(err[row, k]))
-        for k in range(err.shape[1]):
-            ok = err[:, k] == 0
-            every, fr_rows = np.flatnonzero(ok), np.flatnonzero(ok & focus)
-            if not len(fr_rows):
-                continue
-            pos, vel = r[:, k, :], v[:, k, :]
-            order, ks = _sorted_keys(pos[every], cell_km)
-            q, b = _all_neighbours(ks, cell_keys(pos[fr_rows], cell_km))
-            i, j = fr_rows[q], every[order[b]]
-            keep = (i != j) & (~focus[j] | (i < j))  # a focus-focus pair once
+    for step, ok, pos, vel in _propagated_steps(arr, times, ids, first_step, errors):
+        every, fr_rows = np.flatnonzero(ok), np.flatnonzero(ok & focus)
+        if not len(fr_rows):
+            continue
+        order, ks = _sorted_keys(pos[every], cell_km)
+        q, b = _all_neighbours(ks, cell_keys(pos[fr_rows], cell_km))
+        i, j = fr_rows[q], every[order[b]]
+        keep = (i != j) & (~focus[j] | (i < j))  # a focus-focus pair once
+        i, j, dr = _within_reach_and_band(i[keep], j[keep], pos, speed, per, apo, threshold_km, step_s, pad)
+        grid_count += len(i)
+        bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
+        dv = vel[i] - vel[j]
+        keep = linear_min_distance(dr, dv, step_s / 2.0) < bound
+        i, j, dr, dv = i[keep], j[keep], dr[keep], dv[keep]
+        # (b'') second order: point-mass gravity from the positions, the rest bounded -- a coarse
+        # focus grid keeps its refinement as small as the fine grid's
+        if second_order:
+            tau = step_s / 2.0
+            pad2 = (jerk[i] + jerk[j]) * tau ** 3 / 6.0 + PERTURBATION_FRACTION * (acc[i] + acc[j]) * tau * tau / 2.0
+            da = gravity_km_s2(pos[i]) - gravity_km_s2(pos[j])
+            keep = quadratic_min_distance(dr, dv, da, tau) < threshold_km + pad2
             i, j = i[keep], j[keep]
-            dr = pos[i] - pos[j]
-            reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
-            keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
-            i, j, dr = i[keep], j[keep], dr[keep]
-            keep = (per[i] - pad <= apo[j] + pad) & (per[j] - pad <= apo[i] + pad)
-            i, j, dr = i[keep], j[keep], dr[keep]
-            grid_count += len(i)
-            bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
-            dv = vel[i] - vel[j]
-            keep = linear_min_distance(dr, dv, step_s / 2.0) < bound
-            i, j, dr, dv = i[keep], j[keep], dr[keep], dv[keep]
-            # (b'') second order: point-mass gravity from the positions, the rest bounded -- a coarse
-            # focus grid keeps its refinement as small as the fine grid's
-            if second_order:
-                tau = step_s / 2.0
-                pad2 = (jerk[i] + jerk[j]) * tau ** 3 / 6.0 + PERTURBATION_FRACTION * (acc[i] + acc[j]) * tau * tau / 2.0
-                da = gravity_km_s2(pos[i]) - gravity_km_s2(pos[j])
-                keep = quadratic_min_distance(dr, dv, da, tau) < threshold_km + pad2
-                i, j = i[keep], j[keep]
-            out_p.append(np.minimum(ids[i], ids[j]))
-            out_s.append(np.maximum(ids[i], ids[j]))
-            out_k.append(np.full(len(i), first_step + c0 + k, dtype=np.int64))
-    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)  # noqa: E731
-    return BlockResult(cat(out_p), cat(out_s), cat(out_k), grid_count, errors)
+        found.append((i, j, step))
+    return _block_result(ids, found, grid_count, errors)
 
 
 def jerk_bound_km_s3(objects: "ScreeningObjects") -> np.ndarray:
