@@ -65,10 +65,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Files with slow tests first: spread over workers, the long ones start early instead of
-    leaving one worker busy at the end while the others idle."""
+    """Files with slow tests first, then the job tests (each runs stages on Spark), then the rest:
+    spread over workers, the long ones start early instead of leaving one worker busy at the end
+    while the others idle."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: file and test order kept
+    jobs_dir = Path(__file__).parent / "jobs"
+    items.sort(key=lambda item: (item.path not in slow_files, jobs_dir not in item.path.parents))  # stable
 
 
 @pytest.fixture(scope="session")
