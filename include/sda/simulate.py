@@ -324,12 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _sim_objects() -> int:
     """The generated catalogue's size when --objects is not given: the setting SDA_SIM_OBJECTS."""
     from sda.settings import load_settings
 
     return load_settings().sim_objects
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -471,3 +471,20 @@ def test_bad_arguments_are_refused(argv, message, capsys, tmp_path):
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "landing").exists()
+
+
+def test_module_entry_point_sizes_the_catalogue_from_the_setting(tmp_path):
+    """``python -m sda.simulate`` without --objects (what make run does) takes SDA_SIM_OBJECTS."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SDA_")}
+    env.update(SDA_SIM_OBJECTS="20", SDA_LAKEHOUSE=str(tmp_path / "lakehouse"), SDA_LANDING=str(tmp_path / "landing"),
+               SDA_CATALOG_FILE=str(tmp_path / "catalog" / "catalog.tle"))
+    done = subprocess.run([sys.executable, "-m", "sda.simulate", "--start", "2026-11-21T06:00:00Z",
+                           "--end", "2026-11-21T06:02:00Z", "--landing", str(tmp_path / "landing")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tles = [line for line in (tmp_path / "catalog" / "catalog.tle").read_text().splitlines() if line.startswith("1 ")]
+    assert len(tles) == 20
