@@ -239,11 +239,10 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     if replayed_batches:
         ledger = read_ledger(spark, settings)
 
-    known = {(r["file_path"], r["file_sha256"]) for r in ledger}
     # (path, size, mtime) of what the ledger holds: such a file is not read again (a rewritten file
     # has a new mtime, or a new size, and is read, hashed and judged by its content)
     seen = {(r["file_path"], r["file_size"], r["file_mtime_us"]) for r in ledger if r.get("file_mtime_us") is not None}
-    by_content = {(r["file_path"], r["file_sha256"]): r for r in ledger}
+    known = {(r["file_path"], r["file_sha256"]): r for r in ledger}
     new_files, touched = [], []
     for rel, kind, _, stat in discover_stat(settings.landing, args.end):
         if (rel, stat.st_size, stat.st_mtime_ns // 1000) in seen:
@@ -256,7 +255,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         metrics["files_seen"] += 1
         if (f.path, f.sha256) in known:
             metrics["files_already_ingested"] += 1
-            touched.append({**by_content[(f.path, f.sha256)], "file_mtime_us": f.mtime_us})
+            touched.append({**known[(f.path, f.sha256)], "file_mtime_us": f.mtime_us})
         else:
             new_files.append(f)
     # known content under a new mtime (touched, copied back): the ledger learns the mtime, and the

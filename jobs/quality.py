@@ -95,8 +95,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
                     result.release()
         # one write of every check's row and one Data Docs build for the whole gate
         quality.build_docs(settings, validated)
-        if validated:
-            quality.record_results(spark, settings, validated)
+        quality.record_results(spark, settings, validated)
     finally:
         # the page says why a run stopped too: it is written whatever the gate decided
         page = report.write_run_report(spark, settings, args.run_id)
