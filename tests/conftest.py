@@ -55,8 +55,39 @@ def pytest_configure(config):
         _STARTED_MARK.unlink(missing_ok=True)
 
 
+# Expensive results several test files share (e.g. the exactly-once reference run), built once per
+# session whichever worker asks first: under a file lock, pickled into a directory of this session.
+_SHARED = Path(tempfile.gettempdir()) / f"sda-test-shared-{CONNECT_PORT}"
+
+
+def built_once(name: str, build):
+    """``build(directory)``'s result, computed once per test session across pytest-xdist workers:
+    the first caller builds it in ``<session dir>/<name>`` (the others wait on the lock), later
+    callers load the pickled result. The directory is the session's, removed when it ends."""
+    import fcntl
+    import pickle
+    import shutil
+
+    _SHARED.mkdir(parents=True, exist_ok=True)
+    root, done = _SHARED / name, _SHARED / f"{name}.pickle"
+    with open(_SHARED / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return pickle.loads(done.read_bytes())
+        shutil.rmtree(root, ignore_errors=True)  # a half-built attempt of a worker that failed
+        root.mkdir()
+        result = build(root)
+        done.write_bytes(pickle.dumps(result))
+        return result
+
+
 def pytest_sessionfinish(session, exitstatus):
-    if _IS_WORKER or not _STARTED_MARK.exists():
+    if _IS_WORKER:
+        return
+    import shutil
+
+    shutil.rmtree(_SHARED, ignore_errors=True)
+    if not _STARTED_MARK.exists():
         return
     from sda import server
 

@@ -370,7 +370,7 @@ def test_backfill_through_the_rest_api_recomputes_and_changes_nothing(airflow, p
     tables hold exactly what they held before (idempotent). Backfills run only on an unpaused DAG, so
     a scheduled run may be queued meanwhile: it is dropped, or, if already running, changes none of
     these tables (it has no new files). Its conjunction screening (a new screening time) is why the
-    screening tables are not compared here; tests/test_exactly_once.py compares those for a replay."""
+    screening tables are not compared here; tests/test_exactly_once_determinism.py compares those for a replay."""
     import time
 
     from pyspark.sql import functions as F

@@ -1,5 +1,5 @@
 """The Spark Connect server's command line and settings (sda.server, sda.spark), and the client's
-clear error when nothing answers. Starting and killing a real server is in tests/test_exactly_once.py
+clear error when nothing answers. Starting and killing a real server is in tests/test_exactly_once_process_kills.py
 (and every Spark test runs on the suite's shared server, tests/conftest.py)."""
 
 from __future__ import annotations
