@@ -130,6 +130,20 @@ def spark(connect_server):
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _shared_spark_is_active(request, monkeypatch):
+    """Before each test that uses the session's Spark, make it this process's default and active
+    session again: a test that connected to a server of its own (and killed it) must not leave code
+    that asks pyspark for "the" session -- a UDF's definition, a thread without a session of its own
+    -- talking to that dead server."""
+    if "spark" not in request.fixturenames:
+        return
+    from sda.spark import activate
+
+    activate(request.getfixturevalue("spark"))
+    monkeypatch.setenv("SPARK_REMOTE", request.getfixturevalue("connect_server").connect_url)
+
+
 @pytest.fixture
 def settings(tmp_path):
     """Settings pointing at empty per-test directories; the environment's SDA_* are ignored."""

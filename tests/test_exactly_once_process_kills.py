@@ -48,13 +48,17 @@ def test_server_killed_mid_stage_then_restarted_and_retried(staging, reference, 
     import time
 
     from sda import server
-    from sda.spark import SparkServerUnavailable, connect
+    from sda.spark import SparkServerUnavailable, activate, connect
     from tests.conftest import _free_port
 
     root, files = staging
     settings = lakehouse(tmp_path, "server-killed", root / "catalog.tle")
     own = load_settings(env={}, lakehouse=settings.lakehouse, landing=settings.landing, outbox=settings.outbox,
                         catalog_file=settings.catalog_file, shuffle_partitions=2, connect_port=_free_port())
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    previous = ConnectSession._default_session  # connect() makes its session the default: put back after
+    monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # restored at teardown
     server.start(own, warm=False)
     try:
         spark = connect(own)
@@ -87,3 +91,5 @@ def test_server_killed_mid_stage_then_restarted_and_retried(staging, reference, 
         assert chain.differences(chain.snapshot(spark, own), reference[1]) == []
     finally:
         server.stop(own)
+        if previous is not None:
+            activate(previous)
