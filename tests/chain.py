@@ -75,11 +75,14 @@ def _canonical(value):
 
 
 def differences(a: dict[str, list[tuple]], b: dict[str, list[tuple]], limit: int = 3) -> list[str]:
-    """Readable differences between two snapshots (empty when they are equal)."""
+    """Readable differences between two snapshots (empty when they are equal). Rows are counted, not
+    just collected: a row written twice is a difference."""
+    from collections import Counter
+
     out = []
     for name in sorted(set(a) | set(b)):
-        ra, rb = set(a.get(name, [])), set(b.get(name, []))
+        ra, rb = Counter(a.get(name, [])), Counter(b.get(name, []))
         if ra != rb:
-            out.append(f"{name}: {len(ra)} vs {len(rb)} rows; only left {sorted(ra - rb, key=repr)[:limit]}; "
-                       f"only right {sorted(rb - ra, key=repr)[:limit]}")
+            out.append(f"{name}: {ra.total()} vs {rb.total()} rows; only left {sorted((ra - rb).elements(), key=repr)[:limit]}; "
+                       f"only right {sorted((rb - ra).elements(), key=repr)[:limit]}")
     return out

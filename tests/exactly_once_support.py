@@ -87,3 +87,22 @@ def replay(spark, settings, stage: str, start: dt.datetime, end: dt.datetime, ex
 def progress_of(spark, settings):
     """The consumed versions and the progress log's length (a commit appends rows)."""
     return runtime.consumed_versions(spark, settings), TABLES["progress"].read(spark, settings).count()
+
+
+NORMALIZED = ("observations", "quarantine")
+
+
+def through_normalize(spark, settings) -> dict[str, list[tuple]]:
+    """What ingest and normalize alone decide: silver observations and their quarantine rows. The
+    kill tests that die inside normalize compare this with the reference (:func:`reference_through_normalize`):
+    the stages downstream are the same code as in any other run, so running them proves nothing more."""
+    return _normalized(chain.snapshot(spark, settings, NORMALIZED))
+
+
+def reference_through_normalize(reference) -> dict[str, list[tuple]]:
+    return _normalized({name: reference[1][name] for name in NORMALIZED})
+
+
+def _normalized(snap: dict[str, list[tuple]]) -> dict[str, list[tuple]]:
+    # a quarantine row's second column is the stage that refused it
+    return {**snap, "quarantine": [row for row in snap["quarantine"] if row[1] in ("ingest", "normalize")]}
