@@ -1,7 +1,6 @@
 """Exactly-once through real kills: a job process killed with exit status 137 (``SDA_KILL_AT``, no
 Python clean-up at all) and the Spark Connect server's JVM killed mid-stage, each inside normalize and
-then retried; what ingest and normalize wrote equals the shared uninterrupted run's
-(:mod:`tests.exactly_once_support`)."""
+then retried; the tables equal those of the shared uninterrupted run (:mod:`tests.exactly_once_support`)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from sda import runtime
 from sda.settings import load_settings
 from tests import chain
 from tests.exactly_once_support import (  # noqa: F401 - fixtures
-    PROJECT_ROOT, lakehouse, load_catalog, reference, reference_through_normalize, scenario, staging,
+    PROJECT_ROOT, SCREEN, lakehouse, load_catalog, reference, reference_through_normalize, scenario, staging,
     through_normalize)
 
 pytestmark = pytest.mark.slow
@@ -35,15 +34,18 @@ def test_process_killed_mid_write_then_retried(spark, staging, reference, tmp_pa
                           text=True, timeout=600)
     assert proc.returncode == 137, proc.stderr[-3000:]
     assert "killing the process at normalize:after-silver" in proc.stderr
-    chain.run_stage(spark, settings, "normalize", "run-1")  # the Airflow retry
-    assert chain.differences(through_normalize(spark, settings), reference_through_normalize(reference)) == []
+    for stage in ("normalize", "dedup", "correlate"):  # the Airflow retry, then the rest of the run
+        chain.run_stage(spark, settings, stage, "run-1")
+    chain.run_stage(spark, settings, "conjunction", "run-1", SCREEN)
+    assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
 
 
-def test_server_killed_mid_stage_then_restarted_and_retried(staging, reference, tmp_path, monkeypatch):
+def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, reference, tmp_path, monkeypatch):
     """kill -9 of the Spark Connect server's JVM in the middle of a stage (between normalize's silver
     and quarantine writes): the stage fails at once with an error naming the server's address, the
-    server is started again, the Airflow retry converges, and silver equals an uninterrupted run's.
-    A server of its own, so the suite's shared one stays up."""
+    server is started again, the Airflow retry converges, and the tables equal an uninterrupted run's.
+    A server of its own, so the suite's shared one stays up; once the retry has converged the rest of
+    the run goes on on the shared one (a lakehouse is a directory: any server can carry on)."""
     import signal
     import time
 
@@ -55,16 +57,13 @@ def test_server_killed_mid_stage_then_restarted_and_retried(staging, reference, 
     settings = lakehouse(tmp_path, "server-killed", root / "catalog.tle")
     own = load_settings(env={}, lakehouse=settings.lakehouse, landing=settings.landing, outbox=settings.outbox,
                         catalog_file=settings.catalog_file, shuffle_partitions=2, connect_port=_free_port())
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    previous = ConnectSession._default_session  # connect() makes its session the default: put back after
-    monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # restored at teardown
+    monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # connect() sets it: restored at teardown
     server.start(own, warm=False)
     try:
-        spark = connect(own)
-        load_catalog(spark, own)
+        own_spark = connect(own)
+        load_catalog(own_spark, own)
         chain.land(files, root / "landing", own.landing)
-        chain.run_stage(spark, own, "ingest", "run-1")
+        chain.run_stage(own_spark, own, "ingest", "run-1")
         pid = server.read_pid(own)
         real_checkpoint = runtime.checkpoint
 
@@ -76,7 +75,7 @@ def test_server_killed_mid_stage_then_restarted_and_retried(staging, reference, 
         monkeypatch.setattr(runtime, "checkpoint", kill_server_at)
         began = time.monotonic()
         with pytest.raises(SparkServerUnavailable) as failure:
-            chain.run_stage(spark, own, "normalize", "run-1")
+            chain.run_stage(own_spark, own, "normalize", "run-1")
         assert own.connect_url in str(failure.value) and "normalize" in str(failure.value)
         assert time.monotonic() - began < 120  # no hang: the client gives up within seconds of retries
         monkeypatch.setattr(runtime, "checkpoint", real_checkpoint)
@@ -84,10 +83,13 @@ def test_server_killed_mid_stage_then_restarted_and_retried(staging, reference, 
         with pytest.raises(SparkServerUnavailable, match=own.connect_url.replace(".", r"\.")):
             connect(own)
         server.start(own, warm=False)
-        spark = connect(own)
-        chain.run_stage(spark, own, "normalize", "run-1")  # the Airflow retry
-        assert chain.differences(through_normalize(spark, own), reference_through_normalize(reference)) == []
+        own_spark = connect(own)
+        chain.run_stage(own_spark, own, "normalize", "run-1")  # the Airflow retry
+        assert chain.differences(through_normalize(own_spark, own), reference_through_normalize(reference)) == []
     finally:
         server.stop(own)
-        if previous is not None:
-            activate(previous)
+        activate(spark)  # connect() made its session the default: the shared one again
+    for stage in ("dedup", "correlate"):  # the rest of the run
+        chain.run_stage(spark, settings, stage, "run-1")
+    chain.run_stage(spark, settings, "conjunction", "run-1", SCREEN)
+    assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
