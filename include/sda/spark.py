@@ -123,6 +123,25 @@ def answers(host: str, port: int, timeout_s: float = 2.0) -> bool:
         return False
 
 
+def _close_without_the_shared_pool(session) -> None:
+    """``SparkSession.__del__`` of pyspark 4.1 Connect, minus one call: it closed the client, and
+    ``SparkConnectClient.close`` shuts down the release thread pool that *every* session of the process
+    shares, waiting for its threads. The cyclic garbage collector runs a dropped session's ``__del__``
+    in whichever thread it happens to be in; in one of that pool's own threads (while it holds a gRPC
+    channel's lock) the shutdown waits for a thread that waits for that lock, and every query of the
+    process hangs. Seen here: a test worker idle for good inside ``DataFrame.isEmpty``. A dropped
+    session now only closes its own channel; the shared pool lives as long as the process."""
+    try:
+        if hasattr(session, "_sqm"):
+            session._sqm.close()
+        client = session._client
+        if not getattr(client, "_closed", False):
+            client._channel.close()
+            client._closed = True
+    except Exception:  # noqa: BLE001 - best effort, as pyspark's own __del__
+        pass
+
+
 def connect(settings: Settings | None = None, url: str | None = None) -> "SparkSession":
     """A Spark Connect session on the server at ``url`` (default ``settings.connect_url``), with the
     session settings of :func:`session_conf`. Raises :class:`SparkServerUnavailable`, naming the
@@ -131,6 +150,7 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession
 
+    SparkSession.__del__ = _close_without_the_shared_pool
     settings = settings or load_settings()
     url = url or settings.connect_url
     host, port = parse_url(url)

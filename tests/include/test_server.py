@@ -101,3 +101,23 @@ def test_the_newest_session_is_the_active_one(spark, connect_server):
         first.stop()
         second.stop()
         activate(spark)  # the suite's session, for the tests after this one
+
+
+def test_a_dropped_session_leaves_the_shared_release_pool_alone(spark, connect_server):
+    """A session garbage-collected in some thread must not shut down the release thread pool the
+    process's other sessions share (pyspark's own ``__del__`` did, and could deadlock the process)."""
+    import gc
+
+    from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as Iter
+
+    from sda.spark import activate, connect
+
+    assert spark.range(3).count() == 3  # the shared session has used the pool
+    pool = Iter._get_or_create_release_thread_pool()
+    other = connect(connect_server)
+    assert other.range(2).count() == 2
+    del other
+    gc.collect()
+    activate(spark)
+    assert Iter._release_thread_pool_instance is pool and not pool._shutdown
+    assert spark.range(4).count() == 4
