@@ -165,8 +165,10 @@ def sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION: the other creator's _delta_log exists, its first commit
+# not yet (seen with catalog and ingest on a fresh lakehouse in the compose stack)
 _CONCURRENT_CREATE = ("DELTA_PROTOCOL_CHANGED", "DELTA_METADATA_CHANGED", "ConcurrentAppend", "ProtocolChanged",
-                      "MetadataChanged", "DELTA_CONCURRENT")
+                      "MetadataChanged", "DELTA_CONCURRENT", "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION")
 
 
 def _create_with_retry(spark: "SparkSession", statement: str, name: str, attempts: int = 4) -> None:

@@ -33,3 +33,38 @@ def test_ensure_tables_is_idempotent_and_enables_cdf(spark, settings):
     assert spark.read.format("delta").load(path).schema == TABLES["observations"].schema
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
     assert list(detail["partitionColumns"]) == ["event_date"]
+
+
+class _FlakyCreate:
+    """A session whose first CREATE fails the way a concurrent creator makes it fail."""
+
+    def __init__(self, message: str):
+        self.message, self.calls = message, 0
+
+    def sql(self, statement):
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError(self.message)
+        return self
+
+    def collect(self):
+        return []
+
+
+def test_a_create_racing_another_creator_is_retried(monkeypatch):
+    """Catalog and ingest create a fresh lakehouse's tables at the same moment (the compose stack's
+    first run): the loser sees the winner's _delta_log before its first commit, and tries again."""
+    from sda import tables
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    racing = _FlakyCreate("[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table ... is not empty "
+                          "and also not a Delta table.")
+    tables._create_with_retry(racing, "CREATE TABLE IF NOT EXISTS ...", "ops.late_data")
+    assert racing.calls == 2
+    other = _FlakyCreate("[PARSE_SYNTAX_ERROR] Syntax error")
+    try:
+        tables._create_with_retry(other, "CREATE TABLE nonsense", "ops.late_data")
+    except RuntimeError as exc:
+        assert "PARSE_SYNTAX_ERROR" in str(exc) and other.calls == 1
+    else:
+        raise AssertionError("an error that is not a race was retried")
