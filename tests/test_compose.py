@@ -1,4 +1,5 @@
-"""docker-compose.yaml, checked without a Docker engine: the services Airflow's official compose file
+"""docker-compose.yaml, the Dockerfile and the live test's override, checked without a Docker engine
+(tests/compose/test_compose_live.py starts the stack for real): the services Airflow's official compose file
 has (on PostgreSQL), a Spark master with two workers, one shared lakehouse volume everywhere a table
 path is read or written, healthchecks, start-up order, the long-lived Spark Connect server on the
 standalone master (reachable by the Airflow services, not published on the host), the spark_connect
@@ -89,9 +90,51 @@ def test_no_secret_in_the_file():
 
 def test_the_spark_connect_server_runs_on_the_master_and_is_not_published(compose):
     service = compose["services"]["spark-connect"]
-    assert service["entrypoint"] == ["python", "-m", "sda.server", "run"]
+    assert service["command"] == ["python", "-m", "sda.server", "run"]
     e = env(service)
     assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077" and e["SDA_CONNECT_BIND"] == "0.0.0.0"
     assert "ports" not in service and "15002" in [str(p) for p in service["expose"]]
     assert service["depends_on"]["spark-master"]["condition"] == "service_healthy"
     assert compose["services"]["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
+
+
+DOCKERFILE = COMPOSE.parent / "Dockerfile"
+LOOPBACK = COMPOSE.parent / "tests" / "compose" / "loopback.yaml"
+
+
+@pytest.mark.parametrize("name", [*AIRFLOW, "airflow-init", *SPARK])
+def test_every_airflow_and_spark_service_runs_the_project_image_built_here(compose, name):
+    service = compose["services"][name]
+    assert service["build"]["context"] == "." and service["build"]["target"] == "sda"
+    assert service["build"]["args"]["BASE_IMAGE"] == "${SDA_BASE_IMAGE:-python:3.11-slim-bookworm}"
+    assert service["image"] == "${SDA_IMAGE:-sda-fusion:latest}"
+
+
+def test_the_dockerfile_builds_on_a_base_argument_and_runs_as_a_non_root_user():
+    text = DOCKERFILE.read_text()
+    assert "ARG BASE_IMAGE=python:3.11-slim-bookworm" in text
+    assert "openjdk-17-jre-headless" in text and "requirements.txt" in text
+    assert "python -m sda.spark" in text  # Delta's jars resolved at build time
+    final = text.split("AS sda", 1)[1]
+    users = [line.split()[1] for line in final.splitlines() if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0", "0:0")
+    ignored = {line.strip().rstrip("/") for line in (COMPOSE.parent / ".dockerignore").read_text().splitlines()}
+    assert {"var", ".venv", ".git"} <= ignored
+
+
+def test_the_live_tests_override_keeps_every_service_on_loopback(compose):
+    override = yaml.safe_load(LOOPBACK.read_text())
+    assert set(override["services"]) == set(compose["services"])
+    for name, service in override["services"].items():
+        assert service["network_mode"] == "host", name
+    assert "0.0.0.0" not in LOOPBACK.read_text()
+
+
+def test_only_the_ui_ports_are_published_and_only_in_the_default_override():
+    """docker-compose.override.yaml (read when no -f is given) publishes the Airflow UI and the master's
+    UI; docker-compose.yaml publishes nothing, so the host-network override can run without it."""
+    base = yaml.safe_load(COMPOSE.read_text())
+    assert not [name for name, s in base["services"].items() if "ports" in s]
+    override = yaml.safe_load((COMPOSE.parent / "docker-compose.override.yaml").read_text())
+    published = {name: s["ports"] for name, s in override["services"].items()}
+    assert published == {"airflow-apiserver": ["8080:8080"], "spark-master": ["8081:8081"]}
