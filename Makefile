@@ -35,8 +35,10 @@ run: setup
 
 # Test files run in TEST_WORKERS processes (pytest-xdist; a file's tests stay together, so a module's
 # fixtures are built once) against one shared Spark Connect server; TEST_WORKERS=0 runs them in-process.
+# --no-loadscope-reorder: files start in the order tests/conftest.py gives (slow files first), not
+# by their number of tests, so the long live tests (compose, end-to-end) overlap the rest.
 TEST_WORKERS ?= 3
-PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: setup
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_WORKERS)
