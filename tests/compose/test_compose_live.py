@@ -135,7 +135,7 @@ def stack(images):
             "-f", str(ROOT / "docker-compose.yaml"), "-f", str(ROOT / "tests" / "compose" / "loopback.yaml")]
     _run([*base, "down", "-v", "--remove-orphans"], timeout=300, check=False, cwd=ROOT)  # a previous run's leftovers
     try:
-        _run([*base, "up", "-d", "--no-build"], timeout=900, cwd=ROOT)
+        _run([*base, "up", "-d", "--no-build"], timeout=1800, cwd=ROOT)
         _wait_healthy(base)
         yield base
     finally:
