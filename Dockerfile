@@ -49,5 +49,5 @@ COPY --chown=50000:0 . /opt/sda
 # The project itself (the `sda` command); Delta's jars from Maven Central into /opt/sda/jars, once,
 # so no container fetches anything at run time.
 RUN pip install --no-cache-dir --no-deps -e /opt/sda \
-    && python -m sda.spark \
+    && python -m sda.lake.spark \
     && rm -rf /opt/sda/ivy /home/sda/.ivy2*

@@ -27,7 +27,7 @@ $(STAMP): requirements.txt pyproject.toml
 
 # Delta's jars from Maven Central, once; every Spark process then loads them from var/jars offline.
 $(JARS): $(STAMP)
-	$(PY) -m sda.spark
+	$(PY) -m sda.lake.spark
 	touch $(JARS)
 
 run: setup

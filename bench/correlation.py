@@ -1,6 +1,6 @@
 """Correlation against a catalogue that is wrong the way real ones are: the real 13,407-object
 catalogue (../shared/data/catalog, both files), its element sets ``age`` days old, observed on true
-orbits that differ from them by the uncertainty model's errors (``sda.simulate --tle-age-days``),
+orbits that differ from them by the uncertainty model's errors (``sda.sim.simulate --tle-age-days``),
 scored against the simulator's truth.
 
     .venv/bin/python bench/correlation.py [--ages 0.5,1,3,7] [--minutes 10] [--max-observations 30000]
@@ -11,7 +11,7 @@ For each age: one simulation of ``--minutes`` of the embedded sensor registry (6
 ISL relays) over every object, with the default disorder; what reaches correlation is emulated as
 upstream does it (:mod:`sda.sim.scoring`); a deterministic sample of at most ``--max-observations``
 of those observations (the whole catalogue stays the candidate set) is associated by
-:func:`sda.correlation.correlate_frame` per 60 s bucket, as the correlate job does, and scored:
+:func:`sda.orbit.correlation.correlate_frame` per 60 s bucket, as the correlate job does, and scored:
 ``right_pct`` (associated with the true object), ``wrong_pct`` (with another one), ``uct_pct``
 (uncorrelated although catalogued), ``ambiguous_pct`` (associated and flagged), ``wrong_unflagged``
 (wrong and not flagged ambiguous). ``correlate_s`` is the wall-clock time of the association
@@ -69,7 +69,7 @@ def _minutes(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     from sda.sim.common import parse_time
-    from sda.simulate import positive_int
+    from sda.sim.simulate import positive_int
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0], help="element-set ages, days (default 0.5,1,3,7)")
@@ -90,11 +90,11 @@ def main(argv=None) -> dict:
         print(f"bench/correlation.py: reference catalogue not found in {CATALOG_DIR} ({', '.join(missing)}); "
               "it ships with ../shared/data beside the project", file=sys.stderr)
         raise SystemExit(2)
-    from sda import correlation
-    from sda.sensors import load_sensors
-    from sda.settings import Settings
+    from sda.config.settings import Settings
+    from sda.orbit import correlation
+    from sda.orbit.sensors import load_sensors
     from sda.sim import scoring
-    from sda.simulate import SimConfig, simulate
+    from sda.sim.simulate import SimConfig, simulate
 
     sensors = load_sensors()
     sigmas = correlation.sensor_sigmas(sensors)

@@ -70,7 +70,7 @@ def shift_payload(payload: str, hours: int) -> str:
 
 
 def settings_for(root: Path, catalog: Path):
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
 
     return load_settings(env={}, lakehouse=root / "lakehouse", landing=root / "landing", outbox=root / "outbox",
                          catalog_file=catalog, shuffle_partitions=4, driver_memory="8g")
@@ -86,8 +86,8 @@ def run(spark, settings, stage: str, run_id: str, extra=()) -> dict:
 
 def make_template(spark, root: Path, minutes: float):
     """Simulated files -> template bronze (the micro-batch) and the catalogue file."""
-    from sda.simulate import SimConfig, simulate
-    from sda.tables import BRONZE_BY_KIND
+    from sda.lake.tables import BRONZE_BY_KIND
+    from sda.sim.simulate import SimConfig, simulate
 
     sim = simulate(SimConfig(start=SIM_START, end=SIM_START + dt.timedelta(minutes=minutes), landing=root / "landing",
                              catalog_out=root / "catalog.tle", seed=11))
@@ -130,7 +130,7 @@ def history(frames: dict, copies_n: int) -> dict:
 
 
 def append_bronze(settings, frames: dict) -> int:
-    from sda.tables import BRONZE_BY_KIND
+    from sda.lake.tables import BRONZE_BY_KIND
 
     total = 0
     for kind, df in frames.items():
@@ -158,7 +158,7 @@ CONSUMERS = {"normalize": ("radar_frames", "optical_tracks", "isl_beacons"), "de
 
 def build_history(spark, base: Path, name: str, rows: int, template: dict, catalog: Path):
     """A fresh lakehouse with the catalogue and ``rows`` bronze rows of history."""
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     root = base / name
     shutil.rmtree(root, ignore_errors=True)
@@ -182,8 +182,8 @@ def replicate(spark, src, dst, blocks: int, hours: int) -> int:
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
-    from sda import runtime
-    from sda.tables import TABLES, ensure_tables
+    from sda.lake.tables import TABLES, ensure_tables
+    from sda.pipeline import runtime
 
     @pandas_udf("string")
     def shifted(payload: pd.Series, back: pd.Series) -> pd.Series:
@@ -224,7 +224,7 @@ def replicate(spark, src, dst, blocks: int, hours: int) -> int:
 def micro_batch(spark, settings, name: str, template: dict) -> dict:
     from pyspark.sql import functions as F
 
-    from sda.tables import TABLES
+    from sda.lake.tables import TABLES
 
     batch_id = int(TABLES["watermarks"].read(spark, settings).agg(F.max("ingest_batch")).first()[0]) + 1
     batch = {kind: df.withColumn("ingest_batch", F.lit(batch_id).cast("long")) for kind, df in template.items()}
@@ -239,7 +239,7 @@ def micro_batch(spark, settings, name: str, template: dict) -> dict:
 
 def full_recompute(spark, settings, name: str) -> dict:
     """Forget every stage's output and progress, keep bronze and the catalogue, run the stages again."""
-    from sda.tables import TABLES, ensure_tables
+    from sda.lake.tables import TABLES, ensure_tables
 
     for spec in TABLES.values():
         if spec.layer != "bronze" and spec.name != "catalog":
@@ -265,8 +265,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not 1 <= args.minutes <= 59:
         p.error(f"--minutes {args.minutes}: expected 1..59 (history copies are an hour apart)")
 
-    from sda import server
-    from sda.spark import connect
+    from sda.lake import server
+    from sda.lake.spark import connect
 
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)

@@ -8,8 +8,8 @@ Everything lives under ``--work`` (default ``var/bench/latency``, wiped at the s
 AIRFLOW_HOME (SQLite, logs), lakehouse, landing, outbox and catalogue file, all passed as environment
 variables (``scripts/airflow_env.sh`` is sourced with them preset), on a free API port (from 28080),
 so nothing of ``make run``'s ``var/`` state is touched. The pipeline's Spark is a Spark Connect server
-of the benchmark's own (``sda.server``, on a free port from 25002), started before Airflow and stopped
-at the end; every task is a client of it. Runs start from the landing watcher (``sda.landing_watch``)
+of the benchmark's own (``sda.lake.server``, on a free port from 25002), started before Airflow and stopped
+at the end; every task is a client of it. Runs start from the landing watcher (``sda.orchestration.landing_watch``)
 within seconds of a file landing; the cadence (default 15 minutes) is only the safety net.
 
 1. *warm-up*: a generated catalogue and 5 simulated minutes of sensors in the landing zone;
@@ -430,7 +430,7 @@ def design_pair(index: int, tca: dt.datetime) -> dict:
 
 def simulate_into(directory: Path, start: dt.datetime, end: dt.datetime, seed: int, catalog: Path | None,
                   catalog_out: Path | None = None):
-    from sda.simulate import SimConfig, simulate
+    from sda.sim.simulate import SimConfig, simulate
 
     return simulate(SimConfig(start=start, end=end, landing=directory, catalog=catalog, catalog_out=catalog_out, seed=seed))
 
@@ -773,8 +773,8 @@ def main(argv: list[str] | None = None) -> dict:
     shutil.copy2(dirs["catalog"], dirs["base_catalog"])  # what the sensors observe in every sample
     say(f"warm-up data: catalogue {dirs['catalog']}, {len(warm.files)} files in {dirs['landing']}")
 
-    from sda import server
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
+    from sda.lake import server
 
     spark_settings = load_settings(env={k: v for k, v in env.items() if k.startswith("SDA_")})
     airflow = Airflow(env, work / "standalone.log")

@@ -25,7 +25,7 @@ What is timed (wall-clock seconds, best of ``--repeat``):
   events passed and the persistent pairs rechecked, the kept events combined -- from the plan to the
   open events in the driver (the same things not included as for ``screen_s``). ``incremental_ratio``
   is it over ``screen_s``.
-* ``screen_cpu_s`` -- for the in-process chain (``sda.screening.screen``: the same functions on one
+* ``screen_cpu_s`` -- for the in-process chain (``sda.orbit.screening.screen``: the same functions on one
   core) when ``--local`` is given; it shows what the chain costs without Spark's parallelism.
 
 Prints each figure as it goes and, last, one JSON line: ``objects``, ``events`` (open events of the
@@ -56,7 +56,7 @@ def log(msg: str) -> None:
 
 
 def load_reference_catalogue():
-    from sda.catalog import latest_by_object, load_catalog
+    from sda.orbit.catalog import latest_by_object, load_catalog
 
     missing = [f for f in FILES if not (CATALOG_DIR / f).is_file()]
     if missing:
@@ -77,8 +77,8 @@ def floor_seconds(satrecs, times) -> float:
     import numpy as np
     from sgp4.api import SatrecArray
 
-    from sda.frames import unix_to_jd
-    from sda.screening import PROPAGATION_CHUNK_STEPS
+    from sda.orbit.frames import unix_to_jd
+    from sda.orbit.screening import PROPAGATION_CHUNK_STEPS
 
     arr = SatrecArray(satrecs)
     t0 = time.perf_counter()
@@ -95,7 +95,7 @@ def renewed_catalogue(entries, start: float, args) -> dict:
     import numpy as np
     from sgp4 import exporter
 
-    from sda import screening
+    from sda.orbit import screening
     from sda.sim.tle_error import reepoch
 
     count = int(round(args.renew_fraction * len(entries)))
@@ -116,7 +116,7 @@ def renewed_catalogue(entries, start: float, args) -> dict:
 
 
 def parse_args(argv):
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
 
     defaults = load_settings(env={})
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -152,9 +152,9 @@ def parse_args(argv):
 def main(argv=None) -> dict:
     args = parse_args(argv)
     from jobs.conjunction import screen, screen_increment
-    from sda import screening
-    from sda import server
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
+    from sda.lake import server
+    from sda.orbit import screening
 
     entries = load_reference_catalogue()
     catalogue = screening.CatalogueLines(tuple(e.norad_id for e in entries), tuple(e.line1 for e in entries),

@@ -2,7 +2,7 @@
 ### sda_maintenance: daily table upkeep of the lakehouse (compaction and VACUUM)
 
 One task, `maintenance` (`jobs/maintenance.py`), goes through every Delta table of the registry
-(`include/sda/tables.py`):
+(`include/sda/lake/tables.py`):
 
 1. **compaction**: `OPTIMIZE` bin-packs the small files that the 15-minute `sda_pipeline` runs leave
    behind into a few large ones per partition. The rows do not change, and the commit is marked
@@ -38,9 +38,9 @@ import datetime as dt
 
 from airflow.sdk import DAG
 
-from sda.airflow_support import stage_kwargs
-from sda.operators import SdaStageOperator
-from sda.settings import load_settings
+from sda.config.settings import load_settings
+from sda.orchestration.airflow_support import stage_kwargs
+from sda.orchestration.operators import SdaStageOperator
 
 settings = load_settings()
 

@@ -23,10 +23,10 @@ the data interval it is given, never "whatever is latest"; a manual run without 
 the `SDA_CADENCE_MINUTES` before its `run_after`. All sinks are idempotent, so a retry or a re-run of
 the same interval converges to the same tables. A **backfill** (Airflow UI "Backfill", or
 `POST /api/v2/backfills`) passes `--mode replay`: each run recomputes its interval from bronze and
-the tables downstream of it (see `sda_replay` and `include/sda/replay.py`), commits no progress and
+the tables downstream of it (see `sda_replay` and `include/sda/pipeline/replay.py`), commits no progress and
 sends no alerts, so it can run beside the scheduled runs (a write conflict between them is retried:
 every sink is an idempotent MERGE). `catalog`, `ingest` and the gates skip in a backfill. The graph is declared in
-`include/sda/topology.py` (see the README's diagram).
+`include/sda/pipeline/topology.py` (see the README's diagram).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ import datetime as dt
 
 from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, AssetWatcher, DeltaTriggerTimetable
 
-from sda.airflow_support import landing_state_file, stage_kwargs
-from sda.landing_watch import LandingTrigger
-from sda.operators import QualityGateOperator, SdaStageOperator
-from sda.settings import load_settings
-from sda.topology import GATES, STAGES, edges
+from sda.config.settings import load_settings
+from sda.orchestration.airflow_support import landing_state_file, stage_kwargs
+from sda.orchestration.landing_watch import LandingTrigger
+from sda.orchestration.operators import QualityGateOperator, SdaStageOperator
+from sda.pipeline.topology import GATES, STAGES, edges
 
 settings = load_settings()
 
@@ -52,13 +52,13 @@ INTERVAL_START = ("{{ (data_interval_start if %s else dag_run.run_after - macros
                   % (OWN_INTERVAL, settings.cadence_minutes))
 INTERVAL_END = "{{ (data_interval_end if %s else dag_run.run_after).isoformat() }}" % OWN_INTERVAL
 
-# A backfill recomputes its intervals from bronze (the stages' replay mode, sda.replay); scheduled and
+# A backfill recomputes its intervals from bronze (the stages' replay mode, sda.pipeline.replay); scheduled and
 # manual runs consume what is new.
 MODE = "{{ 'replay' if dag_run.run_type == 'backfill' else 'incremental' }}"
 
 cadence = dt.timedelta(minutes=settings.cadence_minutes)
 
-# New files under the landing zone start a run within seconds (sda.landing_watch); the cadence is the
+# New files under the landing zone start a run within seconds (sda.orchestration.landing_watch); the cadence is the
 # safety net (a triggerer that was down, files whose arrival went unseen).
 landing = Asset(
     name="sda_landing",

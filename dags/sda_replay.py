@@ -11,7 +11,7 @@ default) and `dry_run`.
    It logs the plan: stages in topology order, the jobs, the number of conjunction screenings.
 2. `choose` follows only the chosen stages (none on a dry run).
 3. each chosen stage runs `jobs/<stage>.py --start S --end E --replay` on the Spark Connect server: it recomputes
-   the range from the tables upstream of it and MERGEs the result (see `include/sda/replay.py`).
+   the range from the tables upstream of it and MERGEs the result (see `include/sda/pipeline/replay.py`).
    With unchanged inputs nothing but lineage columns changes; no stage's incremental progress moves.
 
 The same from the command line: `sda replay --start S --end E [--stages a,b] [--dry-run]`.
@@ -23,11 +23,11 @@ import datetime as dt
 
 from airflow.sdk import DAG, Param, task
 
-from sda.airflow_support import stage_kwargs
-from sda.operators import SdaStageOperator
-from sda.replay import REPLAYABLE
-from sda.settings import load_settings
-from sda.topology import STAGES
+from sda.config.settings import load_settings
+from sda.orchestration.airflow_support import stage_kwargs
+from sda.orchestration.operators import SdaStageOperator
+from sda.pipeline.replay import REPLAYABLE
+from sda.pipeline.topology import STAGES
 
 settings = load_settings()
 STAGE_BY_NAME = {s.name: s for s in STAGES}
@@ -60,11 +60,11 @@ with DAG(
 
     @task(retries=0)
     def plan(params: dict | None = None) -> dict:
-        """Check the request (sda.replay.plan) and log the plan; a bad request fails here, before any job."""
+        """Check the request (sda.pipeline.replay.plan) and log the plan; a bad request fails here, before any job."""
         import json
 
-        from sda import replay
-        from sda.settings import load_settings as _load
+        from sda.config.settings import load_settings as _load
+        from sda.pipeline import replay
 
         current = _load()
         try:

@@ -3,7 +3,7 @@
     python jobs/catalog.py --start ISO --end ISO --run-id ID [--file PATH | --celestrak GROUP]
 
 The file (default ``settings.catalog_file``; ``--file`` must lie in that file's directory or in the
-landing zone, see :func:`check_args`) is parsed on the driver with :func:`sda.catalog.load_catalog`
+landing zone, see :func:`check_args`) is parsed on the driver with :func:`sda.orbit.catalog.load_catalog`
 (catalogues are megabytes, not a distributed read). With ``--celestrak GROUP`` the group is first
 downloaded from CelesTrak and kept as ``<landing>/catalog/celestrak-<group>-<UTC time>.tle`` (the raw
 text: a rerun of that file replays the load), then loaded like any file; offline the job fails with
@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sda import runtime, schemas
-from sda.catalog import (
+from sda.lake import schemas
+from sda.orbit.catalog import (
     SGP4_ERRORS,
     CatalogEntry,
     Rejected,
@@ -33,11 +33,12 @@ from sda.catalog import (
     fetch_celestrak,
     load_catalog,
 )
+from sda.pipeline import runtime
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-    from sda.settings import Settings
+    from sda.config.settings import Settings
 
 STAGE = "catalog"
 
@@ -219,8 +220,8 @@ def parser() -> argparse.ArgumentParser:
 def check_args(args: argparse.Namespace, settings: "Settings") -> None:
     """``--file`` must lie (after resolving ``..`` and symlinks) in the catalogue directory (the
     directory of ``settings.catalog_file``) or the landing zone: the stage loads it into gold.
-    Runs in :func:`sda.runtime.run_stage`'s validation, before any Spark session; a refusal exits 2."""
-    from sda.paths import confine
+    Runs in :func:`sda.pipeline.runtime.run_stage`'s validation, before any Spark session; a refusal exits 2."""
+    from sda.config.paths import confine
 
     if getattr(args, "file", None):
         args.file = str(confine(args.file, [settings.catalog_file.parent, settings.landing], "--file"))

@@ -5,7 +5,7 @@
 
 Screens the newest element set of every object over ``[screen_start, screen_start + horizon)``
 (default: from ``--end`` for ``settings.screening_horizon_h``) for approaches closer than
-``settings.screening_threshold_km``, with the filter chain of :mod:`sda.screening` (the module
+``settings.screening_threshold_km``, with the filter chain of :mod:`sda.orbit.screening` (the module
 docstring argues why no approach under the threshold is lost):
 
 (a) altitude bands -- counted on the driver, applied as a pair predicate inside (b);
@@ -18,14 +18,14 @@ docstring argues why no approach under the threshold is lost):
     pair's windows refined (``mapInPandas``): TCA from the range-rate root, miss distance, relative
     speed, RTN and both states at TCA. A pair within the threshold for a step at an edge of the
     horizon is worked out whole: a persistent proximity (closest at an edge, or within the threshold
-    all along) is one event per pair, flagged (:func:`sda.screening.pair_events`).
+    all along) is one event per pair, flagged (:func:`sda.orbit.screening.pair_events`).
 
 **Incremental.** A scheduled or manual run screens only what changed since the screening recorded in
 ``ops.screening_state`` (per object: the element-set epoch screened; the horizon, threshold, step and
-code version) and ``ops.screening_events`` (its open events), as :func:`sda.screening.plan_increment`
+code version) and ``ops.screening_events`` (its open events), as :func:`sda.orbit.screening.plan_increment`
 plans it: the newly opened slice of the horizon all against all; the objects whose element set
 changed against all over the rest of the horizon (on a coarser grid with a second-order bound,
-:func:`sda.screening.focus_block_candidates`); the pairs whose events passed and the persistent pairs
+:func:`sda.orbit.screening.focus_block_candidates`); the pairs whose events passed and the persistent pairs
 rechecked on the driver. Events of unchanged pairs are kept, those whose TCA passed drop out. A new
 threshold, step or screening code, a start before the recorded one, a gap past the recorded horizon
 or ``--full-screening`` make it a full screening. A replay screens in full and leaves the state alone.
@@ -33,8 +33,8 @@ or ``--full-screening`` make it a full screening. A replay screens in full and l
 Objects SGP4 refuses at some time of the horizon (its error codes) are skipped from that step on and
 listed in ``ops.propagation_errors``; they never stop the run.
 
-Then :func:`sda.alerts.publish`: Pc for the new events and for kept events whose objects' state
-(gold ``object_state``) changed (Foster 2D with the covariance of :mod:`sda.uncertainty`),
+Then :func:`sda.alerts.plan.publish`: Pc for the new events and for kept events whose objects' state
+(gold ``object_state``) changed (Foster 2D with the covariance of :mod:`sda.orbit.uncertainty`),
 ``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to the minute) -- or of the pair
 alone for a persistent proximity --, the alert lifecycle (new / updated / closed) in ``alerts`` and
 ``alert_events``, and one CCSDS CDM (KVN) plus a JSON twin per change in ``settings.outbox``,
@@ -51,16 +51,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 from pyspark import StorageLevel
-from pyspark.sql import functions as F, types as T
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from sda import alerts, runtime, schemas, screening
-from sda import replay as replay_plan
-from sda.tables import TABLES
+from sda.alerts import plan as alerts
+from sda.lake import schemas
+from sda.lake.tables import TABLES
+from sda.orbit import screening
+from sda.pipeline import replay as replay_plan
+from sda.pipeline import runtime
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from sda.settings import Settings
+    from sda.config.settings import Settings
 
 STAGE = "conjunction"
 MIN_STEPS_PER_BLOCK = 60  # a task screens a block of grid steps: at least this many (one SatrecArray build each)
@@ -103,8 +107,8 @@ def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", par
                threshold_km: float, cores: int) -> "DataFrame":
     """(a)+(b)+(b') keyed by time step across Spark: one task per block of grid steps of a part
     propagates the whole catalogue over its steps (``SatrecArray``) and joins positions to cells within
-    each step (:func:`sda.screening.block_candidates`; a focus part, the objects whose element set
-    changed against all: :func:`sda.screening.focus_block_candidates`). Blocks partition the
+    each step (:func:`sda.orbit.screening.block_candidates`; a focus part, the objects whose element set
+    changed against all: :func:`sda.orbit.screening.focus_block_candidates`). Blocks partition the
     propagation work, so the grid adds no propagation to the floor's; the catalogue's element sets
     travel in the function's closure (a few MB for a 13,000-object catalogue), which Spark Connect
     ships with the plan."""
@@ -140,7 +144,7 @@ def refine(pairs: "DataFrame", catalogue: "screening.CatalogueLines", parts: lis
            start: float, end: float, threshold_km: float) -> "DataFrame":
     """(c) closest approaches of the candidate pairs (primary_id, secondary_id, steps), keyed by pair;
     pairs at the edges of [start, end) within the threshold there are worked out whole (persistent
-    proximity, :func:`sda.screening.refine_pairs`)."""
+    proximity, :func:`sda.orbit.screening.refine_pairs`)."""
     def refine_partition(batches):
         objects, _ = screening.worker_objects(catalogue)
         by_id = dict(zip(objects.norad_ids.tolist(), objects.satrecs))
@@ -254,7 +258,7 @@ def screen_increment(spark: "SparkSession", catalogue: "screening.CatalogueLines
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
-    from sda.tables import add_missing_columns
+    from sda.lake.tables import add_missing_columns
 
     args = _validate(args)
     add_missing_columns(spark, settings, "conjunctions")  # a lakehouse from before the persistent flag
@@ -283,7 +287,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
                 lifecycle: bool) -> dict[str, Any]:
     """One screening of [screen_start, screen_start + horizon). With ``lifecycle`` (a scheduled or
     manual run) it is incremental on the recorded screening state (``ops.screening_state`` and
-    ``ops.screening_events``; :func:`sda.screening.plan_increment` says what it redoes) and records
+    ``ops.screening_events``; :func:`sda.orbit.screening.plan_increment` says what it redoes) and records
     the new state last; a replay screens in full and leaves the state alone."""
     horizon_h = args.horizon_h or settings.screening_horizon_h
     start = screen_start.timestamp()
@@ -346,7 +350,7 @@ def read_state(spark: "SparkSession", settings: "Settings"
                ) -> tuple["screening.ScreeningState | None", dict[int, tuple[Any, Any]]]:
     """The recorded screening state and, per object, the object state its events' Pc used (None, {}
     when nothing is recorded)."""
-    from sda.tables import table_exists
+    from sda.lake.tables import table_exists
 
     if not table_exists("screening_state", settings):
         return None, {}
@@ -412,7 +416,7 @@ def write_state(spark: "SparkSession", settings: "Settings", events: pd.DataFram
 
 def write_propagation_errors(spark: "SparkSession", settings: "Settings", errors: list[tuple[int, float, int]],
                              epochs: dict[int, Any], run_id: str) -> None:
-    from sda.catalog import sgp4_error_meaning
+    from sda.orbit.catalog import sgp4_error_meaning
 
     rows = [(STAGE, run_id, int(norad), int(code), sgp4_error_meaning(code),
              dt.datetime.fromtimestamp(t, tz=dt.timezone.utc), epochs.get(int(norad)))

@@ -6,10 +6,10 @@
 1. Read the observations committed since this stage's last run (change feed, ``ops.progress``).
 2. The catalogue is the newest element set per object from gold ``catalog``; it is small, so its TLE
    lines travel to the Python workers inside the UDF's closure (a broadcast).
-3. Observations are keyed by event-time bucket (:data:`sda.correlation.BUCKET_S`); each bucket is one
+3. Observations are keyed by event-time bucket (:data:`sda.orbit.correlation.BUCKET_S`); each bucket is one
    ``applyInPandas`` group in which the catalogue is propagated once, vectorised, at the bucket's
    observation times and every observation is associated by array arithmetic
-   (:func:`sda.correlation.correlate_frame`: spatial candidate prefilter, predicted measurements,
+   (:func:`sda.orbit.correlation.correlate_frame`: spatial candidate prefilter, predicted measurements,
    a gate on the residuals normalised by the sensor's noise (sensor registry, also in the closure)
    plus the prediction's uncertainty, per-measurement residuals, ambiguity).
 4. ``correlated`` and ``uncorrelated`` are MERGEd on obs_id (insert-if-new: a replay adds nothing).
@@ -32,16 +32,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 from pyspark.sql import Window
-from pyspark.sql import functions as F, types as T
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from sda import correlation, runtime, schemas, watermarks
-from sda.sensors import load_sensors
-from sda.tables import TABLES, sql_string
+from sda.lake import schemas
+from sda.lake.tables import TABLES, sql_string
+from sda.orbit import correlation
+from sda.orbit.sensors import load_sensors
+from sda.pipeline import runtime, watermarks
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from sda.settings import Settings
+    from sda.config.settings import Settings
 
 STAGE = "correlate"
 SOURCE = "observations_dedup"
@@ -83,7 +86,7 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
                            sigmas: dict[str, dict[str, float]] | None = None,
                            prediction_sigma_m: float | None = None) -> "DataFrame":
     """Observations (DEDUPED columns) -> the same columns plus the association (RESULT). ``sigmas``:
-    :func:`sda.correlation.sensor_sigmas` (default: the embedded sensor registry)."""
+    :func:`sda.orbit.correlation.sensor_sigmas` (default: the embedded sensor registry)."""
     sigmas = correlation.sensor_sigmas(None) if sigmas is None else sigmas
     ids = np.array([c[0] for c in catalogue], dtype=np.int64)
     lines1 = [c[1] for c in catalogue]
@@ -92,7 +95,7 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
     columns = [f.name for f in RESULT.fields]
 
     def associate(group: pd.DataFrame) -> pd.DataFrame:
-        from sda.screening import satrecs_from_lines
+        from sda.orbit.screening import satrecs_from_lines
 
         if fingerprint not in _SATRECS:
             _SATRECS.clear()
@@ -133,7 +136,7 @@ def object_state(correlated: "DataFrame", touched: "DataFrame", window_s: float,
     """Recompute the touched (norad_id, window_start) windows from every correlated row in them;
     a window is final when it ends at or before ``final_before`` (the pipeline watermark).
 
-    Per measurement type (:data:`sda.schemas.MEASUREMENT_RESIDUALS`): the number of the window's
+    Per measurement type (:data:`sda.lake.schemas.MEASUREMENT_RESIDUALS`): the number of the window's
     observations that carry that residual, its mean and its sample variance (``var_samp``: n - 1
     denominator, null for fewer than 2) -- ambiguous associations included, counted apart in
     ``ambiguous_observations``. Every aggregate is a whole-window recomputation, so the fold stays
@@ -180,7 +183,7 @@ def sessions(rows: "DataFrame", gap_s: float) -> "DataFrame":
 
 def pass_final(sensor_marks: dict[str, int], gap_s: float, dedup_window_s: float) -> "F.Column":
     """A pass is final when no observation its sensor may still deliver can join it: anything on
-    time is later than ``W_s - dedup_window`` (see sda.watermarks), so the pass is closed once
+    time is later than ``W_s - dedup_window`` (see sda.pipeline.watermarks), so the pass is closed once
     ``pass_end + gap <= W_s - dedup_window``."""
     if not sensor_marks:
         return F.lit(False)
@@ -308,11 +311,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         raise RuntimeError("gold catalog is empty: run jobs/catalog.py before correlating observations")
 
     # What the watermarks say once every batch this run has seen is in: windows that end before
-    # them are final (see sda.watermarks).
+    # them are final (see sda.pipeline.watermarks).
     sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(newest_batch)) if newest_batch else ({}, None)
     final_before = None if pipeline_mark is None else dt.datetime.fromtimestamp(pipeline_mark / 1e6, dt.timezone.utc)
 
-    # The prediction-uncertainty term of the gate: each element set's own (sda.correlation, from its
+    # The prediction-uncertainty term of the gate: each element set's own (sda.orbit.correlation, from its
     # epoch and regime in the TLE lines), unless the setting fixes one isotropic sigma.
     prediction_sigma_m = settings.correlation_prediction_sigma_m
     sigmas = correlation.sensor_sigmas(load_sensors())

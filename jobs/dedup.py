@@ -5,7 +5,7 @@
 Exact redeliveries already share an ``obs_id`` and collapsed in silver. This stage folds what is
 left: one sensor reporting the same measurement more than once with slightly different timestamps
 or values (re-stamped frames, overlapping archive exports) -- same sensor, event times within
-``envelope.NEAR_DUP_MAX_DT_S`` and measurements within a few sigma (see :mod:`sda.envelope`).
+``envelope.NEAR_DUP_MAX_DT_S`` and measurements within a few sigma (see :mod:`sda.transforms.envelope`).
 
 State lives in silver itself, so the result does not depend on arrival order:
 
@@ -18,7 +18,7 @@ State lives in silver itself, so the result does not depend on arrival order:
    representative (earliest event time, then smallest obs_id) is inserted or gets its new ``copies``,
    any other member still present (a representative displaced by an earlier arrival) is deleted;
 4. late data: every row is first checked against the watermarks of its arrival batch
-   (:mod:`sda.watermarks`); a new row whose window was already final goes to ``ops.late_data`` with
+   (:mod:`sda.pipeline.watermarks`); a new row whose window was already final goes to ``ops.late_data`` with
    its lateness instead, and late rows never join a cluster, so a final window never changes;
 5. progress is committed after the MERGE (by ``runtime.run_stage``); a retry recomputes the same
    clusters and the MERGE changes nothing.
@@ -37,9 +37,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sda import envelope, runtime, schemas, watermarks
-from sda.settings import Settings
-from sda.tables import TABLES
+from sda.config.settings import Settings
+from sda.lake import schemas
+from sda.lake.tables import TABLES
+from sda.pipeline import runtime, watermarks
+from sda.transforms import envelope
 
 STAGE = "dedup"
 SOURCE = "observations"
@@ -152,7 +154,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     metrics["duplicates"] = metrics["exact_duplicates"] + metrics["near_duplicates"]
     metrics["consumed"] = {SOURCE: last}
     newest = changes.agg(F.max("ingest_batch")).first()[0] if metrics["records_in"] else None
-    if newest is not None:  # the pipeline watermark once this run's batches are in (sda.watermarks)
+    if newest is not None:  # the pipeline watermark once this run's batches are in (sda.pipeline.watermarks)
         _, mark = watermarks.current(spark, settings, int(newest))
         metrics["watermark"] = None if mark is None else dt.datetime.fromtimestamp(mark / 1e6, dt.timezone.utc).isoformat()
     return metrics

@@ -35,9 +35,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from sda import runtime, schemas, wire
-from sda.settings import Settings
-from sda.tables import BRONZE_BY_KIND, TABLES
+from sda.config.settings import Settings
+from sda.lake import schemas
+from sda.lake.tables import BRONZE_BY_KIND, TABLES
+from sda.pipeline import runtime
+from sda.transforms import wire
 
 STAGE = "ingest"
 APP_ID = "sda-ingest"  # Delta txnAppId of the bronze appends; txnVersion is the ledger batch id
@@ -101,7 +103,7 @@ def bronze_id(file_sha256: str, record_no: int) -> str:
 
 
 def ingest_quarantine_id(file_path: str, file_sha256: str, record_no: int) -> str:
-    # same formula as sda.envelope.quarantine_id: sha256("stage:part:part...")
+    # same formula as sda.transforms.envelope.quarantine_id: sha256("stage:part:part...")
     return hashlib.sha256(f"{STAGE}:{file_path}:{file_sha256}:{record_no}".encode()).hexdigest()
 
 

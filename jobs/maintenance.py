@@ -10,7 +10,7 @@ For every registered table (or those named by ``--tables``):
 2. **VACUUM**: deletes the files that are no longer part of the current snapshot -- data files a
    later OPTIMIZE, MERGE or DELETE removed longer ago than the retention, and ``_change_data`` files
    written longer ago than the retention. The retention is ``SDA_VACUUM_RETENTION_H`` (default 168 h),
-   never less than the table's ``delta.deletedFileRetentionDuration`` (7 days, :mod:`sda.tables`):
+   never less than the table's ``delta.deletedFileRetentionDuration`` (7 days, :mod:`sda.lake.tables`):
    Delta's retention check stays on, so going below that would be refused anyway.
 
 ``--dry-run`` changes no table: it reports the file counts, how many files OPTIMIZE could rewrite, and
@@ -19,7 +19,7 @@ what ``VACUUM ... DRY RUN`` would delete. Only the run's own row in ``ops.run_me
 Retention and the change feed
 -----------------------------
 normalize, dedup and correlate read their upstream table's change feed and record in
-``ops.progress`` the last version they consumed (:mod:`sda.runtime`); the next run reads
+``ops.progress`` the last version they consumed (:mod:`sda.pipeline.runtime`); the next run reads
 ``version + 1`` onwards. Reading version *k*'s changes needs the data files version *k* added (or
 its ``_change_data`` files) and version *k*'s commit in ``_delta_log``. A data file added at *k* and
 later removed at *r* is removed at ``time(r) >= time(k)``, and a ``_change_data`` file of *k* is
@@ -72,9 +72,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sda import runtime
-from sda.settings import Settings
-from sda.tables import TABLES
+from sda.config.settings import Settings
+from sda.lake.tables import TABLES
+from sda.pipeline import runtime
 
 STAGE = "maintenance"
 log = logging.getLogger("sda.maintenance")
@@ -305,7 +305,7 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
                     "coming checkpoint and its change feed will break; replay it or raise the log retention",
                     table, guard.lagging_stage, plan.log_retention_h)
     # The path comes from the lakehouse setting, which refuses ` ' " ; and control characters
-    # (sda.settings); the retention is a number formatted by code (whole hours, rounded up: never less).
+    # (sda.config.settings); the retention is a number formatted by code (whole hours, rounded up: never less).
     vacuum_sql = f"VACUUM {_ref(table, settings)} RETAIN {math.ceil(float(plan.retention_h)):d} HOURS"
     with listing_parallelism(spark, max(2, settings.shuffle_partitions)):
         if dry_run:
@@ -319,7 +319,7 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     names = args.tables or list(TABLES)
     per_table: dict[str, dict[str, Any]] = {}
-    # ops.progress is an append-only log (sda.runtime.commit_progress): first drop its superseded rows
+    # ops.progress is an append-only log (sda.pipeline.runtime.commit_progress): first drop its superseded rows
     superseded = runtime.compact_progress(spark, settings) if "progress" in names and not args.dry_run else 0
     for name in names:
         started = time.monotonic()

@@ -3,17 +3,17 @@
     python jobs/normalize.py --start ISO --end ISO --run-id ID
 
 Reads what each bronze table received since this stage last ran (change feed), parses it
-(:mod:`sda.wire`), checks it against the sensor registry, physical limits and event-time bounds
+(:mod:`sda.transforms.wire`), checks it against the sensor registry, physical limits and event-time bounds
 (no more than ``clock_skew_s`` ahead of its ingest time; an *old* event is not refused here:
 lateness is judged against event-time windows downstream, never by wall-clock arrival), converts units
-(:mod:`sda.envelope`) and writes:
+(:mod:`sda.transforms.envelope`) and writes:
 
 * silver with ``merge_new`` on ``obs_id``, a hash of the measurement's content: a redelivered copy
   (same frame sent twice, same row in two archive files) finds its id taken and is counted as a
   duplicate, and a retried run inserts nothing twice;
 * quarantine with ``merge_new`` on ``quarantine_id`` (stage, bronze record, detection);
 * ``ops.watermarks``: per sensor and ingest batch, the newest event time that arrived (upserted; the
-  same rows on every replay), from which :mod:`sda.watermarks` derives every watermark;
+  same rows on every replay), from which :mod:`sda.pipeline.watermarks` derives every watermark;
 * then, and only then, the bronze versions consumed (``ops.progress``, by ``runtime.run_stage``):
   a crash before that replays the same changes into the idempotent sinks.
 """
@@ -28,10 +28,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sda import envelope, runtime, watermarks, wire
-from sda.sensors import sensors_frame
-from sda.settings import Settings
-from sda.tables import BRONZE_BY_KIND, TABLES
+from sda.config.settings import Settings
+from sda.lake.tables import BRONZE_BY_KIND, TABLES
+from sda.pipeline import runtime, watermarks
+from sda.transforms import envelope, wire
+from sda.transforms.envelope import sensors_frame
 
 STAGE = "normalize"
 

@@ -4,7 +4,7 @@
 
 For each table of the layer, the rows *this run* wrote are selected by their lineage column --
 ``run_id`` (bronze, silver, conjunctions, alerts) or ``correlate_run_id`` (correlated, uncorrelated)
--- and validated with :func:`sda.quality.validate`. Selecting by run id rather than by change-feed
+-- and validated with :func:`sda.quality.gates.validate`. Selecting by run id rather than by change-feed
 version keeps the job stateless and exactly repeatable: a retry validates the same rows, writes the
 same ``ops/data_quality`` rows (MERGE on run_id + table + expectation) and the same quarantine keys,
 and needs no progress row of its own. Delta's file statistics on the run id column skip the files
@@ -17,7 +17,7 @@ fail-severity failure is a gate: the job prints which checks failed and exits wi
 orchestrator stops before gold is published (or before alerts leave, for the gold layer).
 
 A table with no rows from this run is skipped (reported as such). Whatever the outcome, the job
-then rebuilds the run's report page (:mod:`sda.report`: counts per stage, the checks with links to
+then rebuilds the run's report page (:mod:`sda.quality.report`: counts per stage, the checks with links to
 their Data Docs pages, a separation plot per alert), which the DAG's quality tasks link to.
 """
 
@@ -30,9 +30,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sda import quality, report, runtime
-from sda.settings import Settings
-from sda.tables import TABLES
+from sda.config.settings import Settings
+from sda.lake.tables import TABLES
+from sda.pipeline import runtime
+from sda.quality import gates as quality
+from sda.quality import report
 
 STAGE = "quality"
 GATE_FAILED_EXIT = 3

@@ -1,10 +1,10 @@
 """Airflow plugin: the run reports and Data Docs in Airflow's own web server, behind its login.
 
-- ``fastapi_apps``: :func:`sda.webapp.create_app` mounted at ``/sda-reports`` on the API server;
+- ``fastapi_apps``: :func:`sda.orchestration.webapp.create_app` mounted at ``/sda-reports`` on the API server;
 - ``external_views``: a **Run reports** entry in the UI's navigation.
 
 The pipeline's quality tasks link each run to its page (the **Run report** extra link,
-:class:`sda.operators.RunReportLink`). ``AIRFLOW__CORE__PLUGINS_FOLDER`` points here
+:class:`sda.orchestration.operators.RunReportLink`). ``AIRFLOW__CORE__PLUGINS_FOLDER`` points here
 (scripts/airflow_env.sh, docker-compose.yaml).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from sda.operators import REPORTS_PREFIX
-from sda.webapp import create_app
+from sda.orchestration.operators import REPORTS_PREFIX
+from sda.orchestration.webapp import create_app
 
 
 class SdaReportsPlugin(AirflowPlugin):

@@ -30,10 +30,10 @@ export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
 export AIRFLOW__API__BASE_URL="${AIRFLOW__API__BASE_URL:-http://localhost:$AIRFLOW__API__PORT}"
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="${AIRFLOW__CORE__EXECUTION_API_SERVER_URL:-http://localhost:$AIRFLOW__API__PORT/execution/}"
 
-# The Spark connection the DAG's tasks use: the long-lived Spark Connect server (sda.server) at
+# The Spark connection the DAG's tasks use: the long-lived Spark Connect server (sda.lake.server) at
 # SDA_CONNECT_HOST:SDA_CONNECT_PORT (default sc://127.0.0.1:15002), as the Spark provider's
 # spark_connect connection type.
-if ! _sdaf_conn="$("$SDAF_ROOT/.venv/bin/python" -m sda.airflow_support)"; then
+if ! _sdaf_conn="$("$SDAF_ROOT/.venv/bin/python" -m sda.orchestration.airflow_support)"; then
     echo "airflow_env.sh: the SDA_* settings are not valid (message above)" >&2
     return 2 2>/dev/null || exit 2
 fi

@@ -43,7 +43,7 @@ stop_airflow() {
 stop_all() {
     stop_airflow
     if [[ "$SERVER_STARTED" == 1 ]]; then
-        "$PY" -m sda.server stop || true
+        "$PY" -m sda.lake.server stop || true
         SERVER_STARTED=0
     fi
 }
@@ -66,15 +66,15 @@ EOF
 # --tle-age-days: the catalogue is 0.5-3 days old and wrong the way real element sets are; the sensors
 # observe the true orbits (sda.sim.tle_error)
 say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
-"$PY" -m sda.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.settings import load_settings; print(load_settings().landing)')" \
+"$PY" -m sda.sim.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.config.settings import load_settings; print(load_settings().landing)')" \
     --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 ${CATALOG:+--catalog "$CATALOG"}
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------
-if "$PY" -m sda.server status >/dev/null 2>&1; then
-    say "a Spark Connect server already answers at $("$PY" -c 'from sda.settings import load_settings; print(load_settings().connect_url)'); using it"
+if "$PY" -m sda.lake.server status >/dev/null 2>&1; then
+    say "a Spark Connect server already answers at $("$PY" -c 'from sda.config.settings import load_settings; print(load_settings().connect_url)'); using it"
 else
     say "starting the Spark Connect server (log: var/spark-connect/)"
-    "$PY" -m sda.server start || die "the Spark Connect server did not start (see the message above)"
+    "$PY" -m sda.lake.server start || die "the Spark Connect server did not start (see the message above)"
     SERVER_STARTED=1
 fi
 
@@ -167,7 +167,7 @@ elapsed=$((SECONDS - started))
 
 # --- 5. summary --------------------------------------------------------------------------------
 eval "$("$PY" - <<'EOF'
-from sda.settings import load_settings
+from sda.config.settings import load_settings
 s = load_settings()
 print(f'LAKEHOUSE="{s.lakehouse}" OUTBOX="{s.outbox}" LANDING="{s.landing}"')
 EOF

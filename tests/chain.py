@@ -55,7 +55,7 @@ def land(files: Iterable[str], staging: Path, landing: Path) -> None:
 def snapshot(spark, settings, tables: Iterable[str] = COMPARED, drop: frozenset[str] = METADATA) -> dict[str, list[tuple]]:
     """Every row of each table, metadata columns dropped, as a sorted list (floats rounded to 1e-9
     relative so a different summation order cannot tell two equal results apart)."""
-    from sda.tables import TABLES
+    from sda.lake.tables import TABLES
 
     out = {}
     for name in tables:

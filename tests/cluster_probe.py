@@ -2,7 +2,7 @@
 
 :func:`probe` runs a tiny ``mapInPandas`` on a Spark Connect session and returns the server's master
 URL and, per task, the file ``sda`` was imported from. With the ``sda`` zip added to the session as a
-Python artifact (what :class:`sda.operators.SdaStageOperator` does on a cluster) that file lies
+Python artifact (what :class:`sda.orchestration.operators.SdaStageOperator` does on a cluster) that file lies
 inside the zip.
 """
 

@@ -44,7 +44,7 @@ _IS_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 
 
 def _server_settings(lakehouse: Path | None = None):
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
 
     kwargs = {"lakehouse": lakehouse} if lakehouse is not None else {}
     return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, **kwargs)
@@ -89,7 +89,7 @@ def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_SHARED, ignore_errors=True)
     if not _STARTED_MARK.exists():
         return
-    from sda import server
+    from sda.lake import server
 
     server.stop(_server_settings())
     _STARTED_MARK.unlink(missing_ok=True)
@@ -109,8 +109,8 @@ def connect_server(tmp_path_factory):
     """Start (or reuse) the session's Spark Connect server; its settings (port, jars) are yielded."""
     import fcntl
 
-    from sda import server
-    from sda.spark import answers
+    from sda.lake import server
+    from sda.lake.spark import answers
 
     settings = _server_settings(tmp_path_factory.mktemp("session-lakehouse"))
     with open(Path(tempfile.gettempdir()) / f"sda-test-connect-{CONNECT_PORT}.lock", "w") as lock:
@@ -123,7 +123,7 @@ def connect_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark(connect_server):
-    from sda.spark import connect
+    from sda.lake.spark import connect
 
     session = connect(connect_server)
     yield session
@@ -138,7 +138,7 @@ def _shared_spark_is_active(request, monkeypatch):
     -- talking to that dead server."""
     if "spark" not in request.fixturenames:
         return
-    from sda.spark import activate
+    from sda.lake.spark import activate
 
     activate(request.getfixturevalue("spark"))
     monkeypatch.setenv("SPARK_REMOTE", request.getfixturevalue("connect_server").connect_url)
@@ -147,7 +147,7 @@ def _shared_spark_is_active(request, monkeypatch):
 @pytest.fixture
 def settings(tmp_path):
     """Settings pointing at empty per-test directories; the environment's SDA_* are ignored."""
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
 
     return load_settings(
         env={},

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sda import runtime
-from sda.settings import load_settings
-from sda.tables import TABLES
+from sda.config.settings import load_settings
+from sda.lake.tables import TABLES
+from sda.pipeline import runtime
 from tests import chain
 from tests.conftest import CONNECT_PORT, built_once
 
@@ -38,7 +38,7 @@ def load_catalog(spark, settings, run_id="catalog-1"):
 def _build(spark, root: Path):
     """One simulated scenario (with every kind of disorder and an injected conjunction), all its files
     landed at once and one run of every stage on them: the uninterrupted result."""
-    from sda.simulate import SimConfig, simulate
+    from sda.sim.simulate import SimConfig, simulate
 
     staging = root / "staging"
     result = simulate(SimConfig(start=SIM_START, end=SIM_START + dt.timedelta(minutes=10), landing=staging / "landing",

@@ -1,7 +1,7 @@
 """The cluster path, proven on loopback: a Spark standalone master and worker started from the pyspark
-package, a Spark Connect server (``sda.server``) whose master is that standalone master, the
+package, a Spark Connect server (``sda.lake.server``) whose master is that standalone master, the
 ``spark_connect`` connection pointed at it, and pipeline stages run through the DAGs' own operator
-(:class:`sda.operators.SdaStageOperator`, which adds the ``sda`` zip to the session as a Python
+(:class:`sda.orchestration.operators.SdaStageOperator`, which adds the ``sda`` zip to the session as a Python
 artifact for the cluster's workers). The tables they write must equal those of the same stages run on
 the suite's ``local[2]`` server over the same landed files.
 """
@@ -100,7 +100,7 @@ def landed(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SDA_")}
     env.update({"SDA_LANDING": str(staging), "SDA_CATALOG_FILE": str(catalog_file)})
     sim = subprocess.run(
-        [sys.executable, "-m", "sda.simulate", "--start", "2026-11-21T10:00:00Z", "--end", "2026-11-21T10:05:00Z",
+        [sys.executable, "-m", "sda.sim.simulate", "--start", "2026-11-21T10:00:00Z", "--end", "2026-11-21T10:05:00Z",
          "--landing", str(staging), "--catalog-out", str(catalog_file), "--objects", "120",
          "--inject-conjunction", "--tca", "2026-11-21T11:00:00Z"],
         env=env, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
@@ -112,7 +112,7 @@ def landed(tmp_path_factory):
 
 
 def _settings(landed, name: str, **extra):
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
 
     base = landed["root"] / name
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=landed["landing"], outbox=base / "outbox",
@@ -130,10 +130,10 @@ def _args(stage: str) -> list[str]:
 def cluster_run(standalone, landed):
     """A Connect server on the standalone master; each stage run by the DAGs' operator through it, as
     an Airflow worker would."""
-    from sda import server
-    from sda.airflow_support import stage_kwargs
-    from sda.operators import SdaStageOperator
-    from sda.spark import connect
+    from sda.lake import server
+    from sda.lake.spark import connect
+    from sda.orchestration.airflow_support import stage_kwargs
+    from sda.orchestration.operators import SdaStageOperator
 
     settings = _settings(landed, "cluster", spark_master=standalone["url"], connect_port=free_port())
     worker_env = {**settings.as_env(), "AIRFLOW_CONN_SPARK_CONNECT": json.dumps(
@@ -150,7 +150,7 @@ def cluster_run(standalone, landed):
             op = SdaStageOperator(task_id=stage, job=f"jobs/{stage}.py", application_args=_args(stage), **kwargs)
             op.execute(context={})
         session = connect(settings)
-        from sda import dist
+        from sda.lake import dist
 
         shipped = dist.package_zip(Path(kwargs["dist_dir"]))
         session.addArtifacts(str(shipped), pyfile=True)
@@ -200,8 +200,9 @@ def test_cluster_tables_equal_local(spark, cluster_run, local_run):
         {k: len(v) for k, v in local.items()}
     assert chain.differences(local, cluster) == []
     # the injected pair is found on both
-    from sda.tables import TABLES
     from pyspark.sql import functions as F
+
+    from sda.lake.tables import TABLES
 
     injected = TABLES["conjunctions"].read(spark, cluster_run["settings"]).where(
         (F.col("primary_id") == 99901) & (F.col("secondary_id") == 99902)

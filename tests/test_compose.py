@@ -90,7 +90,7 @@ def test_no_secret_in_the_file():
 
 def test_the_spark_connect_server_runs_on_the_master_and_is_not_published(compose):
     service = compose["services"]["spark-connect"]
-    assert service["command"] == ["python", "-m", "sda.server", "run"]
+    assert service["command"] == ["python", "-m", "sda.lake.server", "run"]
     e = env(service)
     assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077" and e["SDA_CONNECT_BIND"] == "0.0.0.0"
     assert "ports" not in service and "15002" in [str(p) for p in service["expose"]]
@@ -114,7 +114,7 @@ def test_the_dockerfile_builds_on_a_base_argument_and_runs_as_a_non_root_user():
     text = DOCKERFILE.read_text()
     assert "ARG BASE_IMAGE=python:3.11-slim-bookworm" in text
     assert "openjdk-17-jre-headless" in text and "requirements.txt" in text
-    assert "python -m sda.spark" in text  # Delta's jars resolved at build time
+    assert "python -m sda.lake.spark" in text  # Delta's jars resolved at build time
     final = text.split("AS sda", 1)[1]
     users = [line.split()[1] for line in final.splitlines() if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0", "0:0")

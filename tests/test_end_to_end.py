@@ -103,7 +103,7 @@ def data(tmp_path_factory, connect_server):
                                                   "port": connect_server.connect_port}),
     })
     sim = subprocess.run(
-        [sys.executable, "-m", "sda.simulate", "--start", _iso(SIM_START), "--end", _iso(SIM_END),
+        [sys.executable, "-m", "sda.sim.simulate", "--start", _iso(SIM_START), "--end", _iso(SIM_END),
          "--landing", str(dirs["landing"]), "--catalog-out", env["SDA_CATALOG_FILE"], "--objects", "120",
          "--inject-conjunction", "--tca", _iso(TCA), "--miss-m", "150"],
         env=env, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
@@ -375,7 +375,7 @@ def test_backfill_through_the_rest_api_recomputes_and_changes_nothing(airflow, p
 
     from pyspark.sql import functions as F
 
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
 
     assert pipeline_run["state"] == "success"
     settings = load_settings(env={}, lakehouse=data["lakehouse"])
@@ -441,14 +441,14 @@ def _ingest_runs(spark, data) -> dict[str, str]:
 
 
 def test_landed_files_start_runs_and_never_pile_up(airflow, pipeline_run, data, spark, tmp_path):
-    """The landing watcher (an AssetWatcher on sda.landing_watch.LandingTrigger, run by the
+    """The landing watcher (an AssetWatcher on sda.orchestration.landing_watch.LandingTrigger, run by the
     triggerer) starts an asset-triggered run when a file lands, without waiting for the cadence. A file
     landing while that run is under way does not start a second run beside it (Airflow defers
     asset-triggered runs at max_active_runs=1) and is taken by the one run that follows."""
     import time
 
     assert pipeline_run["state"] == "success"
-    from sda.simulate import SimConfig, simulate
+    from sda.sim.simulate import SimConfig, simulate
 
     staging = tmp_path / "staging"
     simulate(SimConfig(start=SIM_END, end=SIM_END + dt.timedelta(minutes=2), landing=staging, seed=11,

@@ -13,7 +13,17 @@ import pytest
 
 from tests import chain
 from tests.exactly_once_support import (  # noqa: F401 - fixtures
-    SCREEN, SIM_START, copy_of, lakehouse, load_catalog, progress_of, reference, replay, scenario, staging)
+    SCREEN,
+    SIM_START,
+    copy_of,
+    lakehouse,
+    load_catalog,
+    progress_of,
+    reference,
+    replay,
+    scenario,
+    staging,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +50,7 @@ def test_different_file_order_and_run_split_give_identical_tables(spark, staging
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
 
 
-# --- replay (sda.replay): recompute a range from the tables upstream ---------------------------------
+# --- replay (sda.pipeline.replay): recompute a range from the tables upstream ---------------------------------
 
 def test_replay_with_unchanged_inputs_equals_the_original(spark, reference, tmp_path):
     settings = copy_of(reference[0], tmp_path, "replayed")
@@ -83,7 +93,7 @@ def test_trace_leads_from_an_alert_to_its_landing_records(spark, reference, stag
     import hashlib
     import json
 
-    from sda import lineage
+    from sda.pipeline import lineage
 
     settings, _ = reference
     root, _ = staging
@@ -116,7 +126,7 @@ def test_trace_leads_from_an_alert_to_its_landing_records(spark, reference, stag
 
 
 def test_trace_of_an_unknown_alert_says_so(spark, reference):
-    from sda import lineage
+    from sda.pipeline import lineage
 
     with pytest.raises(lineage.TraceError, match="no alert 'nope'"):
         lineage.trace(spark, reference[0], "nope")

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from sda import runtime
+from sda.pipeline import runtime
 from tests import chain
-from tests.exactly_once_support import (  # noqa: F401 - fixtures
-    SCREEN, lakehouse, load_catalog, reference, scenario, staging)
+from tests.exactly_once_support import SCREEN, lakehouse, load_catalog, reference, scenario, staging  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 

@@ -10,12 +10,20 @@ import sys
 
 import pytest
 
-from sda import runtime
-from sda.settings import load_settings
+from sda.config.settings import load_settings
+from sda.pipeline import runtime
 from tests import chain
 from tests.exactly_once_support import (  # noqa: F401 - fixtures
-    PROJECT_ROOT, SCREEN, lakehouse, load_catalog, reference, reference_through_normalize, scenario, staging,
-    through_normalize)
+    PROJECT_ROOT,
+    SCREEN,
+    lakehouse,
+    load_catalog,
+    reference,
+    reference_through_normalize,
+    scenario,
+    staging,
+    through_normalize,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +57,8 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
     import signal
     import time
 
-    from sda import server
-    from sda.spark import SparkServerUnavailable, activate, connect
+    from sda.lake import server
+    from sda.lake.spark import SparkServerUnavailable, activate, connect
     from tests.conftest import _free_port
 
     root, files = staging

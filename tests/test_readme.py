@@ -59,7 +59,7 @@ def _default(value) -> str:
 
 
 def settings_table() -> str:
-    from sda.settings import ENV_PREFIX, Settings
+    from sda.config.settings import ENV_PREFIX, Settings
 
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for field in dataclasses.fields(Settings):
@@ -69,7 +69,7 @@ def settings_table() -> str:
 
 
 def topology_block() -> str:
-    from sda.topology import mermaid
+    from sda.pipeline.topology import mermaid
 
     return "```mermaid\n" + mermaid() + "```\n"
 
@@ -99,7 +99,7 @@ def test_settings_table_is_current():
 
 
 def test_every_setting_is_documented():
-    from sda.settings import Settings
+    from sda.config.settings import Settings
 
     assert {f.name for f in dataclasses.fields(Settings)} == set(SETTING_DOCS)
 
@@ -128,7 +128,7 @@ def test_referenced_files_exist():
 
 
 def test_topology_command_runs():
-    out = subprocess.run([sys.executable, "-m", "sda.topology", "--mermaid"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "sda.pipeline.topology", "--mermaid"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() + "\n" == topology_block().removeprefix("```mermaid\n").removesuffix("```\n")
 
 

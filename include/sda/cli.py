@@ -6,7 +6,7 @@
     sda stage --start ... --end ... catalog --celestrak active  fetch a CelesTrak group into gold catalog
     sda catalog check FILE                                      parse a TLE/OMM file, report rejects
     sda stage NAME --start ... --end ... [--run-id ...]          run one stage on the Spark Connect server
-    sda server start|stop|status|restart                        the long-lived Spark Connect server (sda.server)
+    sda server start|stop|status|restart                        the long-lived Spark Connect server (sda.lake.server)
     sda replay --start ... --end ... [--stages a,b] [--dry-run]  recompute stages for an event-time range
     sda trace ALERT_ID [--json]                                 an alert's lineage back to the landing files
     sda tables [--create]                                       the table registry (--create: create missing tables)
@@ -25,24 +25,24 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sda.settings import PROJECT_ROOT, SettingsError, load_settings
+from sda.config.settings import PROJECT_ROOT, SettingsError, load_settings
 
 STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "conjunction")
 
 
 def _cmd_simulate(argv: list[str]) -> int:
-    from sda import simulate
+    from sda.sim import simulate
 
     return simulate.main(argv)
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
-    from sda import catalog
+    from sda.orbit import catalog
 
     if args.action in ("generate", "fetch"):
         args.out = str(_confined_out(args.out))
     if args.action == "generate":
-        from sda import catgen
+        from sda.orbit import catgen
 
         epoch = dt.datetime.fromisoformat(args.epoch.replace("Z", "+00:00")) if args.epoch else dt.datetime.now(dt.timezone.utc)
         text = catgen.generate_catalog(args.objects, epoch, args.seed)
@@ -67,7 +67,7 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def _celestrak_group(text: str) -> str:
-    from sda import catalog
+    from sda.orbit import catalog
 
     try:
         return catalog.check_celestrak_group(text)
@@ -78,7 +78,7 @@ def _celestrak_group(text: str) -> str:
 def _confined_out(out: str) -> Path:
     """``--out`` of ``catalog generate|fetch``: inside the catalogue directory (that of the settings'
     ``catalog_file``) or the landing zone, ``..`` and symlinks resolved (else UnsafePathError, exit 2)."""
-    from sda.paths import confine
+    from sda.config.paths import confine
 
     settings = load_settings()
     return confine(out, [settings.catalog_file.parent, settings.landing], "--out")
@@ -98,7 +98,7 @@ def _submit(stage: str, job_args: list[str]) -> int:
 
 
 def _cmd_server(argv: list[str]) -> int:
-    from sda import server
+    from sda.lake import server
 
     return server.main(argv)
 
@@ -113,7 +113,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from sda import replay
+    from sda.pipeline import replay
 
     settings = load_settings()
     try:
@@ -137,11 +137,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_tables(create: bool = False) -> int:
-    from sda.tables import TABLES, ensure_tables
+    from sda.lake.tables import TABLES, ensure_tables
 
     settings = load_settings()
     if create:  # what the first job of a fresh lakehouse would do, done ahead (make run, a deployment's init)
-        from sda.spark import SparkServerUnavailable, build_session
+        from sda.lake.spark import SparkServerUnavailable, build_session
 
         try:
             ensure_tables(build_session("sda-tables", settings), settings)
@@ -157,8 +157,8 @@ def _cmd_tables(create: bool = False) -> int:
 
 
 def _cmd_status() -> int:
-    from sda.spark import build_session
-    from sda.tables import TABLES
+    from sda.lake.spark import build_session
+    from sda.lake.tables import TABLES
 
     settings = load_settings()
     spark = build_session("sda-status", settings)
@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--end", required=True)
     stage.add_argument("--run-id")
     # further job arguments (e.g. catalog --file X) are passed through: see main()
-    rep = sub.add_parser("replay", help="recompute stages for an event-time range (see sda.replay)")
+    rep = sub.add_parser("replay", help="recompute stages for an event-time range (see sda.pipeline.replay)")
     rep.add_argument("--start", required=True, help="range start, ISO-8601 (UTC if no offset)")
     rep.add_argument("--end", required=True, help="range end, ISO-8601 (exclusive)")
     rep.add_argument("--stages", default=None,
@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "replay":
             return _cmd_replay(args)
         if args.command == "trace":
-            from sda import lineage
+            from sda.pipeline import lineage
 
             return lineage.main(args)
         if args.command == "tables":

@@ -57,7 +57,7 @@ def test_every_stage_retries_and_gates_do_not(dag):
 
 
 def test_task_graph(dag):
-    from sda.topology import STAGES, edges
+    from sda.pipeline.topology import STAGES, edges
 
     assert {t.task_id for t in dag.tasks} == {s.name for s in STAGES} | set(GATES)
     actual = {(up, t.task_id) for t in dag.tasks for up in t.upstream_task_ids}
@@ -65,7 +65,7 @@ def test_task_graph(dag):
 
 
 def test_stage_tasks_are_spark_connect_clients(dag):
-    from sda.operators import QualityGateOperator, SdaStageOperator
+    from sda.orchestration.operators import QualityGateOperator, SdaStageOperator
 
     for task in dag.tasks:
         assert isinstance(task, SdaStageOperator)
@@ -89,7 +89,7 @@ def test_stage_tasks_are_spark_connect_clients(dag):
 def test_landed_files_trigger_runs_and_the_cadence_stays(dag):
     from airflow.sdk import AssetOrTimeSchedule
 
-    from sda.landing_watch import LandingTrigger
+    from sda.orchestration.landing_watch import LandingTrigger
 
     assert isinstance(dag.timetable, AssetOrTimeSchedule)
     (watcher,) = dag.timetable.asset_condition.watchers
@@ -146,12 +146,12 @@ def test_parse_time_imports_nothing_heavy(tmp_path):
 
 
 def test_topology_names_registered_tables():
-    """include/sda/topology.py spells table names as strings (no pyspark at parse time): every one
+    """include/sda/pipeline/topology.py spells table names as strings (no pyspark at parse time): every one
     must be in the registry, and every registered table must be produced by a stage, except the
-    bookkeeping every stage writes through sda.runtime (the change-feed cursor, the run metrics) and
+    bookkeeping every stage writes through sda.pipeline.runtime (the change-feed cursor, the run metrics) and
     the data-quality results of the quality gates (jobs/quality.py, topology.GATES)."""
-    from sda.tables import TABLES
-    from sda.topology import EXTERNAL, OPERATOR_KINDS, STAGES, tables
+    from sda.lake.tables import TABLES
+    from sda.pipeline.topology import EXTERNAL, OPERATOR_KINDS, STAGES, tables
 
     assert set(tables()) <= set(TABLES)
     produced = {name for stage in STAGES for name in stage.outputs if name not in EXTERNAL}

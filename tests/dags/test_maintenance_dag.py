@@ -42,7 +42,7 @@ def test_schedule_and_defaults(dag):
 
 
 def test_one_stage_task(dag):
-    from sda.operators import SdaStageOperator
+    from sda.orchestration.operators import SdaStageOperator
 
     assert [t.task_id for t in dag.tasks] == ["maintenance"]
     task = dag.get_task("maintenance")
@@ -88,7 +88,7 @@ def test_parse_time_imports_nothing_heavy(tmp_path):
     code = (
         "import json, sys, runpy\n"
         f"runpy.run_path({str(DAGS / 'sda_maintenance.py')!r})\n"
-        "import sda.airflow_support\n"
+        "import sda.orchestration.airflow_support\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
     )
     env = dict(os.environ, AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False")
@@ -99,8 +99,8 @@ def test_parse_time_imports_nothing_heavy(tmp_path):
 def test_airflow_support_helpers():
     import json
 
-    from sda import airflow_support
-    from sda.settings import load_settings
+    from sda.config.settings import load_settings
+    from sda.orchestration import airflow_support
 
     settings = load_settings(env={}, connect_host="spark-connect", connect_port=15077)
     kwargs = airflow_support.stage_kwargs(settings)

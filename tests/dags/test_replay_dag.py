@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from sda import replay
+from sda.pipeline import replay
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

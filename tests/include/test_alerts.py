@@ -1,4 +1,4 @@
-"""sda.alerts without Spark: levels, Pc wiring and validity, the alert lifecycle, CDM/JSON emission."""
+"""sda.alerts.plan without Spark: levels, Pc wiring and validity, the alert lifecycle, CDM/JSON emission."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sda import alerts, cdm as cdm_mod, frames, screening
-from sda.pc import inertial_to_rtn, pc2d_foster, rtn_basis
-from sda.settings import load_settings
+from sda.alerts import cdm as cdm_mod
+from sda.alerts import plan as alerts
+from sda.config.settings import load_settings
+from sda.orbit import frames, screening
+from sda.orbit.pc import inertial_to_rtn, pc2d_foster, rtn_basis
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)

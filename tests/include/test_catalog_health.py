@@ -1,4 +1,4 @@
-"""sda.catalog.propagation_health against Vallado's verification set shipped inside the sgp4 package:
+"""sda.orbit.catalog.propagation_health against Vallado's verification set shipped inside the sgp4 package:
 SGP4-VER.TLE (element sets, each with start / stop / step in minutes after column 69) and tcppver.out
 (the reference C++ output, which stops printing an object at the first time SGP4 fails)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import sgp4
 
-from sda.catalog import SGP4_ERRORS, CatalogEntry, parse_tle_text, propagation_health
+from sda.orbit.catalog import SGP4_ERRORS, CatalogEntry, parse_tle_text, propagation_health
 
 SGP4_DIR = Path(sgp4.__file__).parent
 

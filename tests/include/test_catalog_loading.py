@@ -1,4 +1,4 @@
-"""sda.catalog: TLE in the forms CelesTrak and Space-Track serve (zero-padded, blank-padded and Alpha-5
+"""sda.orbit.catalog: TLE in the forms CelesTrak and Space-Track serve (zero-padded, blank-padded and Alpha-5
 catalogue numbers, two- and three-line, CRLF, BOM), OMM as CSV / JSON / XML, clear rejections.
 
 Expected values are worked out by hand from the literal element sets below, never taken from the code
@@ -12,7 +12,7 @@ import math
 import pytest
 from sgp4.api import WGS72, Satrec
 
-from sda.catalog import (
+from sda.orbit.catalog import (
     decode_catalog_number,
     encode_catalog_number,
     latest_by_object,

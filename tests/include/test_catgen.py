@@ -1,4 +1,4 @@
-"""sda.catgen: valid TLEs (checksums recomputed here), the shell mix, propagation, determinism."""
+"""sda.orbit.catgen: valid TLEs (checksums recomputed here), the shell mix, propagation, determinism."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sgp4.api import WGS72, Satrec, SatrecArray
 
-from sda.catgen import generate_catalog
+from sda.orbit.catgen import generate_catalog
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 RE = 6378.135
@@ -99,7 +99,7 @@ def test_sun_synchronous_nodal_rate(catalog):
 
 
 def test_geo_spread_in_longitude(catalog):
-    from sda.frames import gmst, teme_to_ecef
+    from sda.orbit.frames import teme_to_ecef
 
     sats = [Satrec.twoline2rv(l1, l2, WGS72) for name, l1, l2 in catalog if name.startswith("GEO")]
     t = EPOCH.timestamp()

@@ -1,4 +1,4 @@
-"""sda.cdm: CCSDS CDM (KVN) parsing/writing and Pc from real CARA / TSX-TDX CDMs."""
+"""sda.alerts.cdm: CCSDS CDM (KVN) parsing/writing and Pc from real CARA / TSX-TDX CDMs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from sda.cdm import CdmError, new_cdm, parse_cdm, pc_from_cdm, write_cdm
-from sda.pc import rtn_basis
+from sda.alerts.cdm import CdmError, new_cdm, parse_cdm, pc_from_cdm, write_cdm
+from sda.orbit.pc import rtn_basis
 
 CARA_EXAMPLE = "000025994_conj_000037558_20210324_151047_20210323_154356"
 _KVN_LINE = re.compile(r"^(COMMENT( .*)?|[A-Z0-9_]+ += \S.*?( \[[^\[\]]*\])?)$")

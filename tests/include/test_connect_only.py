@@ -1,4 +1,4 @@
-"""Stage code uses only what a Spark Connect session has (sda.spark): no SparkContext, RDDs,
+"""Stage code uses only what a Spark Connect session has (sda.lake.spark): no SparkContext, RDDs,
 broadcast variables, ``_jvm`` or Delta's Python ``DeltaTable`` in ``include/`` or ``jobs/``.
 
 The check reads the source (AST), so it finds a forbidden call on any code path, not only the ones a
@@ -16,7 +16,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN_ATTRIBUTES = {"sparkContext", "_jvm", "_jsc", "_jsparkSession", "_jdf", "rdd"}
 FORBIDDEN_NAMES = {"SparkContext", "DeltaTable"}
 FORBIDDEN_MODULES = ("delta.tables", "pyspark.rdd", "pyspark.context", "py4j")
-# sda.spark.resolve_jars starts a throw-away classic session once, at `make setup`, to let Spark's
+# sda.lake.spark.resolve_jars starts a throw-away classic session once, at `make setup`, to let Spark's
 # Ivy fetch the Delta jars: it is setup, not stage code, and calls none of the above.
 
 
@@ -62,7 +62,7 @@ def test_include_and_jobs_use_only_spark_connect_apis():
         for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
             source = path.read_text()
             rel = path.relative_to(PROJECT_ROOT).as_posix()
-            if rel == "include/sda/spark.py":  # resolve_jars: the setup-time classic session (see above)
+            if rel == "include/sda/lake/spark.py":  # resolve_jars: the setup-time classic session (see above)
                 source = source.replace(source[source.index("def resolve_jars"):source.index("def _artifact")], "")
             hits += forbidden_calls(source, rel)
     assert hits == [], "classic-only Spark APIs in stage code:\n" + "\n".join(hits)

@@ -1,4 +1,4 @@
-"""Correlation residuals on hand-made observations generated from known TLEs with sda.frames.
+"""Correlation residuals on hand-made observations generated from known TLEs with sda.orbit.frames.
 
 These cases run the gate with the isotropic override (``prediction_sigma_m``), whose statistic has
 the closed forms of the module docstring; the default gate (the uncertainty model's covariance) is
@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from sgp4.api import WGS72, Satrec
 
-from sda import correlation as C
-from sda import screening as S
-from sda.frames import propagate, radec, razel, site_teme, teme_to_ecef
+from sda.orbit import correlation as C
+from sda.orbit import screening as S
+from sda.orbit.frames import propagate, radec, razel, site_teme, teme_to_ecef
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 T_OBS = EPOCH + dt.timedelta(minutes=37, seconds=12.25)

@@ -7,11 +7,11 @@ window), with the default disorder rates. The catalogue the correlator uses is t
 simulator wrote (newest element set per object, as gold ``catalog`` gives it).
 
 What reaches correlation is emulated from the landed files and the truth labels, as upstream does
-it: ingest refuses malformed lines (:func:`sda.wire.file_records`), normalize refuses unknown
+it: ingest refuses malformed lines (:func:`sda.transforms.wire.file_records`), normalize refuses unknown
 sensors and impossible values and converts to SI, dedup collapses re-deliveries and folds a
 re-processed copy with its original, keeping the earliest event time (so ~1 % of the observations
 carry a time tag up to 50 ms off their measurement). The association is
-:func:`sda.correlation.correlate_frame` per event-time bucket, exactly what jobs/correlate.py runs in
+:func:`sda.orbit.correlation.correlate_frame` per event-time bucket, exactly what jobs/correlate.py runs in
 each ``applyInPandas`` group (a decision depends only on the observation and the catalogue, not on
 the rest of its bucket).
 
@@ -27,13 +27,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sda import correlation
-from sda.catalog import latest_by_object, load_catalog
-from sda.screening import satrecs_from_lines
-from sda.sensors import load_sensors
-from sda.settings import Settings
+from sda.config.settings import Settings
+from sda.orbit import correlation
+from sda.orbit.catalog import latest_by_object, load_catalog
+from sda.orbit.screening import satrecs_from_lines
+from sda.orbit.sensors import load_sensors
 from sda.sim import scoring
-from sda.simulate import SimConfig, simulate
+from sda.sim.simulate import SimConfig, simulate
 
 UTC = dt.timezone.utc
 START = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)

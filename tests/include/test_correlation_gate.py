@@ -2,7 +2,7 @@
 
 The oracles never use the gate's Jacobians: an along-track error is drawn as a time shift along the
 SGP4 orbit (``t + tau``, the state a late or early element set puts there, velocity included), radial
-and cross-track errors as position offsets; the measurements are then formed by :mod:`sda.frames`
+and cross-track errors as position offsets; the measurements are then formed by :mod:`sda.orbit.frames`
 (exactly, non-linearly) plus the sensor's noise. If the gate's covariance is the measurement's,
 its ``d2`` over the draws is chi-square: mean = number of components, 5 % above the 95 % quantile.
 """
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sda import correlation as C
-from sda import screening as S
-from sda.frames import propagate, radec, razel, teme_to_ecef
-from sda.uncertainty import CatalogueModel
+from sda.orbit import correlation as C
+from sda.orbit import screening as S
+from sda.orbit.frames import propagate, radec, razel, teme_to_ecef
+from sda.orbit.uncertainty import CatalogueModel
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 T_OBS = EPOCH + dt.timedelta(minutes=37, seconds=12.25)

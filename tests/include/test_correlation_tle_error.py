@@ -18,12 +18,13 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from sda import correlation, report
-from sda.sensors import load_sensors
-from sda.settings import Settings
+from sda.config.settings import Settings
+from sda.orbit import correlation
+from sda.orbit.sensors import load_sensors
+from sda.orbit.uncertainty import CatalogueModel
+from sda.quality import report
 from sda.sim import scoring
-from sda.simulate import SimConfig, simulate
-from sda.uncertainty import CatalogueModel
+from sda.sim.simulate import SimConfig, simulate
 
 UTC = dt.timezone.utc
 START = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)

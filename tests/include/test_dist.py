@@ -1,11 +1,11 @@
-"""sda.dist: the package zip shipped with --py-files is complete, reproducible and content-named."""
+"""sda.lake.dist: the package zip shipped with --py-files is complete, reproducible and content-named."""
 
 from __future__ import annotations
 
 import zipfile
 from pathlib import Path
 
-from sda import dist
+from sda.lake import dist
 
 
 def _package(root: Path) -> Path:
@@ -43,8 +43,8 @@ def test_the_real_package_is_importable_from_its_zip(tmp_path):
     import sys
 
     path = dist.package_zip(tmp_path)
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import sda, sda.sensors, sda.screening; "
-            "print(sda.__file__); print(len(sda.sensors.load_sensors()))")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import sda, sda.orbit.sensors, sda.orbit.screening; "
+            "print(sda.__file__); print(len(sda.orbit.sensors.load_sensors()))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     where, sensors = out.stdout.split()

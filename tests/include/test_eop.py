@@ -1,5 +1,5 @@
-"""sda.eop: CelesTrak EOP CSV parsing and interpolation, on a hand-written snippet with hand-computed
-values (including the 2016-12-31 leap second); and sda.frames.Eop's zero default."""
+"""sda.orbit.eop: CelesTrak EOP CSV parsing and interpolation, on a hand-written snippet with hand-computed
+values (including the 2016-12-31 leap second); and sda.orbit.frames.Eop's zero default."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from sda import frames
-from sda.eop import EopTable, unix_to_mjd
+from sda.orbit import frames
+from sda.orbit.eop import EopTable, unix_to_mjd
 
 # CelesTrak's layout (https://celestrak.org/SpaceData/EOP-format.php); round, made-up values around
 # the real leap second at the end of 2016-12-31 (TAI-UTC 36 -> 37 s, UT1-UTC jumps by +1 s).

@@ -1,4 +1,4 @@
-"""sda.frames against independent values: published GMST, sgp4's own gstime, Vallado's TEME->ECEF
+"""sda.orbit.frames against independent values: published GMST, sgp4's own gstime, Vallado's TEME->ECEF
 example, and hand-worked topocentric geometry."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sgp4.propagation import gstime
 
-from sda import frames
+from sda.orbit import frames
 
 J2000_UNIX = (2451545.0 - 2440587.5) * 86400.0  # 2000-01-01 12:00 UT
 

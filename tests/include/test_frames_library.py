@@ -1,11 +1,11 @@
-"""sda.frames against a maintained library: astropy (ERFA/SOFA underneath).
+"""sda.orbit.frames against a maintained library: astropy (ERFA/SOFA underneath).
 
 astropy's TEME -> ITRS is ERFA ``gmst82`` at UT1, then polar motion ``pom00(xp, yp, s'=0)``: the
-chain of Vallado et al. 2006 that sda.frames implements by hand. Both sides are given the same Earth
+chain of Vallado et al. 2006 that sda.orbit.frames implements by hand. Both sides are given the same Earth
 orientation: UT1-UTC and the pole coordinates are read from astropy's bundled IERS table (IERS-B
-values for the 2015-2023 epochs used here; nothing is downloaded) and passed to ``sda.frames.Eop``, so
+values for the 2015-2023 epochs used here; nothing is downloaded) and passed to ``sda.orbit.frames.Eop``, so
 what is compared is the rotation chain. Every expected value is computed with astropy, never with
-sda.frames. The objects are SGP4 (WGS-72) TEME states of LEO, sun-synchronous, MEO (GPS-like), GEO
+sda.orbit.frames. The objects are SGP4 (WGS-72) TEME states of LEO, sun-synchronous, MEO (GPS-like), GEO
 and Molniya element sets made with ``Satrec.sgp4init`` at epochs in 2015-2023 (sgp4's bundled
 verification TLEs predate that IERS-B span), every 20 minutes over a day from each epoch; one day
 crosses the 2016-12-31 leap second.
@@ -24,19 +24,19 @@ import numpy as np
 import pytest
 from astropy import units as u
 from astropy.coordinates import (
+    ITRS,
     TEME,
     AltAz,
     CartesianDifferential,
     CartesianRepresentation,
     EarthLocation,
-    ITRS,
 )
 from astropy.time import Time
 from astropy.utils import iers
 from sgp4.api import WGS72, Satrec
 
-from sda import frames
-from sda.eop import EopTable
+from sda.orbit import frames
+from sda.orbit.eop import EopTable
 
 REQUIREMENT_M = 10.0  # the issue's bound for a hand-written Earth rotation
 OMEGA = 7.292115146706979e-5  # rad/s, Vallado's Earth rate
@@ -257,7 +257,7 @@ def test_optical_radec_matches_astropy(states):
 
 def test_celestrak_eop_table_reproduces_astropy(states):
     """Daily rows written in CelesTrak's CSV layout from astropy's IERS values (TAI-UTC from ERFA),
-    read back with sda.eop and interpolated at each instant, including across the 2016-12-31 leap
+    read back with sda.orbit.eop and interpolated at each instant, including across the 2016-12-31 leap
     second: the chain still agrees with astropy far inside 10 m."""
     mjd0, mjd1 = np.floor(states["time"].mjd.min()) - 1, np.ceil(states["time"].mjd.max()) + 1
     days = Time(np.arange(mjd0, mjd1 + 1), format="mjd", scale="utc")

@@ -1,4 +1,4 @@
-"""The landing watcher (sda.landing_watch): one event per batch of settled new files, nothing for
+"""The landing watcher (sda.orchestration.landing_watch): one event per batch of settled new files, nothing for
 files it announced before (across restarts), nothing deleted. Under the real scheduler it starts a
 run: tests/test_end_to_end.py."""
 
@@ -8,7 +8,7 @@ import asyncio
 import os
 import time
 
-from sda.landing_watch import LandingTrigger, load_cursor, scan
+from sda.orchestration.landing_watch import LandingTrigger, load_cursor, scan
 
 
 def _write(path, text="x\n"):
@@ -112,4 +112,4 @@ def test_a_file_still_growing_waits_until_it_settles(tmp_path):
 
 def test_serialises_to_its_import_path():
     path, kwargs = LandingTrigger("/l", "/s.json", 3.0).serialize()
-    assert path == "sda.landing_watch.LandingTrigger" and kwargs == {"directory": "/l", "state_file": "/s.json", "poke_interval": 3.0}
+    assert path == "sda.orchestration.landing_watch.LandingTrigger" and kwargs == {"directory": "/l", "state_file": "/s.json", "poke_interval": 3.0}

@@ -9,19 +9,19 @@ import socket
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from sda import operators
+from sda.orchestration import operators
 
 
 @pytest.fixture
 def fake_job(tmp_path, monkeypatch):
     """jobs/fake.py under a temporary project root, whose main() does what the test writes into it."""
-    import sda.settings
-    import sda.spark
+    import sda.config.settings
+    import sda.lake.spark
 
     (tmp_path / "jobs").mkdir()
     calls = []
-    monkeypatch.setattr(sda.settings, "PROJECT_ROOT", tmp_path)
-    monkeypatch.setattr(sda.spark, "connect", lambda settings, url: calls.append(url) or "SESSION")
+    monkeypatch.setattr(sda.config.settings, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(sda.lake.spark, "connect", lambda settings, url: calls.append(url) or "SESSION")
     monkeypatch.setattr(operators, "connect_url", lambda conn_id: f"sc://fake-for-{conn_id}:15002/")
 
     def write(body: str):

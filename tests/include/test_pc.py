@@ -1,4 +1,4 @@
-"""sda.pc: CARA 2-D Pc against NASA CARA's published test vectors (../shared/data/pc)."""
+"""sda.orbit.pc: CARA 2-D Pc against NASA CARA's published test vectors (../shared/data/pc)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from sda.pc import (
+from sda.orbit.pc import (
     inertial_to_rtn,
     pc2d_foster,
     pc2d_validity,

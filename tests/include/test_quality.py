@@ -1,4 +1,4 @@
-"""sda.quality on hand-made frames with known bad rows: exactly those checks fail with those counts,
+"""sda.quality.gates on hand-made frames with known bad rows: exactly those checks fail with those counts,
 quarantine rows leave the frame and land in ops/quarantine, a fail check closes the gate, a rerun adds
 no data_quality rows, and the run's Data Docs page exists."""
 
@@ -9,10 +9,11 @@ import math
 
 import pytest
 
-from sda import quality, schemas
-from sda.quality_suites import suite_checks
-from sda.settings import load_settings
-from sda.tables import TABLES
+from sda.config.settings import load_settings
+from sda.lake import schemas
+from sda.lake.tables import TABLES
+from sda.quality import gates as quality
+from sda.quality.suites import suite_checks
 
 T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 RUN = "manual__2026-11-21T06:00:00+00:00"
@@ -158,7 +159,7 @@ def test_unknown_table_and_wrong_layer(spark, settings):
 
 def test_gx_objects_are_rewritten_only_when_the_code_changes(tmp_path):
     """The suite is written on first use and when its expectations change, and loaded otherwise."""
-    from sda.quality_suites import Check
+    from sda.quality.suites import Check
 
     root = tmp_path / "reports"
     context = quality._context(root)

@@ -1,4 +1,4 @@
-"""sda.report: the run page's pictures, read back from the SVG and checked against hand-computed
+"""sda.quality.report: the run page's pictures, read back from the SVG and checked against hand-computed
 values, and the SGP4 separation around a designed encounter against linear relative motion."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from sda import report
+from sda.quality import report
 
 
 def _attrs(svg: str, tag: str) -> list[dict[str, str]]:
@@ -78,9 +78,9 @@ def test_calibration_from_the_tables(spark, settings):
     """The run's correlated rows, regimes from the newest catalogue epoch: hand-computed ratios."""
     import datetime as dt
 
-    from sda import schemas
-    from sda.report import _calibration, _calibration_section
-    from sda.tables import TABLES, ensure_tables
+    from sda.lake import schemas
+    from sda.lake.tables import TABLES, ensure_tables
+    from sda.quality.report import _calibration, _calibration_section
 
     ensure_tables(spark, settings)
     t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)

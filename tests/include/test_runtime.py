@@ -1,9 +1,8 @@
-import argparse
 
 import pytest
 
-from sda import runtime
-from sda.tables import TABLES
+from sda.lake.tables import TABLES
+from sda.pipeline import runtime
 
 
 def test_conservation_equation():
@@ -56,7 +55,7 @@ def test_run_metrics_record_watermark_and_upstream_lag(spark, settings):
     import datetime as dt
     import time
 
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings)
     # the stage's cursor on the run_metrics table, then two commits it has not consumed
@@ -83,7 +82,7 @@ def test_run_metrics_record_watermark_and_upstream_lag(spark, settings):
 def test_progress_log_latest_row_counts_and_maintenance_drops_the_superseded(spark, settings):
     """ops.progress is appended to: the row committed last per (stage, table) is the stage's position,
     whether it moves forward, back (a reset to -1), or is committed twice (a retry)."""
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings, ["progress"])
     runtime.commit_progress(spark, "a", {"t1": 3, "t2": 7}, "r1", settings)
@@ -105,7 +104,7 @@ def test_progress_log_latest_row_counts_and_maintenance_drops_the_superseded(spa
 
 
 def test_write_rows_appends_new_keys_and_replaces_existing_ones(spark, settings):
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings, ["watermarks"])
     schema = TABLES["watermarks"].schema

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sda import cli, runtime
-from sda import simulate as sim
-from sda.paths import SYSTEM_DIRS, UnsafePathError, confine
-from sda.settings import PROJECT_ROOT, SettingsError, load_settings
+from sda import cli
+from sda.config.paths import SYSTEM_DIRS, UnsafePathError, confine
+from sda.config.settings import PROJECT_ROOT, SettingsError, load_settings
+from sda.pipeline import runtime
+from sda.sim import simulate as sim
 
 # enough '..' to climb from the project (wherever it is checked out) to '/', whose '..' is itself
 UP = "../" * (len(PROJECT_ROOT.parts) + 1)
@@ -125,7 +126,7 @@ def test_system_dir_list_is_small_and_documented():
     assert "/etc" in SYSTEM_DIRS and "/usr" in SYSTEM_DIRS and "/tmp" not in SYSTEM_DIRS and "/opt" not in SYSTEM_DIRS
 
 
-# --- sda.paths.confine -----------------------------------------------------------------------------
+# --- sda.config.paths.confine -----------------------------------------------------------------------------
 
 def test_confine_resolves_and_refuses_what_leaves_the_roots(tmp_path):
     root = tmp_path / "landing"
@@ -163,7 +164,7 @@ def _stage_args(run_id: str) -> argparse.Namespace:
 ])
 def test_airflow_run_ids_are_accepted(run_id):
     assert runtime.validate_args(_stage_args(run_id)).run_id == run_id
-    assert runtime.RUN_ID_RE.match(run_id)  # sda.quality checks the same expression
+    assert runtime.RUN_ID_RE.match(run_id)  # sda.quality.gates checks the same expression
 
 
 @pytest.mark.parametrize("run_id, message", [
@@ -231,7 +232,7 @@ def test_catalog_file_inside_its_roots_is_accepted(roots):
     assert args.file is None
 
 
-# --- sda.simulate ----------------------------------------------------------------------------------
+# --- sda.sim.simulate ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("option, bad", [
     ("--landing", "{tmp}/elsewhere"),
@@ -272,7 +273,7 @@ def test_simulate_accepts_outputs_inside_the_roots(roots):
 @pytest.mark.parametrize("action", ["generate", "fetch"])
 @pytest.mark.parametrize("bad", ["/etc/x", "{catdir}/../../x.tle"])
 def test_cli_catalog_out_outside_the_roots_is_refused(roots, tmp_path, capsys, monkeypatch, action, bad):
-    from sda import catalog
+    from sda.orbit import catalog
 
     monkeypatch.setattr(catalog, "fetch_celestrak", lambda *a, **k: pytest.fail("fetched before checking --out"))
     value = bad.format(catdir=roots.catalog_file.parent)

@@ -10,8 +10,8 @@ import itertools
 import numpy as np
 import pytest
 
-from sda import screening as S
-from sda.frames import propagate
+from sda.orbit import screening as S
+from sda.orbit.frames import propagate
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 # norad_id: (altitude km, e, i deg, RAAN deg, argp deg, M deg)
@@ -176,7 +176,7 @@ def test_block_candidates_flags_objects_sgp4_cannot_propagate():
     assert set(block.errors) == {999}
     step, code = block.errors[999]
     assert 0 < step < len(times)
-    from sda.frames import unix_to_jd
+    from sda.orbit.frames import unix_to_jd
     scalar = [low[0].sgp4(*map(float, unix_to_jd(t)))[0] for t in times[: step + 1]]
     assert scalar[-1] == code != 0 and not any(scalar[:-1])
     assert (block.primary_id != 999).all() and (block.secondary_id != 999).all()

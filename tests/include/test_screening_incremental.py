@@ -1,4 +1,4 @@
-"""Incremental screening (sda.screening.plan_increment / screen_increment) and persistent proximity.
+"""Incremental screening (sda.orbit.screening.plan_increment / screen_increment) and persistent proximity.
 
 1. Equivalence: on a real-catalogue subset (../shared/data, the 740-800 km band: the Cosmos-2251
    debris cloud among active satellites) a sequence of incremental screenings -- horizon advances of
@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 from sgp4.api import WGS72, Satrec
 
-from sda import screening as S
-from sda.frames import propagate
+from sda.orbit import screening as S
+from sda.orbit.frames import propagate
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2025, 10, 4, tzinfo=UTC).timestamp()  # the catalogue's median epoch is 2025-10-03
@@ -34,7 +34,7 @@ FILES = ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tl
 
 @pytest.fixture(scope="module")
 def real_catalogue(shared_data):
-    from sda.catalog import latest_by_object, load_catalog
+    from sda.orbit.catalog import latest_by_object, load_catalog
 
     entries = []
     for name in FILES:
@@ -185,7 +185,7 @@ def test_real_pairs_that_never_leave_each_other_are_reported_once(real_catalogue
 
 
 def test_persistent_pairs_get_no_2d_pc(real_catalogue, settings):
-    from sda import alerts
+    from sda.alerts import plan as alerts
 
     ids = [65119, 65123]
     events, _ = S.screen(ids, [real_catalogue[n] for n in ids], T0, T0 + 6 * 3600.0, THRESHOLD_KM, STEP_S)

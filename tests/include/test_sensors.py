@@ -1,6 +1,6 @@
 import numpy as np
 
-from sda.sensors import Sensor, load_sensors
+from sda.orbit.sensors import Sensor, load_sensors
 
 
 def test_embedded_registry_has_all_kinds_with_noise():

@@ -1,4 +1,4 @@
-"""The Spark Connect server's command line and settings (sda.server, sda.spark), and the client's
+"""The Spark Connect server's command line and settings (sda.lake.server, sda.lake.spark), and the client's
 clear error when nothing answers. Starting and killing a real server is in tests/test_exactly_once_process_kills.py
 (and every Spark test runs on the suite's shared server, tests/conftest.py)."""
 
@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from sda import server
-from sda.settings import SettingsError, load_settings
-from sda.spark import SparkServerUnavailable, activate, connect, is_server_gone, parse_url
+from sda.config.settings import SettingsError, load_settings
+from sda.lake import server
+from sda.lake.spark import SparkServerUnavailable, activate, connect, is_server_gone, parse_url
 
 
 def _closed_port() -> int:
@@ -110,7 +110,7 @@ def test_a_dropped_session_leaves_the_shared_release_pool_alone(spark, connect_s
 
     from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as Iter
 
-    from sda.spark import activate, connect
+    from sda.lake.spark import activate, connect
 
     assert spark.range(3).count() == 3  # the shared session has used the pool
     pool = Iter._get_or_create_release_thread_pool()

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from sda.settings import PROJECT_ROOT, SettingsError, load_settings
+from sda.config.settings import PROJECT_ROOT, SettingsError, load_settings
 
 
 def test_defaults_are_local_and_embedded():
@@ -54,7 +54,7 @@ def test_control_variables_are_not_mistaken_for_settings():
 
 
 def test_sim_objects_setting_sizes_the_generated_catalogue():
-    from sda.settings import SettingsError, load_settings
+    from sda.config.settings import SettingsError, load_settings
 
     assert load_settings(env={}).sim_objects == 300
     assert load_settings(env={"SDA_SIM_OBJECTS": "13000"}).sim_objects == 13000

@@ -2,7 +2,7 @@
 package (``SGP4-VER.TLE`` element sets, ``tcppver.out`` expected TEME states from the reference C++).
 
 The states are reproduced through the pipeline's own path: TLE -> Satrec -> unix-second times ->
-``sda.frames.propagate`` (SatrecArray), so the time conversion is under test too.
+``sda.orbit.frames.propagate`` (SatrecArray), so the time conversion is under test too.
 """
 
 from importlib import resources
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sgp4.api import WGS72, Satrec
 
-from sda.frames import UNIX_EPOCH_JD, propagate
+from sda.orbit.frames import UNIX_EPOCH_JD, propagate
 
 
 def _verification_set():

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from sgp4.api import WGS72, Satrec, jday
 
-from sda import catgen
-from sda import simulate as sim
-from sda.catalog import parse_tle_text
+from sda.orbit import catgen
+from sda.orbit.catalog import parse_tle_text
+from sda.sim import simulate as sim
 from sda.sim import tle_error
-from sda.simulate import SimConfig, simulate
+from sda.sim.simulate import SimConfig, simulate
 
 UTC = dt.timezone.utc
 START = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
-# The model's sigmas (sda.uncertainty, restated): epoch (R, T, N) m, growth (R, T, N) m/day, along-track m/day^2
+# The model's sigmas (sda.orbit.uncertainty, restated): epoch (R, T, N) m, growth (R, T, N) m/day, along-track m/day^2
 LAW = {"LEO": ((100, 500, 200), (50, 1000, 50), 100), "MEO": ((300, 1500, 500), (30, 300, 30), 0),
        "GEO": ((500, 2000, 1000), (50, 500, 50), 0)}
 
@@ -157,7 +157,7 @@ def test_truth_records_the_true_orbit_and_the_error_at_each_observation(landed):
 
 def test_isl_reports_the_true_orbit_not_the_catalogue(landed):
     """An ISL fix minus the catalogue prediction is the recorded error, to the relay's 50 m noise."""
-    from sda.sensors import load_sensors
+    from sda.orbit.sensors import load_sensors
     from sda.sim.scoring import landed_observations
 
     orbits = {row["norad_id"]: row for row in map(json.loads, next(landed.landing.glob("_truth/*.orbits.jsonl")).read_text().splitlines())}
@@ -177,8 +177,8 @@ def test_reepoch_keeps_the_real_catalogue_in_place(shared_data):
     """All 13,407 real element sets moved three days back: at --start each object is where its
     published set puts it (re-epoching the elements unchanged would move each one along its orbit by
     its mean motion times the epoch shift: thousands of km, objects of one plane stacked up)."""
-    from sda.catalog import latest_by_object, load_catalog
-    from sda.frames import propagate
+    from sda.orbit.catalog import latest_by_object, load_catalog
+    from sda.orbit.frames import propagate
 
     entries = latest_by_object([e for name in ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
                                 for e in load_catalog(shared_data / "catalog" / name)[0]])

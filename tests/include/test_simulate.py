@@ -1,4 +1,4 @@
-"""sda.simulate: a small run into tmp, checked against independently computed geometry and the
+"""sda.sim.simulate: a small run into tmp, checked against independently computed geometry and the
 truth file; the injected conjunction by brute force; determinism; argument checks."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ import csv
 import datetime as dt
 import json
 import math
-import os
 import re
 import time
 from pathlib import Path
@@ -17,9 +16,9 @@ import pytest
 from sgp4.api import WGS72, Satrec
 from sgp4.propagation import gstime
 
-from sda import simulate as sim
-from sda.schemas import ISL_KEYS, OPTICAL_HEADER
-from sda.sensors import load_sensors
+from sda.lake.schemas import ISL_KEYS, OPTICAL_HEADER
+from sda.orbit.sensors import load_sensors
+from sda.sim import simulate as sim
 
 START = "2026-11-21T05:40:00Z"  # night at Socorro and Maui
 END = "2026-11-21T06:00:00Z"
@@ -474,7 +473,7 @@ def test_bad_arguments_are_refused(argv, message, capsys, tmp_path):
 
 
 def test_module_entry_point_sizes_the_catalogue_from_the_setting(tmp_path):
-    """``python -m sda.simulate`` without --objects (what make run does) takes SDA_SIM_OBJECTS."""
+    """``python -m sda.sim.simulate`` without --objects (what make run does) takes SDA_SIM_OBJECTS."""
     import os
     import subprocess
     import sys
@@ -482,7 +481,7 @@ def test_module_entry_point_sizes_the_catalogue_from_the_setting(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SDA_")}
     env.update(SDA_SIM_OBJECTS="20", SDA_LAKEHOUSE=str(tmp_path / "lakehouse"), SDA_LANDING=str(tmp_path / "landing"),
                SDA_CATALOG_FILE=str(tmp_path / "catalog" / "catalog.tle"))
-    done = subprocess.run([sys.executable, "-m", "sda.simulate", "--start", "2026-11-21T06:00:00Z",
+    done = subprocess.run([sys.executable, "-m", "sda.sim.simulate", "--start", "2026-11-21T06:00:00Z",
                            "--end", "2026-11-21T06:02:00Z", "--landing", str(tmp_path / "landing")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

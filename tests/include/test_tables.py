@@ -1,5 +1,5 @@
-from sda import schemas
-from sda.tables import BRONZE_BY_KIND, TABLES, ensure_tables
+from sda.lake import schemas
+from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
 
 
 def test_every_table_has_change_data_feed_and_its_key_in_its_schema():
@@ -54,7 +54,7 @@ class _FlakyCreate:
 def test_a_create_racing_another_creator_is_retried(monkeypatch):
     """Catalog and ingest create a fresh lakehouse's tables at the same moment (the compose stack's
     first run): the loser sees the winner's _delta_log before its first commit, and tries again."""
-    from sda import tables
+    from sda.lake import tables
 
     monkeypatch.setattr("time.sleep", lambda s: None)
     racing = _FlakyCreate("[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table ... is not empty "

@@ -1,4 +1,4 @@
-"""sda.uncertainty: the position-uncertainty model behind the Pc covariance, against hand-computed values."""
+"""sda.orbit.uncertainty: the position-uncertainty model behind the Pc covariance, against hand-computed values."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from sda import uncertainty as U
+from sda.orbit import uncertainty as U
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)

@@ -1,8 +1,8 @@
-"""The watermark and lateness rules of sda.watermarks, on hand-computed cases."""
+"""The watermark and lateness rules of sda.pipeline.watermarks, on hand-computed cases."""
 
 from __future__ import annotations
 
-from sda.watermarks import is_late, watermarks_at, window_end_us
+from sda.pipeline.watermarks import is_late, watermarks_at, window_end_us
 
 S = 1_000_000  # microseconds per second
 

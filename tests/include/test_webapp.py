@@ -1,4 +1,4 @@
-"""sda.webapp: serves the reports directory read-only, nothing outside it, only to a logged-in caller."""
+"""sda.orchestration.webapp: serves the reports directory read-only, nothing outside it, only to a logged-in caller."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from fastapi import Header, HTTPException
 from fastapi.testclient import TestClient
 
-from sda.webapp import create_app
+from sda.orchestration.webapp import create_app
 
 
 def _login(authorization: str | None = Header(default=None)) -> None:

@@ -1,4 +1,4 @@
-"""sda.alerts.publish on Spark + Delta: the lifecycle across runs (new -> unchanged rerun -> updated ->
+"""sda.alerts.plan.publish on Spark + Delta: the lifecycle across runs (new -> unchanged rerun -> updated ->
 closed after TCA), exactly one CDM + JSON per change, crash between the outbox and the MERGEs, CDMs
 that parse back to the tables' values, and Pc equal to a direct Foster computation."""
 
@@ -11,9 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sda import alerts, cdm as cdm_mod, frames, runtime, schemas, screening
-from sda.pc import pc2d_foster, rtn_basis
-from sda.tables import TABLES, ensure_tables
+from sda.alerts import cdm as cdm_mod
+from sda.alerts import plan as alerts
+from sda.lake import schemas
+from sda.lake.tables import TABLES, ensure_tables
+from sda.orbit import frames, screening
+from sda.orbit.pc import pc2d_foster, rtn_basis
+from sda.pipeline import runtime
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
@@ -156,7 +160,7 @@ def test_lifecycle_across_runs(spark, settings, events):
     [a2] = table(spark, settings, "alerts")
     assert (a2["alert_id"], a2["status"], a2["version"], a2["run_id"], a2["first_run_id"]) == (
         a1["alert_id"], "updated", 2, "run-3", "run-1")
-    assert a2["miss_m"] == pytest.approx(a1["miss_m"] + 30.0) 
+    assert a2["miss_m"] == pytest.approx(a1["miss_m"] + 30.0)
     assert abs(aware(a2["tca"]) - aware(a1["tca"]) - dt.timedelta(seconds=5)) <= dt.timedelta(microseconds=1)
 
     # run 4: the screening starts after TCA -> closed, version 3, once

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sda import runtime, screening
-from sda.tables import TABLES, ensure_tables
+from sda.lake.tables import TABLES, ensure_tables
+from sda.orbit import screening
+from sda.pipeline import runtime
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 

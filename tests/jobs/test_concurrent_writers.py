@@ -14,10 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from sda import runtime
-from sda.tables import TABLES, ensure_tables
+from sda.lake.tables import TABLES, ensure_tables
+from sda.pipeline import runtime
 
 SCHEMA = "stage string, source_table string, version long, run_id string"
 

@@ -1,7 +1,7 @@
 """jobs/conjunction.py on a ten-object synthetic catalogue with a constructed close pair: the Spark
 chain finds what the single-process chain (itself checked against brute force in
 tests/include/test_screening.py) finds; the close pair gets a red alert with its Pc and one CCSDS CDM +
-JSON in the outbox (sda.alerts); reruns give the same rows and emit no outbox file twice."""
+JSON in the outbox (sda.alerts.plan); reruns give the same rows and emit no outbox file twice."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import json
 
 import pytest
 
-from sda import alerts, schemas, screening
-from sda.cdm import parse_cdm
-from sda.tables import TABLES, ensure_tables
+from sda.alerts import plan as alerts
+from sda.alerts.cdm import parse_cdm
+from sda.lake import schemas
+from sda.lake.tables import TABLES, ensure_tables
+from sda.orbit import screening
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
@@ -97,7 +99,7 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         else:
             assert row["pc"] is None and row["pc_flag"]
 
-    # exactly one alert: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts)
+    # exactly one alert: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts.plan)
     [alert] = TABLES["alerts"].read(spark, settings).collect()
     assert (alert["primary_id"], alert["secondary_id"]) == (101, 102)
     assert alert["level"] == "red" and alert["miss_m"] < 200 and "red threshold" in alert["reason"]
@@ -124,7 +126,7 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
 
 
 def test_alert_levels_and_atomic_outbox(tmp_path, settings):
-    # the job's levels and outbox writes are sda.alerts' (tests/include/test_alerts.py has the details)
+    # the job's levels and outbox writes are sda.alerts.plan' (tests/include/test_alerts.py has the details)
     assert alerts.alert_level(2e-4, 4000.0, settings)[0] == "red"
     assert alerts.alert_level(1e-9, 250.0, settings)[0] == "yellow"
     assert alerts.alert_level(1e-9, 1500.0, settings)[0] == "none"

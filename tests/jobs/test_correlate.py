@@ -1,5 +1,5 @@
 """jobs/correlate.py end to end on a few hand-made observations (generated from the catalogue's own
-TLEs with sda.frames): association, uncorrelated reasons, the object_state fold, idempotent replay."""
+TLEs with sda.orbit.frames): association, uncorrelated reasons, the object_state fold, idempotent replay."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import importlib
 import numpy as np
 import pytest
 
-from sda import runtime, schemas, screening
-from sda.frames import propagate, radec, razel, teme_to_ecef
-from sda.tables import TABLES, ensure_tables
+from sda.lake import schemas
+from sda.lake.tables import TABLES, ensure_tables
+from sda.orbit import screening
+from sda.orbit.frames import propagate, radec, razel, teme_to_ecef
+from sda.pipeline import runtime
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sda import runtime, schemas
-from sda.tables import TABLES, ensure_tables
+from sda.lake import schemas
+from sda.lake.tables import TABLES, ensure_tables
+from sda.pipeline import runtime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc

@@ -1,7 +1,7 @@
 """Event time end to end on hand-made data: the late-data gate (dedup), provisional -> final windows
 (object_state), session windows (passes) that merge when a bridging observation arrives.
 
-Every expected value below is worked out by hand from the rules in sda.watermarks' docstring."""
+Every expected value below is worked out by hand from the rules in sda.pipeline.watermarks' docstring."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import hashlib
 
 import pytest
 
-from sda import schemas
-from sda.settings import load_settings
-from sda.tables import BRONZE_BY_KIND, TABLES, ensure_tables
+from sda.config.settings import load_settings
+from sda.lake import schemas
+from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
 from tests import chain
 from tests.jobs.test_correlate import EPOCH, append, catalog_row, observation
 

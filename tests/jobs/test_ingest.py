@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sda import wire
-from sda.tables import TABLES
+from sda.lake.tables import TABLES
+from sda.transforms import wire
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START, END = "2026-11-21T06:00:00Z", "2099-01-01T00:00:00Z"
@@ -74,7 +74,7 @@ def _run(ingest, spark, settings, run_id, end=END):
 
 
 def _bronze(spark, settings, kind):
-    from sda.tables import BRONZE_BY_KIND
+    from sda.lake.tables import BRONZE_BY_KIND
 
     rows = BRONZE_BY_KIND[kind].read(spark, settings).collect()
     return sorted((r["source_file"], r["record_no"], r["bronze_id"], r["payload"]) for r in rows)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sda import runtime
-from sda.tables import TABLES
+from sda.lake.tables import TABLES
+from sda.pipeline import runtime
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc
@@ -123,7 +123,7 @@ def test_conflicts_are_retried_with_back_off(job):
 
 def test_declared_consumers_match_the_jobs(job):
     """Every job that reads a change feed is declared, on tables it reads according to the topology."""
-    from sda.topology import STAGE_BY_NAME
+    from sda.pipeline.topology import STAGE_BY_NAME
 
     readers = set()
     for path in (PROJECT_ROOT / "jobs").glob("*.py"):
@@ -182,7 +182,7 @@ def table_rows(spark, settings, table, version=None):
 
 
 def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(job, spark, settings):
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings)
     batches = bronze_rows()
@@ -221,7 +221,7 @@ def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(job, spark, set
 
 
 def test_plan_widens_retention_for_a_lagging_consumer(job, spark, settings):
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings, ["progress", "radar_frames"])
     append_each(spark, settings, "radar_frames", bronze_rows(n_appends=3, per_append=1))  # versions 1, 2, 3
@@ -241,7 +241,7 @@ def test_plan_widens_retention_for_a_lagging_consumer(job, spark, settings):
 
 
 def test_dry_run_changes_nothing(job, spark, settings):
-    from sda.tables import ensure_tables
+    from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings)
     spec = TABLES["quarantine"]

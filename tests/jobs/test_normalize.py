@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sda import schemas
-from sda.tables import BRONZE_BY_KIND, TABLES, ensure_tables
+from sda.lake import schemas
+from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc

@@ -10,8 +10,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from sda import runtime, schemas
-from sda.tables import TABLES, ensure_tables
+from sda.lake import schemas
+from sda.lake.tables import TABLES, ensure_tables
+from sda.pipeline import runtime
 
 ARGS = ["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--layer", "silver"]
 

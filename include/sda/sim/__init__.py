@@ -1,4 +1,4 @@
-"""Internals of the sensor simulator; the command line and API are :mod:`sda.simulate`.
+"""Internals of the sensor simulator; the command line and API are :mod:`sda.sim.simulate`.
 
 * :mod:`sda.sim.common`: shared constants and time/hash helpers
 * :mod:`sda.sim.truth`: ground-truth rows, landing-file records, the truth and summary files

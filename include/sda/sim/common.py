@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import hashlib
 
-from sda import catgen
+from sda.orbit import catgen
 
 CHUNK_MS = 300_000
 MAX_SPAN = dt.timedelta(days=7)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from sgp4.api import WGS72, Satrec
 
-from sda import catgen, frames
+from sda.orbit import catgen, frames
 from sda.sim.common import MU, iso_ms, iso_utc
 
 PRIMARY_ID, SECONDARY_ID = 99901, 99902

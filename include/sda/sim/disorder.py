@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from sda.sensors import Sensor
+from sda.orbit.sensors import Sensor
 from sda.sim.common import CHUNK_MS, iso_ms, parse_time
 from sda.sim.formats import LandingFile, encode
 from sda.sim.truth import Record, Truth

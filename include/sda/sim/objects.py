@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sda import catgen
-from sda.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
+from sda.orbit import catgen
+from sda.orbit.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
 from sda.sim import tle_error
 from sda.sim.common import hash_int
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from sda import frames
+from sda.orbit import frames
 from sda.sim import tle_error
 from sda.sim.common import CHUNK_MS, MU, hash_int, iso_ms
 from sda.sim.truth import Record, Truth

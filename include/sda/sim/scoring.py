@@ -1,10 +1,10 @@
 """Scoring the correlator against a simulation's truth, without Spark (tests and bench/correlation.py).
 
 :func:`landed_observations` reads the landed files as upstream would hand them to correlation:
-ingest refuses malformed lines (:func:`sda.wire.file_records`), normalize refuses unknown sensors and
+ingest refuses malformed lines (:func:`sda.transforms.wire.file_records`), normalize refuses unknown sensors and
 impossible values and converts to SI, dedup collapses re-deliveries and folds a re-processed copy
 with its original, keeping the earliest event time. :func:`correlate` runs
-:func:`sda.correlation.correlate_frame` per event-time bucket, as each ``applyInPandas`` group of
+:func:`sda.orbit.correlation.correlate_frame` per event-time bucket, as each ``applyInPandas`` group of
 jobs/correlate.py does; :func:`score` counts right / wrong / uncorrelated / ambiguous.
 
 *Right* = associated with the true object; *wrong* = associated with another object; *uct* =
@@ -23,9 +23,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from sda import correlation, wire
-from sda.catalog import latest_by_object, load_catalog
-from sda.screening import satrecs_from_lines
+from sda.orbit import correlation
+from sda.orbit.catalog import latest_by_object, load_catalog
+from sda.orbit.screening import satrecs_from_lines
+from sda.transforms import wire
 
 UTC = dt.timezone.utc
 

@@ -9,11 +9,11 @@ each object has two orbits:
   ``--start``: the catalogue's objects stay where they are relative to one another); this is what
   the catalogue file holds and what the pipeline predicts from;
 * the **true** orbit the sensors observe: the catalogue's elements at the same epoch, perturbed so
-  that its position error follows :mod:`sda.uncertainty`'s model for that regime and age.
+  that its position error follows :mod:`sda.orbit.uncertainty`'s model for that regime and age.
 
 The perturbation is one of the orbit, not noise on the measurements, so the error evolves along the
 orbit as a real element-set error does. With ``a`` the semi-major axis, ``A`` the age at the run's
-middle and ``sigma_R, sigma_T, sigma_N`` the model's sigmas there (:func:`sda.uncertainty.sigma_rtn_m`):
+middle and ``sigma_R, sigma_T, sigma_N`` the model's sigmas there (:func:`sda.orbit.uncertainty.sigma_rtn_m`):
 
 * **radial**: the eccentricity vector ``(e cos w, e sin w)`` moves by two independent normal draws of
   sigma ``sigma_R / a`` (the mean argument of latitude ``w + M`` kept): the radial error oscillates
@@ -47,8 +47,8 @@ import numpy as np
 from sgp4 import exporter
 from sgp4.api import WGS72, Satrec
 
-from sda import catgen, frames, uncertainty
-from sda.catalog import CatalogEntry, parse_tle_text
+from sda.orbit import catgen, frames, uncertainty
+from sda.orbit.catalog import CatalogEntry, parse_tle_text
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID
 
 MAX_AGE_DAYS = 30.0

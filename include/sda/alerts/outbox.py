@@ -1,0 +1,234 @@
+"""The outbox: one CCSDS CDM (KVN) and its JSON twin per emitted alert version.
+
+:mod:`sda.alerts.plan` decides *what* changed; this module writes it. Each version of an alert becomes
+``CDM-<alert_id>-v<version>.cdm`` (CCSDS 508.0-B-1, built from the alert row by :func:`build_cdm`)
+and ``CDM-<alert_id>-v<version>.json`` (the row itself), both written atomically and only when absent
+(:func:`write_if_absent`), so a file once emitted is never rewritten and a retry writes nothing twice.
+:func:`outbox_lookup` reads a version back from its JSON twin (how :func:`sda.alerts.plan.plan_alerts`
+adopts a version emitted by an interrupted attempt); :func:`row_from_json` and
+:func:`teme_states_from_cdm` invert the writers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sda.alerts.cdm import Cdm, Entry, new_cdm, write_cdm
+from sda.lake import schemas
+from sda.orbit import frames
+from sda.orbit.pc import rtn_basis
+
+UTC = dt.timezone.utc
+ORIGINATOR = "SDA-FUSION"
+ALERT_FIELDS = tuple(schemas.ALERT.fieldNames())
+
+
+def _aware(t) -> dt.datetime:
+    """A UTC-aware datetime from a datetime (naive = UTC, as the pipeline stores them) or unix seconds."""
+    if isinstance(t, pd.Timestamp):  # a datetime subclass: make it a plain datetime first
+        t = t.to_pydatetime()
+    if isinstance(t, dt.datetime):
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    return dt.datetime.fromtimestamp(float(t), tz=UTC)
+
+
+def _iso(t) -> str:
+    t = _aware(t)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}Z"
+
+
+def _epoch(t) -> str:
+    """CCSDS epoch (UTC, microseconds, no zone letter)."""
+    return _iso(t)[:-1]
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NaT
+
+
+def file_names(alert_id: str, version: int) -> tuple[str, str]:
+    """(CDM file, JSON twin) names of one emitted version."""
+    stem = f"CDM-{alert_id}-v{int(version)}"
+    return f"{stem}.cdm", f"{stem}.json"
+
+
+
+def _states_km(row: Mapping, obj: str) -> np.ndarray:
+    return np.array([row[f"{obj}_{c}"] for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")], float) / 1000.0
+
+
+def _sigmas(row: Mapping, obj: str) -> np.ndarray:
+    return np.array([row[f"{obj}_sigma_{c}"] for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms")], float)
+
+
+def _insert_comment_before(section, key: str, text: str) -> None:
+    for i, e in enumerate(section.entries):
+        if e.key == key:
+            section.entries.insert(i, Entry("COMMENT", text))
+            return
+    section.entries.append(Entry("COMMENT", text))
+
+
+def kvn_value(text: str) -> str:
+    """A free-text value a KVN line can hold: square brackets (they open a unit, as in real names
+    like ``STARLINK-11353 [DTC]``) become parentheses, line breaks spaces."""
+    return " ".join(str(text).replace("[", "(").replace("]", ")").split())
+
+
+def build_cdm(row: Mapping, originator: str = ORIGINATOR) -> Cdm:
+    """The CCSDS CDM (508.0-B-1) of one alert version, a pure function of its alerts row."""
+    tca = _aware(row["tca"])
+    t = tca.timestamp()
+    teme = {o: _states_km(row, o) for o in ("p", "s")}
+    itrf = {}
+    for o, s in teme.items():
+        r, v = frames.teme_to_ecef(s[:3], s[3:], t)
+        itrf[o] = np.r_[r, v]
+    objects = {}
+    for n, o in ((1, "p"), (2, "s")):
+        norad = int(row["primary_id" if o == "p" else "secondary_id"])
+        name = kvn_value(row.get("primary_name" if o == "p" else "secondary_name") or f"NORAD {norad}")
+        intl = row.get("primary_intldes" if o == "p" else "secondary_intldes") or "UNKNOWN"
+        objects[n] = {"OBJECT_DESIGNATOR": f"{norad:05d}", "OBJECT_NAME": name, "INTERNATIONAL_DESIGNATOR": intl,
+                      "COVARIANCE_METHOD": "DEFAULT"}
+    cov = {o: np.diag(_sigmas(row, o) ** 2) for o in ("p", "s")}
+    cdm = new_cdm(tca=_epoch(tca), originator=originator,
+                  message_id=f"{originator}-{row['alert_id']}-V{int(row['version'])}",
+                  creation_date=_epoch(row["cdm_created"]),
+                  state1_km=itrf["p"], cov1_rtn=cov["p"], state2_km=itrf["s"], cov2_rtn=cov["s"],
+                  object1=objects[1], object2=objects[2], ref_frame="ITRF")
+    rel = cdm.relative
+    # the relative quantities of the inertial (TEME) states, as the alert row has them
+    rel.set("MISS_DISTANCE", float(row["miss_m"]), "m")
+    rel.set("RELATIVE_SPEED", float(row["rel_speed_ms"]), "m/s")
+    for axis, key in zip("RTN", ("r_m", "t_m", "n_m")):
+        rel.set(f"RELATIVE_POSITION_{axis}", float(row[key]), "m")
+    p, s = teme["p"] * 1000.0, teme["s"] * 1000.0
+    dv_rtn = rtn_basis(p[:3], p[3:]).T @ (s[3:] - p[3:])
+    for axis, val in zip("RTN", dv_rtn):
+        rel.set(f"RELATIVE_VELOCITY_{axis}", float(val), "m/s")
+    comments = [
+        f"{originator} alert {row['alert_id']} version {int(row['version'])}: status {row['status'].upper()}, "
+        f"level {row['level'].upper()}",
+        f"reason: {row['reason']}",
+    ]
+    if row.get("close_reason"):
+        comments.append(f"closed: {row['close_reason']}")
+    if row["pc_valid"] and not _missing(row.get("pc")):
+        rel.set("COLLISION_PROBABILITY", float(row["pc"]))
+        rel.set("COLLISION_PROBABILITY_METHOD", "FOSTER-1992")
+    else:
+        comments.append(f"COLLISION_PROBABILITY not given: the 2-D Pc method is invalid for this encounter "
+                        f"({row.get('pc_flag') or 'invalid geometry'})")
+    comments.append("relative position/velocity: secondary minus primary, inertial (TEME) states, primary's RTN frame")
+    comments.append(f"HBR = {float(row['hbr_m'])!r} [m]")
+    rel.entries[0:0] = [Entry("COMMENT", c) for c in comments]
+    for n, o in ((1, "p"), (2, "s")):
+        obj = cdm.object(n)
+        _insert_comment_before(obj, "X", "state at TCA: SGP4 (TEME) rotated to ITRF, approximated by PEF at "
+                                         "UT1 = UTC with polar motion neglected")
+        sig = _sigmas(row, o)
+        _insert_comment_before(
+            obj, "CR_R", f"covariance: modelled ({row[f'{o}_cov_source']}, sda.orbit.uncertainty), diagonal in the RTN frame "
+                         f"of the inertial (TEME) state; sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
+    return cdm
+
+
+def cdm_text(row: Mapping, originator: str = ORIGINATOR) -> str:
+    return write_cdm(build_cdm(row, originator))
+
+
+def _json_value(v):
+    if isinstance(v, (dt.datetime, pd.Timestamp)):
+        return _iso(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+_TIME_FIELDS = {f.name for f in schemas.ALERT.fields if f.dataType.typeName() == "timestamp"}
+
+
+def json_text(row: Mapping) -> str:
+    """The JSON twin of a CDM: the alert row (every ``alerts`` column), deterministic bytes."""
+    body = {"format": "sda-alert/1", **{k: _json_value(row.get(k)) for k in ALERT_FIELDS}}
+    return json.dumps(body, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def row_from_json(text: str) -> dict:
+    """Inverse of :func:`json_text`: the alert row (aware UTC datetimes)."""
+    body = json.loads(text)
+    row = {k: body.get(k) for k in ALERT_FIELDS}
+    for k in _TIME_FIELDS:
+        if row.get(k) is not None:
+            row[k] = dt.datetime.fromisoformat(row[k].replace("Z", "+00:00"))
+    row["version"] = int(row["version"])
+    return row
+
+
+def teme_states_from_cdm(cdm: Cdm) -> tuple[np.ndarray, np.ndarray]:
+    """(primary, secondary) TEME states [m, m/s] of a CDM written by :func:`build_cdm` (ITRF -> TEME)."""
+    t = cdm.tca.timestamp()
+    out = []
+    for o in cdm.objects:
+        s = o.state_km
+        r, v = frames.ecef_to_teme(s[:3], s[3:], t)
+        out.append(np.r_[r, v] * 1000.0)
+    return out[0], out[1]
+
+
+def write_if_absent(path: Path, text: str) -> bool:
+    """Atomically create ``path`` with ``text`` (temp file, fsync, ``os.replace``) unless it exists:
+    an emitted file is never rewritten. True if written."""
+    path = Path(path)
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    try:  # make the rename itself durable
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:  # pragma: no cover - platforms without directory fsync
+        pass
+    return True
+
+
+def emit(row: Mapping, outbox: Path, originator: str = ORIGINATOR) -> int:
+    """Write a version's JSON twin, then its CDM, each only when absent; the number of files written."""
+    cdm_name, json_name = file_names(row["alert_id"], row["version"])
+    written = write_if_absent(Path(outbox) / json_name, json_text(row))
+    written += write_if_absent(Path(outbox) / cdm_name, cdm_text(row, originator))
+    return int(written)
+
+
+def outbox_lookup(outbox: Path) -> Callable[[str, int], dict | None]:
+    """``emitted`` for :func:`plan_alerts`: the row of a version whose JSON twin is in the outbox."""
+    def lookup(alert_id: str, version: int) -> dict | None:
+        path = Path(outbox) / file_names(alert_id, version)[1]
+        if not path.is_file():
+            return None
+        return row_from_json(path.read_text(encoding="utf-8"))
+
+    return lookup

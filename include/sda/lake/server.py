@@ -1,0 +1,250 @@
+"""The long-lived Spark Connect server every stage runs on (``sda server start|stop|status``).
+
+One JVM holds Spark, Delta and the Python workers for the whole pipeline; Airflow tasks, ``sda
+stage`` and the tests are thin clients of it (:func:`sda.lake.spark.connect`). It is started from the
+pyspark package itself::
+
+    spark-submit --class org.apache.spark.sql.connect.service.SparkConnectServer \\
+        --master <SDA_SPARK_MASTER> --driver-memory <SDA_DRIVER_MEMORY> --conf ... (sda.lake.spark.server_conf)
+
+bound to ``SDA_CONNECT_BIND`` (127.0.0.1 by default) on ``SDA_CONNECT_PORT``, with the venv's
+Python for its Python workers. It runs in its own process group with its pid in
+``var/spark-connect/server.pid`` and its log in ``var/spark-connect/server.log``. :func:`start`
+returns once the server answers and has run a Delta MERGE once, so the first stage does not pay
+Delta's warm-up (9-18 s on a cold JVM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sda.config.settings import PROJECT_ROOT, Settings, SettingsError, load_settings
+from sda.lake.spark import answers, server_conf
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+START_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 30.0
+
+
+class ServerError(RuntimeError):
+    """The server could not be started or stopped; the message says why and where its log is."""
+
+
+def server_dir(settings: Settings) -> Path:
+    """``var/spark-connect/<port>`` (beside the jar cache): pid file, log, warm-up table; one
+    directory per port, so a test session's server and yours never share a pid file."""
+    return settings.jars_dir.parent / "spark-connect" / str(settings.connect_port)
+
+
+def pid_file(settings: Settings) -> Path:
+    return server_dir(settings) / "server.pid"
+
+
+def log_file(settings: Settings) -> Path:
+    return server_dir(settings) / "server.log"
+
+
+def spark_submit() -> str:
+    """The spark-submit of this interpreter's pyspark (the venv's)."""
+    candidate = Path(sys.executable).parent / "spark-submit"
+    if candidate.is_file():
+        return str(candidate)
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+
+
+def command(settings: Settings) -> list[str]:
+    """The spark-submit command line that starts the server."""
+    cmd = [spark_submit(), "--class", SERVER_CLASS, "--name", "sda-spark-connect",
+           "--master", settings.spark_master, "--driver-memory", settings.driver_memory]
+    for key, value in sorted(server_conf(settings).items()):
+        cmd += ["--conf", f"{key}={value}"]
+    return cmd
+
+
+def server_env(settings: Settings) -> dict[str, str]:
+    """The server's environment: this Python for its workers, the pipeline's settings, loopback."""
+    # a client's SPARK_REMOTE (sda.lake.spark.connect sets it) would make spark-submit start a client
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env.update(settings.as_env())
+    env["SDA_HOME"] = str(PROJECT_ROOT)
+    env["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    env["PYSPARK_DRIVER_PYTHON"] = env["PYSPARK_PYTHON"]
+    if settings.connect_bind in ("127.0.0.1", "localhost"):
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # driver and block manager on loopback too
+    return env
+
+
+def read_pid(settings: Settings) -> int | None:
+    try:
+        pid = int(pid_file(settings).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own exited child) is not alive
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """pid (if this machine started it), whether the port answers, the URL and the log."""
+    pid = read_pid(settings)
+    return {"url": settings.connect_url, "pid": pid, "answers": answers(settings.connect_host, settings.connect_port),
+            "master": settings.spark_master, "log": str(log_file(settings))}
+
+
+def start(settings: Settings | None = None, timeout_s: float = START_TIMEOUT_S, warm: bool = True) -> dict[str, Any]:
+    """Start the server unless it already answers; wait until it does (and warm Delta up)."""
+    settings = settings or load_settings()
+    if answers(settings.connect_host, settings.connect_port):
+        return {**status(settings), "started": False}
+    server_dir(settings).mkdir(parents=True, exist_ok=True)
+    log = log_file(settings)
+    began = time.monotonic()
+    with open(log, "ab") as out:
+        out.write(f"\n=== sda server start {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode())
+        out.flush()
+        proc = subprocess.Popen(command(settings), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=server_env(settings), cwd=str(PROJECT_ROOT), start_new_session=True)
+    pid_file(settings).write_text(f"{proc.pid}\n")
+    deadline = began + timeout_s
+    while not answers(settings.connect_host, settings.connect_port, timeout_s=1.0):
+        if proc.poll() is not None:
+            raise ServerError(f"the Spark Connect server exited with status {proc.returncode} during start-up; "
+                              f"see {log}:\n{_tail(log)}")
+        if time.monotonic() > deadline:
+            stop(settings)
+            raise ServerError(f"the Spark Connect server did not answer at {settings.connect_url} within "
+                              f"{timeout_s:.0f} s; see {log}:\n{_tail(log)}")
+        time.sleep(0.25)
+    ready_s = time.monotonic() - began
+    if warm:
+        warm_up(settings)
+    return {**status(settings), "started": True, "ready_s": round(ready_s, 1),
+            "warm_s": round(time.monotonic() - began - ready_s, 1)}
+
+
+@contextlib.contextmanager
+def running(settings: Settings | None = None, warm: bool = True):
+    """A client session on the settings' server, started for the block when none answers (and then
+    stopped after it): for benchmarks and scripts that need a Spark of their own."""
+    from sda.lake.spark import connect
+
+    settings = settings or load_settings()
+    info = start(settings, warm=warm)
+    try:
+        yield connect(settings)
+    finally:
+        if info.get("started"):
+            stop(settings)
+
+
+def warm_up(settings: Settings) -> None:
+    """One tiny Delta create, MERGE and change-feed read, so that the classes and code paths every
+    stage uses are loaded and compiled before the first stage needs them."""
+    from sda.lake.spark import connect
+
+    spark = connect(settings)
+    path = server_dir(settings) / "warmup"
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` (k BIGINT, v STRING) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.range(8).selectExpr("id AS k", "CAST(id AS STRING) AS v").createOrReplaceTempView("sda_warmup_source")
+    spark.sql(f"MERGE INTO delta.`{path}` t USING sda_warmup_source s ON t.k = s.k "
+              "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *").collect()
+    spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()
+    spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(str(path)).count()
+    spark.catalog.dropTempView("sda_warmup_source")
+    spark.stop()
+
+
+def stop(settings: Settings | None = None, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """Stop the server this machine started (its whole process group); True when one was stopped."""
+    settings = settings or load_settings()
+    pid = read_pid(settings)
+    if pid is None:
+        pid_file(settings).unlink(missing_ok=True)
+        return False
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait_s
+        while _alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.2)
+        if not _alive(pid):
+            break
+    _reap(pid)
+    pid_file(settings).unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sda server", description="the pipeline's Spark Connect server")
+    parser.add_argument("action", choices=("start", "stop", "status", "restart", "run"),
+                        help="run: in the foreground (a container's main process)")
+    parser.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds to wait for the server to answer")
+    parser.add_argument("--no-warm", action="store_true", help="skip the Delta warm-up after start")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        parser.error(str(exc))
+    if args.action == "run":
+        os.execvpe(command(settings)[0], command(settings), server_env(settings))
+    try:
+        if args.action in ("stop", "restart"):
+            stopped = stop(settings)
+            print(f"stopped the Spark Connect server at {settings.connect_url}" if stopped
+                  else f"no Spark Connect server of ours was running (pid file {pid_file(settings)})")
+        if args.action in ("start", "restart"):
+            info = start(settings, timeout_s=args.timeout, warm=not args.no_warm)
+            print(json.dumps(info, sort_keys=True))
+        if args.action == "status":
+            info = status(settings)
+            print(json.dumps(info, sort_keys=True))
+            return 0 if info["answers"] else 1
+    except ServerError as exc:
+        print(f"sda server {args.action}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # python -m sda.lake.server start|stop|status
+    sys.exit(main())

@@ -1,0 +1,546 @@
+"""Observation-to-object association (numpy): predict each observation's measurement from the
+catalogue, gate it with the sensor's noise plus the prediction's uncertainty, keep the nearest.
+
+A batch of observations (in the job: one event-time bucket) is handled at once, as array
+arithmetic in blocks that bound the memory (observations x objects):
+
+1. the whole catalogue is propagated once (``SatrecArray``) at the batch's reference time;
+2. spatial prefilter (the spatial join that yields the candidates): an (observation, object) pair
+   is kept only if the object, at the reference time, is within ``REPORT_GATES * gate_km`` (or
+   :data:`PREFILTER_SIGMAS` of its predicted 3-D error, if more) of the
+   observation plus the distance the object can cover in ``|t - t_ref|`` (its speed plus a gravity
+   bound). For radar the observation is the measured point, for ISL the reported position, for an
+   optical track (no range) the line of sight: the distance is the object's distance to that ray;
+3. only the kept objects are propagated (vectorised) to the exact observation times, the predicted
+   measurement is formed for each candidate and compared with the observed one.
+
+Predicted measurements and signed residuals (observed - predicted), per sensor kind:
+
+* radar -- range (m), azimuth (rad, wrapped to [-pi, pi]), elevation (rad) and, when reported,
+  range-rate (m/s), from :func:`sda.orbit.frames.razel` of the predicted ECEF state at the site;
+* optical -- topocentric right ascension (rad, wrapped to [-pi, pi]; *not* multiplied by cos dec)
+  and declination (rad) from :func:`sda.orbit.frames.radec`;
+* ISL -- position, resolved on the predicted orbit's radial / along-track / cross-track axes (m)
+  (R = r/|r|, N = r x v/|r x v|, T = N x R).
+
+``residual_m`` stays the position-space miss: the distance between the observed radar point and the
+predicted position, the ISL position miss, or for optical the line-of-sight angle times the
+predicted range (the cross-track miss at the object).
+
+Gate (Mahalanobis distance under the predicted covariance). Each candidate's prediction has its own
+uncertainty, from :mod:`sda.orbit.uncertainty` (:func:`prediction_model`): the element set's orbit regime
+(perigee / apogee of its mean elements) and its age at the observation time (``|t - epoch|``) give
+the position sigmas ``(sR, sT, sN)`` on the predicted orbit's radial / along-track / cross-track axes
+(along-track dominant, growing by km per day in LEO). The velocity error that comes with them: an
+along-track error is a time shift along the orbit, so it carries ``-n dT`` of radial velocity (``n``
+= |v| / |r|), fully correlated; the radial and cross-track errors (eccentricity and plane errors)
+carry ``n sR``, ``2 n sR``, ``n sN`` of R, T, N velocity, taken as independent. With ``J`` the
+Jacobian of the measurements with respect to that state error (computed in closed form for the
+predicted state and the site)::
+
+    S  = J C J^T + diag(sigma_sensor^2)        (C: the 6x6 RTN covariance just described)
+    d2 = y^T S^-1 y                            (y: the residuals; Cholesky of S, batched)
+
+=================  ==================================================================================
+kind               y and J
+=================  ==================================================================================
+radar              range, azimuth, elevation, range-rate (when reported; else 3 components), all four
+                   against position, range-rate against velocity too (``v_ecef = R3 (v - omega x r)``)
+optical            RA cos(dec) and Dec (sensor sigma on both) against position
+ISL                the position residual on the R, T, N axes: ``S = diag(s^2) + sigma_pos^2``, diagonal
+=================  ==================================================================================
+
+so the correlation between along-track error and azimuth / elevation / range-rate is kept (a
+per-component sum would miss it and mis-gate). The statistic is chi-square when the model holds
+(``tests/include/test_correlation_gate.py`` checks it against Monte-Carlo draws).
+
+``prediction_sigma_m`` (``SDA_CORRELATION_PREDICTION_SIGMA_M``) overrides the model with one fixed,
+isotropic sigma for every object (and :data:`PREDICTION_SIGMA_RANGE_RATE_MS` added to range-rate,
+with no position term there): the former gate, whose statistic has the closed forms ``range:
+sigma_range^2 + sigma_p^2``, ``azimuth: sigma_angle^2 + (sigma_p / (rho cos el))^2``, ``elevation,
+RA cos(dec), Dec: sigma_angle^2 + (sigma_p / rho)^2``, ``ISL: sigma_pos^2 + sigma_p^2`` per component.
+
+The sensor sigmas come from the sensor registry (:mod:`sda.orbit.sensors`, ``data/sensors.csv``) by
+``sensor_id``; a sensor missing there (or a sigma left blank) gets :data:`DEFAULT_SIGMAS` of its kind.
+A candidate is *inside the gate* when ``d2 <= chi2_k(1 - GATE_TAIL)`` -- the chi-square quantile for
+the ``k`` components used (radar 4, or 3 without range-rate; optical 2; ISL 3), so a correct
+association falls outside with probability :data:`GATE_TAIL` -- *and* its position-space miss
+``residual_m`` is at most ``gate_km`` (``settings.correlation_gate_km``: the largest miss that may
+still correlate, whatever the uncertainties).
+
+Decision: the best candidate is the likeliest in-gate one, the smallest ``d2 + ln det S`` (-2 ln of
+its Gaussian likelihood, up to a constant shared by the observation's candidates: once candidates
+have different covariances, ``d2`` alone would favour the least certain). It is *ambiguous* when the
+runner-up is inside the gate too and not clearly less likely: its ``d2 + ln det S`` is less than
+``2 ln(AMBIGUITY_LIKELIHOOD_RATIO)`` above the best's. Policy: an ambiguous observation is still
+associated with the best candidate and flagged (``ambiguous``), so downstream consumers may drop it.
+On the real 13,407-object catalogue with element sets 0.5 to 3 days old (``bench/correlation.py``,
+README) every wrong association was flagged ambiguous. Observations with no candidate inside the gate are
+kept as uncorrelated; when the best candidate is within ``REPORT_GATES * gate_km`` it is named
+(``nearest_*``). Objects that SGP4 cannot evaluate at a time (non-zero error code) are simply not
+candidates there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sgp4.api import Satrec
+
+from sda.orbit.frames import (
+    OMEGA_EARTH,
+    UNIX_EPOCH_JD,
+    angle_between,
+    ecef_to_teme,
+    enu_basis,
+    geodetic_to_ecef,
+    perigee_apogee_km,
+    propagate,
+    radec,
+    razel,
+    razel_to_ecef,
+    site_teme,
+    teme_to_ecef,
+    unit_vector_radec,
+)
+from sda.orbit.uncertainty import CatalogueModel, catalogue_model, fixed_model
+
+# The former single prediction sigma (per axis, every object, whatever its regime or age), kept as the
+# value the tests and the bench give the isotropic override (``prediction_sigma_m``): with element
+# sets days old it is far too tight in LEO along track and too loose elsewhere.
+PREDICTION_SIGMA_M = 2000.0
+# The override's range-rate sigma: ~ mean motion x position error (~2 m/s in LEO), padded.
+PREDICTION_SIGMA_RANGE_RATE_MS = 5.0
+# Probability that a correct association falls outside the gate (under the Gaussian model above).
+GATE_TAIL = 1e-6
+# The best candidate must be this many times likelier than an in-gate runner-up, else "ambiguous".
+AMBIGUITY_LIKELIHOOD_RATIO = 100.0
+AMBIGUITY_DELTA_D2 = 2.0 * math.log(AMBIGUITY_LIKELIHOOD_RATIO)
+# Sensor noise used when the registry has no value for an observation's sensor.
+DEFAULT_SIGMAS = {
+    "radar": {"sigma_range_m": 30.0, "sigma_angle_rad": math.radians(0.0154), "sigma_range_rate_ms": 2.0},
+    "optical": {"sigma_angle_rad": math.radians(1.0 / 3600.0)},
+    "isl": {"sigma_pos_m": 50.0},
+}
+SIGMA_COLUMNS = ("sigma_range_m", "sigma_angle_rad", "sigma_range_rate_ms", "sigma_pos_m")
+BUCKET_S = 60  # event-time bucket: one catalogue propagation serves all observations in a bucket
+BLOCK_ELEMENTS = 2_000_000  # observations x objects per block
+# Uncorrelated observations name their nearest object when it lies within this many gates.
+REPORT_GATES = 3.0
+# The spatial prefilter's radius also covers this many 3-D sigmas of each object's predicted error.
+PREFILTER_SIGMAS = 6.0
+# Bound on any object's acceleration (gravity at the surface, padded): how far it can stray from a
+# straight line in the time between the reference propagation and the observation.
+MAX_ACCEL_KM_S2 = 1.05 * 398600.4418 / 6378.137**2
+
+REASON_NO_CANDIDATE = "no catalogue object inside the gate"
+REASON_NOT_PROPAGATED = "no catalogue object could be propagated to the observation time"
+REASON_INCOMPLETE = "measurement incomplete for its sensor kind"
+REASON_UNKNOWN_KIND = "unknown sensor kind"
+
+_REQUIRED = {
+    "radar": ("range_m", "az_rad", "el_rad", "site_lat_deg", "site_lon_deg", "site_alt_m"),
+    "optical": ("ra_rad", "dec_rad", "site_lat_deg", "site_lon_deg", "site_alt_m"),
+    "isl": ("x_m", "y_m", "z_m"),
+}
+
+# Signed per-measurement residuals (observed - predicted) of the associated object, by sensor kind;
+# null for the other kinds' measurements (and range-rate when the radar did not report one).
+RESIDUALS = {
+    "radar": ("residual_range_m", "residual_az_rad", "residual_el_rad", "residual_range_rate_ms"),
+    "optical": ("residual_ra_rad", "residual_dec_rad"),
+    "isl": ("residual_radial_m", "residual_along_m", "residual_cross_m"),
+}
+RESIDUAL_COLUMNS = tuple(c for cols in RESIDUALS.values() for c in cols)
+
+RESULT_COLUMNS = {
+    "obs_id": "object",
+    "status": "object",  # correlated | uncorrelated
+    "norad_id": "Int64",
+    "residual_m": "float64",
+    "candidates": "int32",
+    "ambiguous": "bool",
+    "reason": "object",
+    "nearest_norad_id": "Int64",
+    "nearest_residual_m": "float64",
+    "gate_d2": "float64",  # the associated object's normalised statistic d2
+    "nearest_gate_d2": "float64",  # the named near miss's d2
+    **{c: "float64" for c in RESIDUAL_COLUMNS},
+}
+
+
+def to_unix_seconds(times: pd.Series) -> np.ndarray:
+    """Timestamps (naive = UTC, or aware) -> float unix seconds."""
+    ts = pd.to_datetime(times, utc=True)
+    return ((ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype=float)
+
+
+def wrap_angle(angle: np.ndarray) -> np.ndarray:
+    """Radians -> [-pi, pi)."""
+    return np.mod(np.asarray(angle, float) + np.pi, 2.0 * np.pi) - np.pi
+
+
+def chi2_tail(x: float, k: int) -> float:
+    """P(X > x) for a chi-square variable with ``k`` (whole) degrees of freedom."""
+    h = x / 2.0
+    if h <= 0:
+        return 1.0
+    if k % 2 == 0:
+        return math.exp(-h) * sum(h**i / math.factorial(i) for i in range(k // 2))
+    return math.erfc(math.sqrt(h)) + math.exp(-h) * sum(
+        math.exp((i + 0.5) * math.log(h) - math.lgamma(i + 1.5)) for i in range((k - 1) // 2))
+
+
+def chi2_quantile(tail: float, k: int) -> float:
+    """The ``x`` with ``P(X > x) = tail`` for a chi-square variable with ``k`` degrees of freedom."""
+    lo, hi = 0.0, 1.0
+    while chi2_tail(hi, k) > tail:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if chi2_tail(mid, k) > tail else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+GATE_D2 = {k: chi2_quantile(GATE_TAIL, k) for k in (1, 2, 3, 4)}
+
+
+_EMBEDDED: dict[str, dict[str, float]] | None = None  # sensor_sigmas(None), read once
+
+
+def sensor_sigmas(sensors: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """``{sensor_id: {sigma column: value}}`` (SI: m, rad, m/s) from a registry of
+    :class:`sda.orbit.sensors.Sensor` (None: the embedded registry); blanks are left out."""
+    global _EMBEDDED
+    if sensors is None:
+        if _EMBEDDED is None:
+            from sda.orbit.sensors import load_sensors
+
+            _EMBEDDED = sensor_sigmas(load_sensors())
+        return _EMBEDDED
+    out: dict[str, dict[str, float]] = {}
+    for sid, s in sensors.items():
+        values = {
+            "sigma_range_m": s.sigma_range_m,
+            "sigma_angle_rad": None if s.sigma_angle_deg is None else math.radians(s.sigma_angle_deg),
+            "sigma_range_rate_ms": s.sigma_range_rate_ms,
+            "sigma_pos_m": s.sigma_pos_m,
+        }
+        out[sid] = {k: float(v) for k, v in values.items() if v is not None}
+    return out
+
+
+def _observation_sigmas(obs: pd.DataFrame, sigmas: Mapping[str, Mapping[str, float]]) -> dict[str, np.ndarray]:
+    """Per observation, each sensor sigma: the registry's value for its sensor, else its kind's default."""
+    kinds = obs["sensor_kind"].reset_index(drop=True)
+    sensor_ids = obs["sensor_id"].reset_index(drop=True) if "sensor_id" in obs else pd.Series([None] * len(obs), dtype=object)
+    out = {}
+    for c in SIGMA_COLUMNS:
+        registry = sensor_ids.map({sid: v[c] for sid, v in sigmas.items() if c in v})
+        default = kinds.map({k: v[c] for k, v in DEFAULT_SIGMAS.items() if c in v})
+        out[c] = registry.fillna(default).to_numpy(dtype=float, na_value=np.nan)
+    return out
+
+
+def prediction_model(satrecs: Sequence[Satrec]) -> CatalogueModel:
+    """Each element set's uncertainty model (:func:`sda.orbit.uncertainty.catalogue_model`): its epoch
+    (``jdsatepoch``) and its regime from the perigee / apogee of its mean elements."""
+    epochs = np.array([(s.jdsatepoch + s.jdsatepochF - UNIX_EPOCH_JD) * 86400.0 for s in satrecs], dtype=float)
+    heights = np.array([perigee_apogee_km(s) for s in satrecs], dtype=float).reshape(-1, 2)
+    return catalogue_model(epochs, heights[:, 0], heights[:, 1])
+
+
+def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence[Satrec], gate_km: float,
+                    sigmas: Mapping[str, Mapping[str, float]] | None = None,
+                    prediction_sigma_m: float | None = None,
+                    prediction_sigma_rr_ms: float = PREDICTION_SIGMA_RANGE_RATE_MS,
+                    model: CatalogueModel | None = None) -> pd.DataFrame:
+    """Associate each observation of ``obs`` (OBSERVATION envelope columns; ``event_time`` as
+    timestamps) with the catalogue ``(norad_ids, satrecs)``. ``sigmas`` is :func:`sensor_sigmas`
+    output (default: the embedded registry). The prediction's uncertainty is ``model`` (default:
+    :func:`prediction_model` of ``satrecs``: regime and element-set age), or, when
+    ``prediction_sigma_m`` is given, the isotropic override of the module docstring. Returns one row
+    per observation with the columns of :data:`RESULT_COLUMNS`."""
+    n = len(obs)
+    out = pd.DataFrame(
+        {
+            "obs_id": obs["obs_id"].to_numpy(dtype=object),
+            "status": np.full(n, "uncorrelated", dtype=object),
+            "norad_id": pd.array([pd.NA] * n, dtype="Int64"),
+            "residual_m": np.full(n, np.nan),
+            "candidates": np.zeros(n, dtype=np.int32),
+            "ambiguous": np.zeros(n, dtype=bool),
+            "reason": np.full(n, REASON_UNKNOWN_KIND, dtype=object),
+            "nearest_norad_id": pd.array([pd.NA] * n, dtype="Int64"),
+            "nearest_residual_m": np.full(n, np.nan),
+            "gate_d2": np.full(n, np.nan),
+            "nearest_gate_d2": np.full(n, np.nan),
+            **{c: np.full(n, np.nan) for c in RESIDUAL_COLUMNS},
+        }
+    )
+    if n == 0:
+        return out.astype(RESULT_COLUMNS)
+    ids = np.asarray(norad_ids, dtype=np.int64)
+    t_all = to_unix_seconds(obs["event_time"])
+    kinds = obs["sensor_kind"].to_numpy(dtype=object)
+    complete = np.zeros(n, dtype=bool)
+    for kind, needed in _REQUIRED.items():
+        is_kind = kinds == kind
+        present = np.ones(n, dtype=bool)
+        for name in needed:
+            present &= obs[name].notna().to_numpy() if name in obs else False
+        out.loc[is_kind & ~present, "reason"] = REASON_INCOMPLETE
+        complete |= is_kind & present
+    if not complete.any():
+        return out.astype(RESULT_COLUMNS)
+    if len(ids) == 0:
+        out.loc[complete, "reason"] = REASON_NOT_PROPAGATED
+        return out.astype(RESULT_COLUMNS)
+    sig_all = _observation_sigmas(obs, sensor_sigmas(None) if sigmas is None else sigmas)
+    fixed_rr = None
+    if prediction_sigma_m is not None:
+        model, fixed_rr = fixed_model(len(ids), prediction_sigma_m), prediction_sigma_rr_ms
+    elif model is None:
+        model = prediction_model(satrecs)
+
+    # Spatial prefilter: the whole catalogue is propagated once, at the batch's reference time; an
+    # object can only be a candidate of an observation if, at that time, it is within the report
+    # radius plus how far it can move in |t - t_ref| (speed at t_ref plus a gravity bound). Only
+    # those (observation, object) pairs are propagated to the exact observation times.
+    t_ref = 0.5 * (t_all[complete].min() + t_all[complete].max())
+    _, r_ref, v_ref = propagate(satrecs, np.array([t_ref]))
+    r_ref, speed_ref = r_ref[:, 0, :], np.linalg.norm(v_ref[:, 0, :], axis=-1)
+    if not np.isfinite(r_ref).any():
+        out.loc[complete, "reason"] = REASON_NOT_PROPAGATED
+        return out.astype(RESULT_COLUMNS)
+    # the radius covers PREFILTER_SIGMAS of the prediction's 3-D error too (never less than the report radius)
+    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(len(ids)), np.full(len(ids), t_ref)), axis=-1) / 1000.0
+    radius_km = np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km)
+    rows = np.flatnonzero(complete)
+    block = max(1, BLOCK_ELEMENTS // max(len(ids), 1))
+    for kind in _REQUIRED:
+        kind_rows = rows[kinds[rows] == kind]
+        for lo in range(0, len(kind_rows), block):
+            sel = kind_rows[lo:lo + block]
+            block_obs, t = obs.iloc[sel], t_all[sel]
+            reach = speed_ref[None, :] * np.abs(t - t_ref)[:, None] + 0.5 * MAX_ACCEL_KM_S2 * ((t - t_ref) ** 2)[:, None]
+            near = _prefilter(kind, block_obs, t, r_ref, reach, radius_km[None, :])
+            obs_i, obj_j = np.nonzero(near)
+            d2 = np.full((len(sel), len(ids)), np.inf)
+            logdet = np.zeros((len(sel), len(ids)))
+            miss = np.full((len(sel), len(ids)), np.inf)
+            pair = np.full((len(sel), len(ids)), -1, dtype=np.int64)
+            residuals: dict[str, np.ndarray] = {}
+            dof = np.zeros(len(sel), dtype=int)
+            if len(obs_i):
+                objects, obj_pos = np.unique(obj_j, return_inverse=True)
+                times, time_pos = np.unique(t[obs_i], return_inverse=True)
+                _, r, v = propagate([satrecs[k] for k in objects], times)  # [candidates, times, 3]
+                pair_sig = {c: sig_all[c][sel][obs_i] for c in SIGMA_COLUMNS}
+                pred = model.sigma_rtn_m(obj_j, t[obs_i])
+                s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r[obj_pos, time_pos],
+                                                 v[obj_pos, time_pos], pair_sig, pred, fixed_rr)
+                d2[obs_i, obj_j], miss[obs_i, obj_j], pair[obs_i, obj_j] = s, m, np.arange(len(obs_i))
+                logdet[obs_i, obj_j] = ld
+                dof[obs_i] = k
+            _decide(out, sel, ids, d2, miss, pair, residuals, dof, gate_km, logdet)
+    return out.astype(RESULT_COLUMNS)
+
+
+def _axes(r: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """[m, 3, 3]: the predicted orbit's R, T, N unit vectors (rows), in the frame of ``r``/``v``."""
+    radial = r / np.linalg.norm(r, axis=-1, keepdims=True)
+    h = np.cross(r, v)
+    cross = h / np.linalg.norm(h, axis=-1, keepdims=True)
+    return np.stack([radial, np.cross(cross, radial), cross], axis=1)
+
+
+def gate_statistic(y: np.ndarray, jac: np.ndarray, sigma_rtn_m: np.ndarray, sensor_var: np.ndarray,
+                   jac_vel: np.ndarray | None = None, rate: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Mahalanobis distance of residuals ``y`` [m, k] and log det of their covariance [m].
+
+    ``jac`` [m, k, 3] is d(measurement)/d(position error along R, T, N), ``sigma_rtn_m`` [m, 3] the
+    prediction's sigmas there, ``sensor_var`` [m, k] the sensor's noise variance. With ``jac_vel``
+    (d(measurement)/d(velocity error along R, T, N)) and ``rate`` (the orbital rate n [1/s]) the
+    velocity error of the module docstring enters too. Rows that are not finite get NaN."""
+    var = sigma_rtn_m**2
+    if jac_vel is not None:
+        jac = jac.copy()
+        jac[:, :, 1] -= rate[:, None] * jac_vel[:, :, 0]  # an along-track error is a time shift: dv = -n dT R
+        q = np.stack([var[:, 0], 4.0 * var[:, 0], var[:, 2]], axis=-1) * (rate**2)[:, None]
+        cov = np.einsum("mka,ma,mla->mkl", jac, var, jac) + np.einsum("mka,ma,mla->mkl", jac_vel, q, jac_vel)
+    else:
+        cov = np.einsum("mka,ma,mla->mkl", jac, var, jac)
+    k = y.shape[1]
+    cov[:, np.arange(k), np.arange(k)] += sensor_var
+    ok = np.isfinite(cov).all(axis=(1, 2)) & np.isfinite(y).all(axis=1)
+    cov[~ok] = np.eye(k)
+    y = np.where(ok[:, None], y, 0.0)
+    chol = np.linalg.cholesky(cov)
+    z = np.linalg.solve(chol, y[..., None])[..., 0]
+    d2 = np.sum(z * z, axis=-1)
+    logdet = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=-1)
+    return np.where(ok, d2, np.nan), np.where(ok, logdet, np.nan)
+
+
+def measure(kind: str, obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
+            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None = None,
+            ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Observation ``p`` of ``obs`` against the predicted TEME state ``r[p]``/``v[p]`` (km, km/s) at
+    ``t[p]`` whose position error has sigmas ``sigma_rtn_m[p]`` (R, T, N; m): (gate statistic d2,
+    position-space miss in metres, signed residuals by :data:`RESIDUALS` column, number of
+    components in d2, log det of the residuals' covariance). NaN d2/miss where SGP4 failed.
+    ``fixed_rr_ms`` is the isotropic override's range-rate sigma (no position term in range-rate)."""
+    col = lambda name: obs[name].to_numpy(dtype=float) if name in obs else np.full(len(obs), np.nan)  # noqa: E731
+    m = len(obs)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if kind == "radar":
+            site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
+            r_e, v_e = teme_to_ecef(r, v, t)
+            rng_km, az, el, rr_km_s = razel(r_e, v_e, *site)
+            observed = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
+            miss_m = np.linalg.norm(r_e - observed, axis=-1) * 1000.0
+            res = {
+                "residual_range_m": col("range_m") - rng_km * 1000.0,
+                "residual_az_rad": wrap_angle(col("az_rad") - az),
+                "residual_el_rad": col("el_rad") - el,
+                "residual_range_rate_ms": col("range_rate_ms") - rr_km_s * 1000.0,
+            }
+            has_rr = np.isfinite(res["residual_range_rate_ms"])
+            # d(measurement)/d(position), d(range-rate)/d(velocity), in ECEF (metres)
+            rho = (r_e - geodetic_to_ecef(*site)) * 1000.0
+            east, north, up = enu_basis(site[0], site[1])
+            pe, pn, pu = (np.sum(rho * b, axis=-1) for b in (east, north, up))
+            rho_m = np.linalg.norm(rho, axis=-1)
+            u = rho / rho_m[:, None]
+            h2 = np.maximum(pe**2 + pn**2, (1e-3 * rho_m) ** 2)
+            ve = v_e * 1000.0
+            g = np.stack([u, (pn[:, None] * east - pe[:, None] * north) / h2[:, None],
+                          (up - (pu / rho_m)[:, None] * u) / np.sqrt(h2)[:, None],
+                          (ve - u * np.sum(u * ve, axis=-1, keepdims=True)) / rho_m[:, None]], axis=1)
+            axes, _ = teme_to_ecef(_axes(r, v), np.zeros((m, 3, 3)), t[:, None])  # R, T, N in ECEF
+            jac = np.einsum("mkx,max->mka", g, axes)
+            omega_cross = np.stack([-OMEGA_EARTH * axes[..., 1], OMEGA_EARTH * axes[..., 0], np.zeros((m, 3))], axis=-1)
+            jac[:, 3, :] -= np.einsum("mx,max->ma", u, omega_cross)  # v_ecef = R3 (v - omega x r)
+            jac_vel = np.zeros_like(jac)
+            jac_vel[:, 3, :] = np.einsum("mx,max->ma", u, axes)
+            sensor_var = np.stack([sig["sigma_range_m"] ** 2, sig["sigma_angle_rad"] ** 2, sig["sigma_angle_rad"] ** 2,
+                                   sig["sigma_range_rate_ms"] ** 2], axis=-1)
+            y = np.stack([res["residual_range_m"], res["residual_az_rad"], res["residual_el_rad"],
+                          np.where(has_rr, res["residual_range_rate_ms"], 0.0)], axis=-1)
+            if fixed_rr_ms is not None:
+                jac[:, 3, :] = 0.0
+                jac_vel = None
+                sensor_var[:, 3] += fixed_rr_ms**2
+            # without a range-rate, its row contributes nothing (unit variance, zero residual)
+            jac[~has_rr, 3, :] = 0.0
+            if jac_vel is not None:
+                jac_vel[~has_rr] = 0.0
+            sensor_var[~has_rr, 3] = 1.0
+            rate = np.linalg.norm(v, axis=-1) / np.linalg.norm(r, axis=-1)
+            d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var, jac_vel, rate)
+            return d2, miss_m, res, np.where(has_rr, 4, 3), logdet
+        if kind == "optical":
+            site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
+            ra, dec = radec(r, *site, t)
+            rho = r - site_teme(*site, t)
+            rho_km = np.linalg.norm(rho, axis=-1)
+            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
+            miss_m = angle_between(los, rho) * rho_km * 1000.0
+            res = {"residual_ra_rad": wrap_angle(col("ra_rad") - ra), "residual_dec_rad": col("dec_rad") - dec}
+            # right ascension times cos(dec) and declination: two orthogonal angles on the sky
+            rho_m, u = rho_km * 1000.0, rho / rho_km[:, None]
+            hor = np.hypot(rho[:, 0], rho[:, 1]) * 1000.0
+            zhat = np.broadcast_to([0.0, 0.0, 1.0], rho.shape)
+            g = np.stack([np.stack([-rho[:, 1], rho[:, 0], np.zeros(m)], axis=-1) * 1000.0 / (hor * rho_m)[:, None],
+                          (zhat - (rho[:, 2] / rho_km)[:, None] * u) / hor[:, None]], axis=1)
+            jac = np.einsum("mkx,max->mka", g, _axes(r, v))
+            y = np.stack([res["residual_ra_rad"] * np.cos(dec), res["residual_dec_rad"]], axis=-1)
+            sensor_var = np.repeat((sig["sigma_angle_rad"] ** 2)[:, None], 2, axis=1)
+            d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var)
+            return d2, miss_m, res, np.full(m, 2), logdet
+        if kind == "isl":
+            delta_m = np.stack([col("x_m"), col("y_m"), col("z_m")], axis=-1) - r * 1000.0
+            axes = _axes(r, v)
+            res = {
+                "residual_radial_m": np.sum(delta_m * axes[:, 0], axis=-1),
+                "residual_along_m": np.sum(delta_m * axes[:, 1], axis=-1),
+                "residual_cross_m": np.sum(delta_m * axes[:, 2], axis=-1),
+            }
+            miss_m = np.linalg.norm(delta_m, axis=-1)
+            y = np.stack([res["residual_radial_m"], res["residual_along_m"], res["residual_cross_m"]], axis=-1)
+            total = sigma_rtn_m**2 + (sig["sigma_pos_m"] ** 2)[:, None]  # diagonal in RTN: no matrix needed
+            d2 = np.sum(y * y / total, axis=-1)
+            return d2, miss_m, res, np.full(m, 3), np.sum(np.log(total), axis=-1)
+    raise ValueError(kind)
+
+
+def _prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, reach_km: np.ndarray,
+               radius_km: float | np.ndarray) -> np.ndarray:
+    """[observations, objects]: could the object, at the observation time, be within ``radius_km``
+    of the observation (the measured point; for optical, the line of sight)? False for objects SGP4
+    could not evaluate at the reference time."""
+    col = lambda name: obs[name].to_numpy(dtype=float)  # noqa: E731
+    with np.errstate(invalid="ignore"):
+        if kind == "optical":
+            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))[:, None, :]
+            rho = r_ref[None, :, :] - site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)[:, None, :]
+            ahead = np.sum(rho * los, axis=-1)
+            # distance from the object to the ray (to the site when it is behind the sensor); the
+            # optical miss (angle x range) is never below it
+            dist = np.where(ahead > 0, np.linalg.norm(rho - ahead[..., None] * los, axis=-1), np.linalg.norm(rho, axis=-1))
+            return dist < radius_km + reach_km
+        if kind == "radar":
+            site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
+            ecef = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
+            point, _ = ecef_to_teme(ecef, np.zeros_like(ecef), t)
+        else:
+            point = np.stack([col("x_m"), col("y_m"), col("z_m")], axis=-1) / 1000.0
+        return np.linalg.norm(r_ref[None, :, :] - point[:, None, :], axis=-1) < radius_km + reach_km
+
+
+def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray, miss: np.ndarray, pair: np.ndarray,
+            residuals: Mapping[str, np.ndarray], dof: np.ndarray, gate_km: float, logdet: np.ndarray) -> None:
+    """Likeliest (smallest d2 + log det) in-gate candidate per observation, the ambiguity flag, the residuals."""
+    rows = np.arange(len(sel))
+    d2 = np.where(np.isfinite(d2) & np.isfinite(miss), d2, np.inf)
+    limit = np.array([GATE_D2.get(int(k), np.inf) for k in dof])
+    inside = (d2 <= limit[:, None]) & (miss <= gate_km * 1000.0) & np.isfinite(logdet)
+    # -2 ln(likelihood) up to a constant shared by the observation's candidates
+    gated = np.where(inside, d2 + np.where(inside, logdet, 0.0), np.inf)
+    candidates = inside.sum(axis=1)
+    if d2.shape[1] >= 2:
+        two = np.argpartition(gated, 1, axis=1)[:, :2]
+        pair_d2 = np.take_along_axis(gated, two, axis=1)
+        swap = pair_d2[:, 1] < pair_d2[:, 0]
+        best = np.where(swap, two[:, 1], two[:, 0])
+        d2_second = np.where(swap, pair_d2[:, 0], pair_d2[:, 1])
+    else:
+        best, d2_second = np.zeros(len(sel), dtype=int), np.full(len(sel), np.inf)
+    d2_best = gated[rows, best]  # -2 ln(likelihood) of the best and (d2_second) of the runner-up
+    hit = np.isfinite(d2_best)
+    with np.errstate(invalid="ignore"):  # inf - inf where there is no runner-up
+        ambiguous = hit & np.isfinite(d2_second) & (d2_second - d2_best < AMBIGUITY_DELTA_D2)
+    # a near miss: the nearest (by d2) object within REPORT_GATES gates, named for uncorrelated observations
+    reportable = np.where(miss <= REPORT_GATES * gate_km * 1000.0, d2, np.inf)
+    nearest = np.argmin(reportable, axis=1)
+    near = ~hit & np.isfinite(reportable[rows, nearest])
+
+    out.loc[sel, "candidates"] = candidates.astype(np.int32)
+    out.loc[sel, "ambiguous"] = ambiguous
+    out.loc[sel[hit], "status"] = "correlated"
+    out.loc[sel[hit], "reason"] = None
+    out.loc[sel[hit], "norad_id"] = ids[best[hit]]
+    out.loc[sel[hit], "residual_m"] = miss[rows[hit], best[hit]]
+    out.loc[sel[hit], "gate_d2"] = d2[rows[hit], best[hit]]
+    chosen = pair[rows[hit], best[hit]]
+    for name, values in residuals.items():
+        out.loc[sel[hit], name] = values[chosen]
+    out.loc[sel[~hit], "reason"] = REASON_NO_CANDIDATE
+    out.loc[sel[near], "nearest_norad_id"] = ids[nearest[near]]
+    out.loc[sel[near], "nearest_residual_m"] = miss[rows[near], nearest[near]]
+    out.loc[sel[near], "nearest_gate_d2"] = d2[rows[near], nearest[near]]

@@ -1,0 +1,111 @@
+"""The sensor registry: real ground sites (public coordinates) and ISL relays, with noise levels.
+
+The embedded ``data/sensors.csv`` is the default. :func:`load_sensors` also reads the RESONAATE
+site file format (``name,type,lat,lon,...,el_mask``) so a user can simulate another network.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Sensor:
+    sensor_id: str
+    kind: str  # radar | optical | isl
+    name: str
+    lat_deg: float | None = None
+    lon_deg: float | None = None
+    alt_m: float | None = None
+    min_el_deg: float = 0.0
+    az_min_deg: float = 0.0
+    az_max_deg: float = 360.0
+    max_range_km: float | None = None
+    sigma_range_m: float | None = None
+    sigma_angle_deg: float | None = None
+    sigma_range_rate_ms: float | None = None
+    sigma_pos_m: float | None = None
+    sigma_vel_ms: float | None = None
+
+    def in_field_of_regard(self, az_rad: np.ndarray, el_rad: np.ndarray, rng_km: np.ndarray | None = None) -> np.ndarray:
+        """True where a direction (and range) is inside the site's masks."""
+        eps = 1e-9  # degrees: radians round-trip, so a sector edge must not hinge on the last bit
+        az = np.mod(np.rad2deg(az_rad), 360.0)
+        width = self.az_max_deg - self.az_min_deg
+        if width >= 360.0 - eps or (width == 0 and self.az_max_deg == 360.0):
+            az_ok = np.ones(np.shape(az), dtype=bool)
+        else:
+            # offset of each azimuth from the sector start, going clockwise (east) through north if needed
+            span = np.mod(self.az_max_deg - self.az_min_deg, 360.0)
+            az_ok = np.mod(az - self.az_min_deg + eps, 360.0) <= span + 2 * eps
+        ok = az_ok & (np.rad2deg(el_rad) >= self.min_el_deg)
+        if rng_km is not None and self.max_range_km:
+            ok &= rng_km <= self.max_range_km
+        return ok
+
+
+def _opt_float(text: str | None) -> float | None:
+    text = (text or "").strip()
+    return float(text) if text else None
+
+
+def _from_registry_row(row: dict[str, str]) -> Sensor:
+    kwargs = {}
+    for field in dataclasses.fields(Sensor):
+        raw = row.get(field.name)
+        if field.name in ("sensor_id", "kind", "name"):
+            kwargs[field.name] = raw.strip()
+        else:
+            value = _opt_float(raw)
+            if value is not None:
+                kwargs[field.name] = value
+    return Sensor(**kwargs)
+
+
+def _from_resonaate_row(row: dict[str, str]) -> Sensor:
+    kind = "optical" if row["type"].strip() == "optical" else "radar"
+    sensor_id = re.sub(r"[^A-Z0-9]+", "-", row["name"].upper()).strip("-")
+    az_mask = json.loads(row.get("az_mask") or "[0, 360]")
+    el_mask = json.loads(row.get("el_mask") or "[0, 90]")
+    scale = 1.0
+    sigma_angle = _opt_float(row.get("HYPOTHESIS_sigma_az_deg_if_x100")) or (_opt_float(row.get("sigma_az_arcsec")) or 1.0) / 3600.0
+    sigma_range = _opt_float(row.get("HYPOTHESIS_sigma_range_m_if_x1000")) or _opt_float(row.get("sigma_range_m"))
+    return Sensor(
+        sensor_id=sensor_id,
+        kind=kind,
+        name=row["name"].strip(),
+        lat_deg=float(row["lat"]),
+        lon_deg=float(row["lon"]),
+        alt_m=0.0,
+        min_el_deg=max(float(el_mask[0]), 20.0 if kind == "optical" else float(el_mask[0])),
+        az_min_deg=float(az_mask[0]),
+        az_max_deg=float(az_mask[1]) if az_mask[1] < 359.9 else 360.0,
+        max_range_km=5000.0 if kind == "radar" else None,
+        sigma_range_m=sigma_range * scale if kind == "radar" and sigma_range else None,
+        sigma_angle_deg=sigma_angle,
+        sigma_range_rate_ms=2.0 if kind == "radar" else None,
+    )
+
+
+def load_sensors(path: str | Path | None = None) -> dict[str, Sensor]:
+    """Sensors by id, from the embedded registry or a CSV in registry or RESONAATE format."""
+    if path is None:
+        text = resources.files("sda").joinpath("data/sensors.csv").read_text()
+    else:
+        text = Path(path).read_text()
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows:
+        raise ValueError(f"no sensors in {path or 'the embedded registry'}")
+    parse = _from_registry_row if "sensor_id" in rows[0] else _from_resonaate_row
+    sensors: dict[str, Sensor] = {}
+    for row in rows:
+        sensor = parse(row)
+        sensors.setdefault(sensor.sensor_id, sensor)  # RESONAATE lists some sites once per face
+    return sensors

@@ -1,0 +1,443 @@
+"""Run reports: one HTML page per pipeline run, drawn rather than written out.
+
+    <lakehouse parent>/reports/runs/<run_id>/index.html     (and runs/index.html, newest first)
+
+The page is built from the tables, so it can be rebuilt at any time and a retry rebuilds the same
+page: the job ``jobs/quality.py`` writes it after each gate (a failed gate included, so the page
+says why the run stopped). It shows
+
+- **counts per stage**: a bar chart of records in / out / quarantined / duplicates / late from
+  ``ops.run_metrics``, with each stage's duration, watermark and upstream lag below it;
+- **data quality**: every check of ``ops.data_quality`` for the run, by layer and table, with its
+  severity and outcome, and a link to the table's Great Expectations validation page (Data Docs);
+- **correlation calibration**: per orbit regime, the RMS of the correlated observations' residuals in
+  units of their predicted sigma (``sqrt(sum gate_d2 / sum components)`` over ``gold.correlated`` of
+  the run: ``gate_d2`` is the residual's Mahalanobis distance under the gate's covariance, the
+  uncertainty model's prediction plus the sensor's noise, so the ratio is observed / predicted). Near
+  1 the model fits; above it the model is too tight (correct observations will fall outside the gate),
+  below it too loose (the gate lets more wrong candidates in than it needs to);
+- **alerts**: for every alert version the run emitted (``gold.alert_events``), the pair's separation
+  over time around TCA, propagated with SGP4 from the element sets the screening used (the newest
+  loaded before the run's screening finished, as ``sda trace`` finds them), on a log scale so the
+  close approach and the orbit-scale separation show in one picture.
+
+The SVG is written by hand (no plotting library in the job's environment); every mark carries
+``data-*`` attributes with the value it draws, so a test or a script can read the picture back.
+The Airflow plugin ``plugins/sda_reports.py`` serves this directory behind Airflow's login, and the
+quality tasks' "Run report" extra link points at a run's page.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+from urllib.parse import quote
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+    from sda.config.settings import Settings
+
+COUNTS = ("records_in", "records_out", "quarantined", "duplicates", "late")
+COLOURS = {"records_in": "#4e79a7", "records_out": "#59a14f", "quarantined": "#e15759", "duplicates": "#f28e2b",
+           "late": "#b07aa1"}
+LEVEL_COLOURS = {"red": "#d62728", "yellow": "#e6b800", "none": "#7f7f7f"}
+HALF_WINDOW_S = 600.0  # separation plots span TCA +- 10 minutes
+SAMPLES = 401
+
+
+def reports_root(settings: "Settings") -> Path:
+    return settings.lakehouse.parent / "reports"
+
+
+def run_dir(settings: "Settings", run_id: str) -> Path:
+    return reports_root(settings) / "runs" / run_id
+
+
+def run_url_path(run_id: str) -> str:
+    """The page's path under the reports root, URL-quoted (run ids carry ':' and '+')."""
+    return f"runs/{quote(run_id, safe='')}/index.html"
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _num(value: float) -> str:
+    return f"{value:.1f}"
+
+
+# --- charts ---------------------------------------------------------------------------------------
+
+def stage_counts_svg(stages: Sequence[tuple[str, dict[str, int | None]]], width: int = 760) -> str:
+    """Horizontal grouped bars: one group per stage, one bar per count it reports (linear scale from 0)."""
+    label_w, value_w, bar_h, gap = 110, 70, 12, 10
+    plot_w = width - label_w - value_w
+    present = [(stage, {k: int(v) for k, v in counts.items() if k in COUNTS and v is not None}) for stage, counts in stages]
+    top = max([v for _, counts in present for v in counts.values()] + [1])
+    y = 28
+    parts = []
+    for stage, counts in present:
+        group_h = max(1, len(counts)) * (bar_h + 2)
+        parts.append(f'<text x="{label_w - 8}" y="{y + group_h / 2 + 4:.1f}" text-anchor="end" class="stage">{_e(stage)}</text>')
+        if not counts:
+            parts.append(f'<text x="{label_w}" y="{y + 10}" class="muted">no record counts</text>')
+        for i, (name, value) in enumerate(counts.items()):
+            w = plot_w * value / top
+            by = y + i * (bar_h + 2)
+            parts.append(f'<rect x="{label_w}" y="{by}" width="{w:.2f}" height="{bar_h}" fill="{COLOURS[name]}" '
+                         f'data-stage="{_e(stage)}" data-count="{name}" data-value="{value}">'
+                         f'<title>{_e(stage)} {name.replace("_", " ")}: {value}</title></rect>')
+            parts.append(f'<text x="{label_w + w + 4:.2f}" y="{by + bar_h - 2}" class="value">{value:,}</text>')
+        y += group_h + gap
+    legend = []
+    x = label_w
+    for name in COUNTS:
+        legend.append(f'<rect x="{x}" y="6" width="10" height="10" fill="{COLOURS[name]}"/>'
+                      f'<text x="{x + 14}" y="15" class="legend">{name.replace("_", " ")}</text>')
+        x += 120
+    height = y + 6
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart counts" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" data-max="{top}" data-plot-width="{plot_w}" role="img" '
+            f'aria-label="records per stage">{"".join(legend)}{"".join(parts)}</svg>')
+
+
+def _distance_label(metres: float) -> str:
+    return f"{metres:g} m" if metres < 1000 else f"{metres / 1000:g} km"
+
+
+def separation_svg(t_s: np.ndarray, sep_m: np.ndarray, *, miss_m: float, threshold_m: float | None = None,
+                   title: str = "", width: int = 760, height: int = 300) -> str:
+    """Separation (log scale) against seconds from TCA; the miss distance marked at t = 0."""
+    ok = np.isfinite(sep_m) & (sep_m > 0)
+    t, s = np.asarray(t_s, float)[ok], np.asarray(sep_m, float)[ok]
+    if t.size < 2:
+        return f'<p class="muted">no separation to draw for {_e(title)} (propagation failed)</p>'
+    left, right, top, bottom = 70, 20, 28, 40
+    pw, ph = width - left - right, height - top - bottom
+    lo_values = [s.min(), miss_m] + ([threshold_m] if threshold_m else [])
+    hi_values = [s.max()] + ([threshold_m] if threshold_m else [])
+    y_lo = math.floor(math.log10(max(min(lo_values), 1e-3)))
+    y_hi = math.ceil(math.log10(max(hi_values)))
+    y_hi = max(y_hi, y_lo + 1)
+    t_lo, t_hi = float(t.min()), float(t.max())
+
+    def x_of(v: float) -> float:
+        return left + pw * (v - t_lo) / (t_hi - t_lo)
+
+    def y_of(v: float) -> float:
+        return top + ph * (y_hi - math.log10(v)) / (y_hi - y_lo)
+
+    parts = []
+    for decade in range(y_lo, y_hi + 1):
+        value = 10.0 ** decade
+        y = y_of(value)
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{_num(y)}" y2="{_num(y)}" class="grid" data-decade="{decade}"/>'
+                     f'<text x="{left - 6}" y="{_num(y + 4)}" text-anchor="end" class="tick">{_distance_label(value)}</text>')
+    span = t_hi - t_lo
+    step = next(st for st in (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600) if span / st <= 10)
+    for tick in np.arange(math.ceil(t_lo / step) * step, t_hi + 1e-9, step):
+        x = x_of(float(tick))
+        parts.append(f'<line x1="{_num(x)}" x2="{_num(x)}" y1="{top}" y2="{top + ph}" class="grid"/>'
+                     f'<text x="{_num(x)}" y="{top + ph + 16}" text-anchor="middle" class="tick">{tick:+g}</text>')
+    if threshold_m:
+        y = y_of(threshold_m)
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{_num(y)}" y2="{_num(y)}" class="threshold" '
+                     f'data-threshold-m="{threshold_m:g}"/><text x="{left + pw - 4}" y="{_num(y - 4)}" text-anchor="end" '
+                     f'class="tick">screening threshold {_distance_label(threshold_m)}</text>')
+    points = " ".join(f"{x_of(a):.2f},{y_of(b):.2f}" for a, b in zip(t, s))
+    parts.append(f'<polyline points="{points}" class="separation" fill="none" data-samples="{t.size}"/>')
+    if t_lo <= 0.0 <= t_hi and miss_m > 0:
+        parts.append(f'<circle cx="{_num(x_of(0.0))}" cy="{_num(y_of(miss_m))}" r="4" class="tca" data-miss-m="{miss_m:.1f}">'
+                     f'<title>TCA: miss {miss_m:.1f} m</title></circle>'
+                     f'<text x="{_num(x_of(0.0) + 8)}" y="{_num(y_of(miss_m) + 4)}" class="tick">TCA, {miss_m:,.0f} m</text>')
+    parts.append(f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle" class="axis">seconds from TCA</text>')
+    parts.append(f'<text x="{left}" y="16" class="axis">{_e(title)}</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart separation" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" data-t-min="{t_lo:g}" data-t-max="{t_hi:g}" data-log10-min="{y_lo}" '
+            f'data-log10-max="{y_hi}" data-left="{left}" data-top="{top}" data-plot-width="{pw}" data-plot-height="{ph}" '
+            f'role="img" aria-label="separation around TCA">{"".join(parts)}</svg>')
+
+
+def sample_times(half_window_s: float = HALF_WINDOW_S, n: int = SAMPLES) -> np.ndarray:
+    """Seconds from TCA, dense near it (quadratic spacing, t = 0 included): a 10 km/s encounter
+    is resolved to metres near TCA and the plot still spans minutes."""
+    u = np.linspace(-1.0, 1.0, n if n % 2 else n + 1)
+    return np.sign(u) * half_window_s * u * u
+
+
+def separation_series(primary_lines: tuple[str, str], secondary_lines: tuple[str, str], tca: dt.datetime,
+                      t_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """SGP4 separation (m) of two element sets at ``tca + t_s`` (NaN where either fails to propagate)."""
+    from sgp4.api import WGS72, Satrec
+
+    from sda.orbit import frames
+
+    t = sample_times() if t_s is None else np.asarray(t_s, float)
+    unix = tca.timestamp() + t
+    jd_full = frames.UNIX_EPOCH_JD + unix / 86400.0
+    jd = np.floor(jd_full - 0.5) + 0.5
+    fr = jd_full - jd
+    positions = []
+    for line1, line2 in (primary_lines, secondary_lines):
+        sat = Satrec.twoline2rv(line1, line2, WGS72)
+        err, r, _ = sat.sgp4_array(jd, fr)
+        r = np.asarray(r, float)
+        r[np.asarray(err) != 0] = np.nan
+        positions.append(r)
+    return t, np.linalg.norm(positions[0] - positions[1], axis=1) * 1000.0
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:880px;color:#222}
+h1{font-size:20px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0} td,th{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}
+.num{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#777}
+.ok{color:#2a7d2a} .bad{color:#c62828;font-weight:600} .warn{color:#b26a00}
+.badge{display:inline-block;padding:0 6px;border-radius:8px;color:#fff;font-size:12px}
+svg .grid{stroke:#e4e4e4} svg .threshold{stroke:#c62828;stroke-dasharray:5 4}
+svg .separation{stroke:#1f77b4;stroke-width:1.6} svg .tca{fill:#d62728}
+svg text{font:11px system-ui,sans-serif;fill:#444} svg .stage{font-weight:600} svg .axis{font-weight:600}
+"""
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+            f"<style>{STYLE}</style></head><body>{body}</body></html>")
+
+
+def _relative_link(target: Path, page_dir: Path) -> str:
+    rel = os.path.relpath(target, page_dir)
+    return "/".join(quote(part, safe="") for part in rel.split(os.sep))
+
+
+def _docs_path(url: str | None) -> Path | None:
+    from urllib.parse import unquote
+
+    return Path(unquote(url[len("file://"):])) if url and url.startswith("file://") else None
+
+
+def _metrics_section(metrics: list[dict[str, Any]]) -> str:
+    if not metrics:
+        return '<p class="muted">No stage of this run has recorded its figures yet.</p>'
+    chart = stage_counts_svg([(m["stage"], {k: m.get(k) for k in COUNTS}) for m in metrics])
+    rows = []
+    for m in metrics:
+        lag = ("" if m.get("lag_versions") is None
+               else f'{m["lag_versions"]} versions, {m.get("lag_seconds") or 0:.0f} s')
+        rows.append(f'<tr data-stage="{_e(m["stage"])}"><td>{_e(m["stage"])}</td><td>{_e(m.get("mode") or "incremental")}</td>'
+                    + "".join(f'<td class="num">{"" if m.get(k) is None else f"{m[k]:,}"}</td>' for k in COUNTS)
+                    + f'<td class="num">{m["seconds"]:.1f}</td><td>{_e(m.get("watermark") or "")}</td><td>{lag}</td>'
+                    + f'<td>{"" if m.get("conserved") is None else ("✓" if m["conserved"] else "✗ broken")}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in ("stage", "mode", "in", "out", "quarantined", "duplicates", "late",
+                                              "seconds", "watermark", "upstream lag", "in = out + …"))
+    return f'{chart}<table class="metrics"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _quality_section(checks: list[dict[str, Any]], page_dir: Path) -> str:
+    if not checks:
+        return '<p class="muted">No data-quality gate has run for this run yet.</p>'
+    out = []
+    by_table: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for c in checks:
+        by_table.setdefault((c["layer"], c["table"]), []).append(c)
+    order = {"bronze": 0, "silver": 1, "gold": 2}
+    for (layer, table), rows in sorted(by_table.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
+        failed = [r for r in rows if not r["success"]]
+        gate = not any(r["severity"] == "fail" for r in failed)
+        docs = _docs_path(rows[0].get("data_docs_url"))
+        link = (f' · <a href="{_relative_link(docs, page_dir)}" class="data-docs">Great Expectations validation</a>'
+                if docs else "")
+        status = (f'<span class="ok">all {len(rows)} checks passed</span>' if not failed else
+                  f'<span class="{"warn" if gate else "bad"}">{len(failed)} of {len(rows)} checks failed'
+                  f'{"" if gate else " — gate FAILED"}</span>')
+        out.append(f'<h3 data-table="{_e(table)}">{_e(layer)}.{_e(table)}: {status}{link}</h3>')
+        body = []
+        for r in rows:
+            cls = "ok" if r["success"] else ("bad" if r["severity"] == "fail" else "warn")
+            unexpected = "" if r.get("unexpected_count") is None else f'{r["unexpected_count"]:,} of {r.get("element_count") or 0:,}'
+            body.append(f'<tr><td>{_e(r["expectation"])}</td><td>{_e(r.get("column") or "")}</td><td>{_e(r["severity"])}</td>'
+                        f'<td class="{cls}">{"pass" if r["success"] else "FAIL"}</td><td class="num">{unexpected}</td>'
+                        f'<td>{_e((r.get("observed") or "")[:160])}</td></tr>')
+        out.append('<table class="checks"><tr><th>check</th><th>column</th><th>severity</th><th>result</th>'
+                   f'<th>unexpected</th><th>observed</th></tr>{"".join(body)}</table>')
+    return "".join(out)
+
+
+def _alerts_section(alerts: list[dict[str, Any]], threshold_m: float) -> str:
+    if not alerts:
+        return '<p class="muted">This run emitted no alert.</p>'
+    out = []
+    for a in alerts:
+        colour = LEVEL_COLOURS.get(a["level"], "#555")
+        names = f'{_e(a.get("primary_name") or a["primary_id"])} × {_e(a.get("secondary_name") or a["secondary_id"])}'
+        pc = "n/a" if a.get("pc") is None else f'{a["pc"]:.2e}'
+        out.append(f'<h3 data-alert="{_e(a["alert_id"])}"><span class="badge" style="background:{colour}">{_e(a["level"])}</span> '
+                   f'{names} — {_e(a["status"])} v{a["version"]}</h3>'
+                   f'<p>TCA {_e(a["tca"])} · miss {a["miss_m"]:,.0f} m · relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · '
+                   f'alert <code>{_e(a["alert_id"])}</code> (<code>sda trace {_e(a["alert_id"])}</code>)</p>')
+        if a.get("series") is None:
+            out.append('<p class="muted">element sets not found: no separation plot</p>')
+        else:
+            t, s = a["series"]
+            out.append(separation_svg(t, s, miss_m=a["miss_m"], threshold_m=threshold_m,
+                                      title=f'{a["primary_id"]} × {a["secondary_id"]}: separation around TCA'))
+    return "".join(out)
+
+
+CALIBRATION_TIGHT = 1.3  # observed / predicted above this: the model is too tight
+CALIBRATION_LOOSE = 0.7  # below this: too loose
+REGIME_ORDER = ("LEO", "MEO", "GEO", "HEO")
+
+
+def calibration_rows(per_object: Sequence[dict[str, Any]], regimes: dict[int, str]) -> list[dict[str, Any]]:
+    """Per regime: observations, objects and ``ratio`` = sqrt(sum gate_d2 / sum components) from
+    per-object sums (``norad_id``, ``observations``, ``d2_sum``, ``dof_sum``); objects without a
+    regime are ``unknown``."""
+    acc: dict[str, list[float]] = {}
+    for row in per_object:
+        if not row.get("dof_sum"):
+            continue
+        a = acc.setdefault(regimes.get(int(row["norad_id"]), "unknown"), [0, 0, 0.0, 0.0])
+        a[0] += int(row["observations"])
+        a[1] += 1
+        a[2] += float(row["d2_sum"])
+        a[3] += float(row["dof_sum"])
+    order = {name: i for i, name in enumerate(REGIME_ORDER)}
+    return [{"regime": name, "observations": a[0], "objects": a[1], "ratio": math.sqrt(a[2] / a[3])}
+            for name, a in sorted(acc.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))]
+
+
+def _calibration_section(rows: list[dict[str, Any]] | None) -> str:
+    if not rows:
+        return '<p class="muted">No observation was correlated in this run.</p>'
+    body = []
+    for r in rows:
+        ratio = r["ratio"]
+        verdict, cls = (("too tight", "bad") if ratio > CALIBRATION_TIGHT else ("too loose", "warn")
+                        if ratio < CALIBRATION_LOOSE else ("consistent", "ok"))
+        body.append(f'<tr data-regime="{_e(r["regime"])}" data-ratio="{ratio:.4f}"><td>{_e(r["regime"])}</td>'
+                    f'<td class="num">{r["observations"]:,}</td><td class="num">{r["objects"]:,}</td>'
+                    f'<td class="num">{ratio:.2f}</td><td class="{cls}">{verdict}</td></tr>')
+    return ('<p>Residual RMS of the correlated observations divided by the sigma the gate predicted for them '
+            '(uncertainty model plus sensor noise): 1 when the model fits, above 1 too tight, below 1 too loose.</p>'
+            '<table class="calibration"><tr><th>regime</th><th>observations</th><th>objects</th>'
+            f'<th>observed / predicted</th><th></th></tr>{"".join(body)}</table>')
+
+
+def render(report: dict[str, Any], page_dir: Path, threshold_m: float) -> str:
+    run_id = report["run_id"]
+    interval = report.get("interval")
+    head = (f'<h1>Run <code>{_e(run_id)}</code></h1><p class="muted">'
+            + (f"data interval {_e(interval[0])} → {_e(interval[1])} · " if interval else "")
+            + f'page built {_e(report["built"])} · <a href="../index.html">all runs</a></p>')
+    body = (head + "<h2>Counts per stage</h2>" + _metrics_section(report["metrics"])
+            + "<h2>Data quality</h2>" + _quality_section(report["checks"], page_dir)
+            + ("<h2>Correlation calibration</h2>" + _calibration_section(report["calibration"])
+               if "calibration" in report else "")
+            + "<h2>Alerts</h2>" + _alerts_section(report["alerts"], threshold_m))
+    return _page(f"sda-fusion run {run_id}", body)
+
+
+# --- from the tables ------------------------------------------------------------------------------
+
+def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from sda.lake.tables import TABLES, table_exists
+    from sda.pipeline.lineage import element_sets_used
+    from sda.pipeline.topology import STAGES
+
+    def rows(table: str, where) -> list[dict[str, Any]]:
+        if not table_exists(table, settings):
+            return []
+        return [r.asDict() for r in TABLES[table].read(spark, settings).where(where).collect()]
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    order = {s.name: i for i, s in enumerate(STAGES)}
+    # independent reads, in flight together (the server runs them side by side)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        metrics_f, checks_f, alerts_f = (pool.submit(rows, table, F.col("run_id") == run_id)
+                                         for table in ("run_metrics", "data_quality", "alert_events"))
+        calibration_f = pool.submit(_calibration, spark, settings, run_id, rows)
+        metrics = sorted(metrics_f.result(), key=lambda m: (order.get(m["stage"], 99), m["stage"]))
+        checks = sorted(checks_f.result(), key=lambda c: (c["layer"], c["table"], c["expectation"]))
+        alerts = sorted(alerts_f.result(), key=lambda a: (a["tca"], a["alert_id"]))
+        calibration = calibration_f.result()
+    finished = next((m["finished"] for m in metrics if m["stage"] == "conjunction"), None)
+    used = element_sets_used(spark, settings, [a[f"{role}_id"] for a in alerts for role in ("primary", "secondary")],
+                             finished)
+    for a in alerts:
+        sets = [used.get(int(a[f"{role}_id"])) for role in ("primary", "secondary")]
+        a["series"] = None
+        if all(sets):
+            a["series"] = separation_series((sets[0]["line1"], sets[0]["line2"]), (sets[1]["line1"], sets[1]["line2"]),
+                                            a["tca"].replace(tzinfo=a["tca"].tzinfo or dt.timezone.utc))
+    interval = (metrics[0]["interval_start"], metrics[0]["interval_end"]) if metrics else None
+    return {"run_id": run_id, "interval": interval, "metrics": metrics, "checks": checks, "alerts": alerts,
+            "calibration": calibration,
+            "built": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
+
+
+def _calibration(spark: "SparkSession", settings: "Settings", run_id: str, rows) -> list[dict[str, Any]]:
+    """:func:`calibration_rows` of the run's correlated observations, regimes from gold catalog."""
+    from pyspark.sql import functions as F
+
+    from sda.lake.tables import TABLES, table_exists
+    from sda.orbit.correlation import RESIDUALS
+    from sda.orbit.uncertainty import orbit_regime
+
+    if not table_exists("correlated", settings):
+        return []
+    dof = sum((F.col(c).isNotNull().cast("int") for cols in RESIDUALS.values() for c in cols), F.lit(0))
+    per_object = [r.asDict() for r in (
+        TABLES["correlated"].read(spark, settings).where((F.col("correlate_run_id") == run_id) & F.col("gate_d2").isNotNull())
+        .groupBy("norad_id").agg(F.count(F.lit(1)).alias("observations"), F.sum("gate_d2").alias("d2_sum"),
+                                 F.sum(dof).alias("dof_sum"))
+        .collect())]
+    if not per_object:
+        return []
+    ids = [r["norad_id"] for r in per_object]
+    heights = rows("catalog", F.col("norad_id").isin(ids))
+    newest: dict[int, dict[str, Any]] = {}
+    for h in heights:
+        if h["norad_id"] not in newest or h["epoch"] > newest[h["norad_id"]]["epoch"]:
+            newest[h["norad_id"]] = h
+    regimes = {n: orbit_regime(h["perigee_km"], h["apogee_km"]) for n, h in newest.items()}
+    return calibration_rows(per_object, regimes)
+
+
+def write_index(settings: "Settings") -> Path:
+    runs = reports_root(settings) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    pages = sorted((p for p in runs.glob("*/index.html")), key=lambda p: p.stat().st_mtime, reverse=True)
+    items = "".join(f'<li><a href="{quote(p.parent.name, safe="")}/index.html">{_e(p.parent.name)}</a> '
+                    f'<span class="muted">{dt.datetime.fromtimestamp(p.stat().st_mtime, dt.timezone.utc):%Y-%m-%d %H:%M} UTC</span></li>'
+                    for p in pages)
+    index = runs / "index.html"
+    index.write_text(_page("sda-fusion run reports", f"<h1>Run reports</h1><ul>{items or '<li>none yet</li>'}</ul>"
+                           '<p><a href="../gx/uncommitted/data_docs/local_site/index.html">Great Expectations Data Docs</a></p>'),
+                     encoding="utf-8")
+    return index
+
+
+def write_run_report(spark: "SparkSession", settings: "Settings", run_id: str) -> Path:
+    """Build the run's page from the tables (a rebuild replaces it) and refresh the runs index."""
+    page_dir = run_dir(settings, run_id)
+    page_dir.mkdir(parents=True, exist_ok=True)
+    page = page_dir / "index.html"
+    tmp = page.with_suffix(".html.tmp")
+    tmp.write_text(render(gather(spark, settings, run_id), page_dir, settings.screening_threshold_km * 1000.0),
+                   encoding="utf-8")
+    os.replace(tmp, page)
+    write_index(settings)
+    return page

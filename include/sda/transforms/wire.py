@@ -1,0 +1,334 @@
+"""The three sensor wire formats (see :mod:`sda.lake.schemas`): checking records and parsing them.
+
+Two halves that must agree, kept side by side so they do:
+
+* :func:`file_records` / :func:`check_record` -- plain Python, used by ingest on the driver: split a
+  landed file into records and say, per record, why it cannot be accepted (a specific reason) or
+  that it can. Only records passing here reach bronze.
+* :func:`parse_bronze` -- Spark built-ins, used by normalize: turn bronze payloads into one row per
+  measurement with the wire values (still in wire units) and a ``parse_error`` column. For a record
+  that passed :func:`check_record` the error is always null; it stays as a guard for bronze rows
+  written by anything else.
+
+Numbers are checked with a strict decimal pattern rather than Python's ``float()``, which would also
+accept ``nan``, ``inf``, ``1_000`` and surrounding blanks -- text Spark's casts treat differently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import re
+from typing import TYPE_CHECKING
+
+from sda.lake import schemas
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame
+
+NUMBER_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+INTEGER_RE = re.compile(r"^[+-]?\d{1,18}$")
+# ISO-8601 instants as the sensors send them; a missing zone means UTC (the session time zone).
+INSTANT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})?$")
+
+RADAR_REQUIRED = ("t", "range_km", "az_deg", "el_deg", "rr_km_s")
+OPTICAL_COLUMNS = tuple(schemas.OPTICAL_HEADER.split(","))
+OPTICAL_REQUIRED = ("station", "timestamp_utc", "ra_hours", "dec_deg")
+ISL_INTEGERS = ("seq", "t_ms")
+ISL_FLOATS = ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")
+ISL_PREFIX = "BCN|"
+
+# The wire values every parsed measurement carries (wire units; null where the kind has none).
+MEASUREMENT_COLUMNS = (
+    "range_km", "az_deg", "el_deg", "rr_km_s",
+    "ra_hours", "dec_deg",
+    "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
+)
+
+
+# --- ingest: records of a landed file -------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    record_no: int  # 0-based line number in the file
+    raw: bytes  # the line as landed, without its line ending
+    text: str | None  # decoded payload when accepted
+    reason: str | None  # why it is quarantined, None when accepted
+
+
+def split_lines(data: bytes) -> list[tuple[int, bytes]]:
+    """(line number, bytes) for each line, without line endings; blank trailing lines are dropped
+    (a final newline, or an editor's extra empty lines, are not records)."""
+    lines = data.split(b"\n")
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return list(enumerate(lines))
+
+
+def file_records(kind: str, data: bytes) -> list[Record]:
+    """Every record of a landed file, accepted or with the reason it is not.
+
+    Optical archives start with a header line that is not a record; when the header is not exactly
+    :data:`schemas.OPTICAL_HEADER` the columns cannot be trusted, so every line (the first included:
+    it may be data from a header-less file) is refused.
+    """
+    lines = split_lines(data)
+    if kind == "optical" and lines:
+        header = lines[0][1].removeprefix(b"\xef\xbb\xbf")  # a BOM is an encoding artefact, not content
+        if header != schemas.OPTICAL_HEADER.encode():
+            return [Record(no, raw, None, "unexpected CSV header") for no, raw in lines]
+        lines = lines[1:]
+    out = []
+    for no, raw in lines:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            out.append(Record(no, raw, None, "not valid UTF-8"))
+            continue
+        reason = check_record(kind, text)
+        out.append(Record(no, raw, text if reason is None else None, reason))
+    return out
+
+
+def check_record(kind: str, text: str) -> str | None:
+    """Why ``text`` is not an acceptable ``kind`` record, or None when it is."""
+    if not text.strip():
+        return "blank line"
+    return {"radar": _check_radar, "optical": _check_optical, "isl": _check_isl}[kind](text)
+
+
+def _check_instant(name: str, value: object) -> str | None:
+    if not isinstance(value, str) or not value:
+        return f"missing field {name}" if value in (None, "") else f"field {name} is not a time"
+    if not INSTANT_RE.match(value):
+        return f"field {name} is not an ISO-8601 time"
+    # the pattern allows e.g. month 13; fromisoformat knows the calendar (microseconds at most)
+    trimmed = re.sub(r"(\.\d{6})\d+", r"\1", value).replace("Z", "+00:00")
+    try:
+        dt.datetime.fromisoformat(trimmed)
+    except ValueError:
+        return f"field {name} is not an ISO-8601 time"
+    return None
+
+
+def _check_json_number(name: str, value: object, where: str = "") -> str | None:
+    if value is None:
+        return f"missing field {name}{where}"
+    # bool is an int subclass in Python but not a number on the wire
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"field {name} is not a number{where}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"field {name} is not a finite number{where}"
+    return None
+
+
+def _check_radar(text: str) -> str | None:
+    try:
+        frame = json.loads(text, parse_constant=lambda c: float(c))
+    except ValueError:
+        return "invalid JSON"
+    if not isinstance(frame, dict):
+        return "JSON record is not an object"
+    sensor = frame.get("sensor")
+    if sensor is None or sensor == "":
+        return "missing field sensor"
+    if not isinstance(sensor, str):
+        return "field sensor is not a string"
+    number = frame.get("frame")
+    if number is None:
+        return "missing field frame"
+    if isinstance(number, bool) or not isinstance(number, int) or not -(2**63) <= number < 2**63:
+        return "field frame is not an integer"
+    dets = frame.get("dets")
+    if dets is None:
+        return "missing field dets"
+    if not isinstance(dets, list):
+        return "field dets is not a list"
+    # A frame is one bronze record: a malformed detection refuses the whole line here. Detections
+    # that are well-formed but physically impossible are refused one by one in normalize.
+    for i, det in enumerate(dets):
+        where = f" (detection {i})"
+        if not isinstance(det, dict):
+            return f"detection {i} is not an object"
+        reason = _check_instant("t", det.get("t"))
+        if reason:
+            return reason + where
+        for name in RADAR_REQUIRED[1:]:
+            reason = _check_json_number(name, det.get(name), where)
+            if reason:
+                return reason
+        if det.get("snr_db") is not None:
+            reason = _check_json_number("snr_db", det.get("snr_db"), where)
+            if reason:
+                return reason
+    return None
+
+
+def _check_optical(text: str) -> str | None:
+    # No quoting in this format (station ids have no commas), and Spark splits it the same way.
+    fields = text.split(",")
+    if len(fields) != len(OPTICAL_COLUMNS):
+        return f"expected {len(OPTICAL_COLUMNS)} CSV columns, found {len(fields)}"
+    row = dict(zip(OPTICAL_COLUMNS, fields))
+    if not row["station"]:
+        return "missing field station"
+    reason = _check_instant("timestamp_utc", row["timestamp_utc"])
+    if reason:
+        return reason
+    for name in OPTICAL_COLUMNS[2:]:
+        value = row[name]
+        if not value:
+            if name in OPTICAL_REQUIRED:
+                return f"missing field {name}"
+            continue
+        if not NUMBER_RE.match(value):
+            return f"field {name} is not a number"
+    return None
+
+
+def _check_isl(text: str) -> str | None:
+    if not text.startswith(ISL_PREFIX):
+        return "not a BCN message"
+    pairs: dict[str, str] = {}
+    for part in text[len(ISL_PREFIX):].split("|"):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            return f"malformed key=value pair {part[:40]!r}"
+        if key in pairs:
+            return f"duplicate key {key}"
+        pairs[key] = value
+    for key in schemas.ISL_KEYS:
+        if not pairs.get(key):
+            return f"missing field {key}"
+    if "=" in "".join(pairs.values()):
+        return "malformed key=value pair"
+    for key in ISL_INTEGERS:
+        if not INTEGER_RE.match(pairs[key]):
+            return f"field {key} is not an integer"
+    for key in ISL_FLOATS:
+        if not NUMBER_RE.match(pairs[key]):
+            return f"field {key} is not a number"
+    return None
+
+
+# --- normalize: bronze payloads -> one row per measurement (Spark) ---------------------------------
+
+def _first_error(checks: list[tuple["Column", str]]) -> "Column":
+    """The message of the first failing check, null when all pass."""
+    from pyspark.sql import functions as F
+
+    out = F.lit(None).cast("string")
+    for failed, message in reversed(checks):
+        out = F.when(failed, F.lit(message)).otherwise(out)
+    return out
+
+
+def _num(text: "Column") -> "Column":
+    # try_cast: a bad value becomes null (reported by parse_error) instead of failing the job (ANSI)
+    return text.try_cast("double")
+
+
+def _lineage(df: "DataFrame") -> list["Column"]:
+    from pyspark.sql import functions as F
+
+    return [F.col(c) for c in ("bronze_id", "sensor_kind", "source_file", "record_no", "payload", "ingest_time",
+                               "ingest_batch")]
+
+
+def _contract(df: "DataFrame") -> "DataFrame":
+    """The parsed-record contract shared by the three kinds."""
+    from pyspark.sql import functions as F
+
+    for name in MEASUREMENT_COLUMNS:
+        if name not in df.columns:
+            df = df.withColumn(name, F.lit(None).cast("double"))
+    return df.select(
+        "bronze_id", "sensor_kind", "source_file", "record_no", F.col("item_no").cast("long").alias("item_no"),
+        "payload", "ingest_time", "ingest_batch", "sensor_id", "event_time", *MEASUREMENT_COLUMNS, "parse_error",
+    )
+
+
+def parse_radar(bronze: "DataFrame") -> "DataFrame":
+    """One row per detection; a frame that does not parse at all gives one row with item_no null."""
+    from pyspark.sql import functions as F
+
+    frames = bronze.select(*_lineage(bronze), F.from_json("payload", schemas.RADAR_FRAME).alias("f"))
+    broken = F.col("f").isNull() | F.col("f.sensor").isNull() | F.col("f.dets").isNull()
+    unparsed = frames.where(broken).select(
+        *_lineage(frames),
+        F.lit(None).cast("long").alias("item_no"),
+        F.col("f.sensor").alias("sensor_id"),
+        F.lit(None).cast("timestamp").alias("event_time"),
+        F.lit("unparseable radar frame").alias("parse_error"),
+    )
+    dets = frames.where(~broken).select(
+        *_lineage(frames), F.col("f.sensor").alias("sensor_id"), F.posexplode("f.dets").alias("item_no", "d")
+    )
+    dets = dets.select(
+        *_lineage(dets), "item_no", "sensor_id",
+        F.col("d.t").try_cast("timestamp").alias("event_time"),
+        *[F.col(f"d.{c}").alias(c) for c in ("range_km", "az_deg", "el_deg", "rr_km_s")],
+    )
+    checks = [(F.col("event_time").isNull(), "missing or unparseable detection time")]
+    checks += [(F.col(c).isNull(), f"missing or non-numeric field {c}") for c in RADAR_REQUIRED[1:]]
+    return _contract(unparsed).unionByName(_contract(dets.withColumn("parse_error", _first_error(checks))))
+
+
+def parse_optical(bronze: "DataFrame") -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    cols = F.split(F.col("payload"), ",", -1)
+    rows = bronze.select(
+        *_lineage(bronze),
+        F.size(cols).alias("n_cols"),
+        F.lit(None).cast("long").alias("item_no"),
+        F.nullif(F.get(cols, 0), F.lit("")).alias("sensor_id"),
+        F.get(cols, 1).try_cast("timestamp").alias("event_time"),
+        _num(F.get(cols, 2)).alias("ra_hours"),
+        _num(F.get(cols, 3)).alias("dec_deg"),
+    )
+    checks = [
+        (F.col("n_cols") != len(OPTICAL_COLUMNS), "unparseable optical row"),
+        (F.col("sensor_id").isNull(), "missing field station"),
+        (F.col("event_time").isNull(), "missing or unparseable timestamp_utc"),
+        (F.col("ra_hours").isNull(), "missing or non-numeric field ra_hours"),
+        (F.col("dec_deg").isNull(), "missing or non-numeric field dec_deg"),
+    ]
+    return _contract(rows.withColumn("parse_error", _first_error(checks)))
+
+
+def parse_isl(bronze: "DataFrame") -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    well_formed = F.col("payload").rlike(r"^BCN(\|[^|=]+=[^|=]*)+$")
+    # str_to_map only sees well-formed payloads: a duplicate key would fail the job (ANSI), and the
+    # ingest check already refused those
+    pairs = F.when(well_formed, F.expr(r"str_to_map(substr(payload, 5), '[|]', '=')"))
+    rows = bronze.select(*_lineage(bronze), pairs.alias("m"))
+    rows = rows.select(
+        *_lineage(rows),
+        F.lit(None).cast("long").alias("item_no"),
+        F.nullif(F.col("m")["src"], F.lit("")).alias("sensor_id"),
+        F.timestamp_millis(F.col("m")["t_ms"].try_cast("long")).alias("event_time"),
+        *[_num(F.col("m")[c]).alias(c) for c in ISL_FLOATS],
+        F.col("m").isNull().alias("malformed"),
+    )
+    checks = [
+        (F.col("malformed"), "unparseable BCN message"),
+        (F.col("sensor_id").isNull(), "missing field src"),
+        (F.col("event_time").isNull(), "missing or non-integer field t_ms"),
+    ]
+    checks += [(F.col(c).isNull(), f"missing or non-numeric field {c}") for c in ISL_FLOATS]
+    return _contract(rows.withColumn("parse_error", _first_error(checks)))
+
+
+PARSERS = {"radar": parse_radar, "optical": parse_optical, "isl": parse_isl}
+
+
+def parse_bronze(bronze: "DataFrame", kind: str) -> "DataFrame":
+    """Bronze rows of one kind -> one row per measurement: lineage, ``item_no`` (detection index in a
+    radar frame, else null), ``sensor_id``, ``event_time``, the wire values, ``parse_error``."""
+    return PARSERS[kind](bronze)
