@@ -1,4 +1,5 @@
-"""sda.alerts.plan without Spark: levels, Pc wiring and validity, the alert lifecycle, CDM/JSON emission."""
+"""sda.alerts without Spark: levels, Pc wiring and validity (assessment), content (content), the alert lifecycle
+(plan), CDM/JSON emission (outbox)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,23 @@ import pandas as pd
 import pytest
 
 from sda.alerts import cdm as cdm_mod
-from sda.alerts import plan as alerts
+from sda.alerts.assessment import STATE_COLS, alert_level, assess, dedup_events, intl_designator, pc_flag
+from sda.alerts.content import content_changed, content_hash
+from sda.alerts.outbox import (
+    ALERT_FIELDS,
+    cdm_text,
+    emit,
+    file_names,
+    json_text,
+    outbox_lookup,
+    row_from_json,
+    teme_states_from_cdm,
+    write_if_absent,
+)
+from sda.alerts.plan import CLOSE_NOT_FOUND, CLOSE_RISK_DROPPED, CLOSE_TCA_PASSED, plan_alerts
 from sda.config.settings import load_settings
 from sda.orbit import frames, screening
-from sda.orbit.pc import inertial_to_rtn, pc2d_foster, rtn_basis
+from sda.orbit.pc import inertial_to_rtn, pc2d_foster, pc2d_foster_rtn, rtn_basis
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
@@ -54,7 +68,7 @@ def events(lines):
 
 @pytest.fixture(scope="module")
 def assessed(events, catalog, settings):
-    return alerts.assess(events, None, catalog, settings)
+    return assess(events, None, catalog, settings)
 
 
 # --------------------------------------------------------------------------- levels
@@ -73,7 +87,7 @@ def assessed(events, catalog, settings):
     (float("nan"), 500.0, "yellow"),
 ])
 def test_alert_level_defaults(settings, pc, miss_m, level):
-    got, reason = alerts.alert_level(pc, miss_m, settings, "long encounter (low relative velocity)" if pc is None else None)
+    got, reason = alert_level(pc, miss_m, settings, "long encounter (low relative velocity)" if pc is None else None)
     assert got == level
     if pc is None or (isinstance(pc, float) and math.isnan(pc)):
         assert reason.startswith("Pc not computed") and "miss distance" in reason
@@ -83,11 +97,11 @@ def test_alert_level_defaults(settings, pc, miss_m, level):
 
 def test_alert_level_follows_settings(settings):
     strict = load_settings(env={}, pc_red=1e-3, pc_yellow=1e-5, alert_distance_km=0.5)
-    assert alerts.alert_level(5e-4, 4000.0, strict)[0] == "yellow"
-    assert alerts.alert_level(5e-6, 4000.0, strict)[0] == "none"
-    assert alerts.alert_level(5e-6, 499.0, strict)[0] == "yellow"
-    assert alerts.alert_level(5e-6, 700.0, settings)[0] == "yellow"
-    assert alerts.alert_level(5e-6, 700.0, strict)[0] == "none"
+    assert alert_level(5e-4, 4000.0, strict)[0] == "yellow"
+    assert alert_level(5e-6, 4000.0, strict)[0] == "none"
+    assert alert_level(5e-6, 499.0, strict)[0] == "yellow"
+    assert alert_level(5e-6, 700.0, settings)[0] == "yellow"
+    assert alert_level(5e-6, 700.0, strict)[0] == "none"
 
 
 # --------------------------------------------------------------------------- Pc
@@ -99,8 +113,8 @@ def test_foster_pc_on_cara_omitron_case(shared_data):
     c = cases["omitron_01_circle"]
     r1, v1, r2, v2 = (np.array(c[k]) * 1000.0 for k in ("r1", "v1", "r2", "v2"))
     C1, C2 = np.array(c["cov1"]) * 1e6, np.array(c["cov2"]) * 1e6
-    res = alerts.foster_pc(r1, v1, inertial_to_rtn(C1, r1, v1), r2, v2, inertial_to_rtn(C2, r2, v2), c["hbr"] * 1000.0)
-    assert res.valid and alerts.pc_flag(res) is None
+    res = pc2d_foster_rtn(r1, v1, inertial_to_rtn(C1, r1, v1), r2, v2, inertial_to_rtn(C2, r2, v2), c["hbr"] * 1000.0)
+    assert res.valid and pc_flag(res) is None
     assert res.pc == pytest.approx(c["expected_Pc"], rel=1e-9)
 
 
@@ -109,7 +123,7 @@ def test_assess_pc_equals_direct_foster(events, catalog, settings):
     101 observed 6 h after its epoch (residual RMS 300 m), 102 never observed (TLE epoch)."""
     last = EPOCH + dt.timedelta(hours=6)  # after TCA: growth is with |TCA - t_ref|
     states = pd.DataFrame([{"norad_id": 101, "last_observed": last, "residual_rms_m": 300.0, "observations": 12}])
-    out = alerts.assess(events, states, catalog, settings).iloc[0]
+    out = assess(events, states, catalog, settings).iloc[0]
     ev = events.iloc[0]
     t = float(ev.tca_unix)
     r1 = np.array([ev.p_x, ev.p_y, ev.p_z]) * 1000.0
@@ -139,7 +153,7 @@ def test_assess_pc_equals_direct_foster(events, catalog, settings):
 
 def test_assess_propagates_when_the_events_carry_no_states(events, catalog, settings, assessed):
     bare = events[["primary_id", "secondary_id", "tca_unix", "miss_km", "rel_speed_km_s", "r_km", "t_km", "n_km"]]
-    out = alerts.assess(bare, None, catalog, settings)
+    out = assess(bare, None, catalog, settings)
     for c in ("p_x_m", "s_vz_ms"):
         assert out[c].iloc[0] == pytest.approx(assessed[c].iloc[0], rel=1e-12)
     assert out["pc"].iloc[0] == pytest.approx(assessed["pc"].iloc[0], rel=1e-9)
@@ -159,8 +173,8 @@ def _co_orbiting(dv_ms: float, dr_m: float = 300.0) -> pd.DataFrame:
     row = {"primary_id": 101, "secondary_id": 901, "tca_unix": EPOCH.timestamp(),
            "miss_km": float(np.linalg.norm(r2 - r)), "rel_speed_km_s": float(np.linalg.norm(v2 - v)),
            "r_km": rtn[0], "t_km": rtn[1], "n_km": rtn[2],
-           **{f"p_{c}": x for c, x in zip(alerts.STATE_COLS, np.r_[r, v])},
-           **{f"s_{c}": x for c, x in zip(alerts.STATE_COLS, np.r_[r2, v2])}}
+           **{f"p_{c}": x for c, x in zip(STATE_COLS, np.r_[r, v])},
+           **{f"s_{c}": x for c, x in zip(STATE_COLS, np.r_[r2, v2])}}
     return pd.DataFrame([row])
 
 
@@ -171,28 +185,28 @@ def catalog_901(catalog, lines):
 
 
 def test_invalid_geometry_gets_no_pc_and_a_flag(catalog_901, settings):
-    out = alerts.assess(_co_orbiting(0.05), None, catalog_901, settings).iloc[0]
+    out = assess(_co_orbiting(0.05), None, catalog_901, settings).iloc[0]
     assert not out["pc_valid"] and pd.isna(out["pc"])
     assert out["pc_flag"] == "long encounter (low relative velocity)"
     assert "extended encounter" in out["pc_reason"]
     # 300 m: under the alert distance, so yellow on the miss alone, and the reason says so
     assert out["level"] == "yellow" and out["reason"].startswith("Pc not computed") and "300 m" in out["reason"]
-    zero = alerts.assess(_co_orbiting(0.0), None, catalog_901, settings).iloc[0]
+    zero = assess(_co_orbiting(0.0), None, catalog_901, settings).iloc[0]
     assert not zero["pc_valid"] and pd.isna(zero["pc"]) and zero["pc_flag"] == "low relative velocity"
     # the same geometry at a normal crossing speed is valid
-    fast = alerts.assess(_co_orbiting(3000.0), None, catalog_901, settings).iloc[0]
+    fast = assess(_co_orbiting(3000.0), None, catalog_901, settings).iloc[0]
     assert fast["pc_valid"] and fast["pc"] > 0 and fast["pc_flag"] is None
 
 
 def test_intl_designator_and_dedup():
-    assert alerts.intl_designator("1 25544U 98067A   16113.11058294  .00003951  00000-0  66475-4 0  9992") == "1998-067A"
-    assert alerts.intl_designator("1 58001U 24001AB  24001.50000000  .00000000  00000-0  00000-0 0  9990") == "2024-001AB"
-    assert alerts.intl_designator("1 00101U          26325.25000000  .00000000  00000-0  00000-0 0  9990") == "UNKNOWN"
-    assert alerts.intl_designator(None) == "UNKNOWN"
+    assert intl_designator("1 25544U 98067A   16113.11058294  .00003951  00000-0  66475-4 0  9992") == "1998-067A"
+    assert intl_designator("1 58001U 24001AB  24001.50000000  .00000000  00000-0  00000-0 0  9990") == "2024-001AB"
+    assert intl_designator("1 00101U          26325.25000000  .00000000  00000-0  00000-0 0  9990") == "UNKNOWN"
+    assert intl_designator(None) == "UNKNOWN"
     t = EPOCH.timestamp()
     ev = pd.DataFrame({"primary_id": [1, 1, 1], "secondary_id": [2, 2, 2], "tca_unix": [t + 10, t + 20, t + 4000],
                        "miss_km": [0.5, 0.4, 0.9]})
-    out = alerts.dedup_events(ev)  # the first two share a TCA minute: the closer one stays
+    out = dedup_events(ev)  # the first two share a TCA minute: the closer one stays
     assert out["miss_km"].tolist() == [0.4, 0.9]
 
 
@@ -200,23 +214,23 @@ def test_intl_designator_and_dedup():
 
 def test_content_hash_rounding_and_change_rule(assessed):
     a = {**assessed.iloc[0].to_dict(), "level": "red"}
-    assert alerts.content_hash(a) == alerts.content_hash(dict(a, miss_m=a["miss_m"] + 0.01, p_x_m=0.0))
-    assert alerts.content_changed(a, dict(a, miss_m=a["miss_m"] + 30.0))
-    assert alerts.content_changed(a, dict(a, tca=a["tca"] + dt.timedelta(seconds=5)))
-    assert alerts.content_changed(a, dict(a, level="yellow"))
-    assert alerts.content_changed(a, dict(a, pc=a["pc"] * 1.01))
-    assert alerts.content_changed(a, dict(a, pc=None, pc_valid=False, pc_flag="low relative velocity"))
-    assert not alerts.content_changed(a, dict(a, pc=a["pc"] * (1 + 1e-6)))
+    assert content_hash(a) == content_hash(dict(a, miss_m=a["miss_m"] + 0.01, p_x_m=0.0))
+    assert content_changed(a, dict(a, miss_m=a["miss_m"] + 30.0))
+    assert content_changed(a, dict(a, tca=a["tca"] + dt.timedelta(seconds=5)))
+    assert content_changed(a, dict(a, level="yellow"))
+    assert content_changed(a, dict(a, pc=a["pc"] * 1.01))
+    assert content_changed(a, dict(a, pc=None, pc_valid=False, pc_flag="low relative velocity"))
+    assert not content_changed(a, dict(a, pc=a["pc"] * (1 + 1e-6)))
     # a value hovering at a rounding boundary: the rounded content differs, the value hardly moved
     b = dict(a, miss_m=100.4999)
-    assert alerts.content_hash(b) != alerts.content_hash(dict(b, miss_m=100.5001))
-    assert not alerts.content_changed(b, dict(b, miss_m=100.5001))
+    assert content_hash(b) != content_hash(dict(b, miss_m=100.5001))
+    assert not content_changed(b, dict(b, miss_m=100.5001))
 
 
 # --------------------------------------------------------------------------- lifecycle
 
 def _plan(assessed, current, settings, start=SCREEN_START, end=SCREEN_END, run_id="r", emitted=None):
-    return alerts.plan_alerts(assessed, current, start, end, run_id, settings, emitted)
+    return plan_alerts(assessed, current, start, end, run_id, settings, emitted)
 
 
 def _shifted(assessed, seconds=0.0, miss=0.0, **values):
@@ -234,9 +248,9 @@ def test_lifecycle_new_unchanged_updated_closed(assessed, settings):
     [new] = p1.changes
     assert (new["status"], new["version"], new["level"]) == ("new", 1, "red")
     assert new["alert_id"] == assessed["event_id"].iloc[0] and new["first_run_id"] == "run-1"
-    assert (new["cdm_file"], new["json_file"]) == alerts.file_names(new["alert_id"], 1)
+    assert (new["cdm_file"], new["json_file"]) == file_names(new["alert_id"], 1)
     assert new["cdm_file"] == f"CDM-{new['alert_id']}-v1.cdm" and new["cdm_created"] == SCREEN_START
-    assert new["close_reason"] is None and set(new) == set(alerts.ALERT_FIELDS)
+    assert new["close_reason"] is None and set(new) == set(ALERT_FIELDS)
 
     p2 = _plan(assessed, [new], settings, run_id="run-2")  # same results: nothing to emit
     assert p2.changes == [] and p2.unchanged == 1 and p2.adopted == []
@@ -251,7 +265,7 @@ def test_lifecycle_new_unchanged_updated_closed(assessed, settings):
     after = upd["tca"] + dt.timedelta(minutes=30)  # the next screening starts after TCA: closed
     [closed] = _plan(assessed.iloc[0:0], [upd], settings, start=after, end=after + dt.timedelta(hours=3),
                      run_id="run-4").changes
-    assert (closed["status"], closed["version"], closed["close_reason"]) == ("closed", 3, alerts.CLOSE_TCA_PASSED)
+    assert (closed["status"], closed["version"], closed["close_reason"]) == ("closed", 3, CLOSE_TCA_PASSED)
     assert closed["level"] == "red" and closed["miss_m"] == upd["miss_m"] and closed["screen_start"] == start3
     assert closed["cdm_created"] == after and "passed" in closed["reason"]
     # closed after TCA: never again, even if an event of the pair came within the tolerance
@@ -264,7 +278,7 @@ def test_risk_dropped_closes_and_reopens(assessed, settings):
     [new] = _plan(assessed, [], settings).changes
     low = _shifted(assessed, miss=2000.0, pc=1e-9, level="none", reason="Pc 1e-09 below ...")
     [closed] = _plan(low, [new], settings).changes
-    assert (closed["status"], closed["level"], closed["close_reason"]) == ("closed", "none", alerts.CLOSE_RISK_DROPPED)
+    assert (closed["status"], closed["level"], closed["close_reason"]) == ("closed", "none", CLOSE_RISK_DROPPED)
     assert closed["version"] == 2 and closed["miss_m"] == pytest.approx(new["miss_m"] + 2000.0)
     assert _plan(low, [closed], settings).changes == []  # still low: nothing
     [reopened] = _plan(assessed, [closed], settings).changes  # risk back before TCA: reopened
@@ -276,14 +290,15 @@ def test_not_found_in_a_covering_rescreen(assessed, settings):
     [new] = _plan(assessed, [], settings).changes
     empty = assessed.iloc[0:0]
     [closed] = _plan(empty, [new], settings).changes
-    assert (closed["status"], closed["level"], closed["close_reason"]) == ("closed", "none", alerts.CLOSE_NOT_FOUND)
+    assert (closed["status"], closed["level"], closed["close_reason"]) == ("closed", "none", CLOSE_NOT_FOUND)
     assert closed["miss_m"] == new["miss_m"]  # the values of its last version
     # a screening that did not cover the TCA (or only within the tolerance of an edge) leaves it open
     tca = new["tca"]
     assert _plan(empty, [new], settings, start=tca + dt.timedelta(minutes=5) - dt.timedelta(hours=3),
                  end=tca + dt.timedelta(minutes=1)).changes == []
     assert _plan(empty, [new], settings, start=tca - dt.timedelta(seconds=60), end=SCREEN_END).changes == []
-    assert _plan(empty, [new], settings, start=tca - dt.timedelta(hours=5), end=tca - dt.timedelta(hours=1)).changes == []
+    assert _plan(empty, [new], settings, start=tca - dt.timedelta(hours=5),
+                 end=tca - dt.timedelta(hours=1)).changes == []
 
 
 def test_tca_tolerance(assessed, settings):
@@ -299,7 +314,7 @@ def test_tca_tolerance(assessed, settings):
 
 def test_adoption_of_emitted_but_unrecorded_versions(assessed, settings):
     [v1] = _plan(assessed, [], settings, run_id="crashed").changes
-    outbox = {(v1["alert_id"], 1): alerts.row_from_json(alerts.json_text(v1))}
+    outbox = {(v1["alert_id"], 1): row_from_json(json_text(v1))}
     lookup = lambda aid, v: outbox.get((aid, v))  # noqa: E731
     # the retry, same results: v1 is adopted (recorded), nothing new emitted
     p = _plan(assessed, [], settings, run_id="crashed", emitted=lookup)
@@ -311,7 +326,8 @@ def test_adoption_of_emitted_but_unrecorded_versions(assessed, settings):
     [v2] = p.changes
     assert (v2["status"], v2["version"], v2["first_run_id"]) == ("updated", 2, "crashed")
     # an existing alert whose next version is in the outbox
-    p = _plan(assessed, [v1], settings, emitted=lambda aid, v: dict(v1, version=2, status="updated") if v == 2 else None)
+    p = _plan(assessed, [v1], settings,
+              emitted=lambda aid, v: dict(v1, version=2, status="updated") if v == 2 else None)
     assert [a["version"] for a in p.adopted] == [2] and p.changes == []
 
 
@@ -326,14 +342,14 @@ def test_cdm_of_a_real_name_with_brackets(assessed, settings):
     """Real catalogue names carry brackets (CelesTrak: 'STARLINK-11353 [DTC]'), which a KVN value
     cannot: the CDM writes them as parentheses instead of failing the run."""
     row = dict(_row(assessed, settings), primary_name="STARLINK-11353 [DTC]")
-    cdm = cdm_mod.parse_cdm(alerts.cdm_text(row))
+    cdm = cdm_mod.parse_cdm(cdm_text(row))
     assert cdm.objects[0]["OBJECT_NAME"] == "STARLINK-11353 (DTC)"
 
 
 def test_cdm_parses_back_to_the_row(assessed, settings):
     row = _row(assessed, settings)
-    text = alerts.cdm_text(row)
-    assert alerts.cdm_text(row) == text  # deterministic bytes
+    text = cdm_text(row)
+    assert cdm_text(row) == text  # deterministic bytes
     cdm = cdm_mod.parse_cdm(text)
     assert cdm_mod.write_cdm(cdm) == text
     assert cdm.version == "1.0" and cdm.originator == "SDA-FUSION"
@@ -358,17 +374,17 @@ def test_cdm_parses_back_to_the_row(assessed, settings):
     s = np.array([row[f"s_{c}"] for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")])
     np.testing.assert_allclose(cdm.relative_velocity_rtn_ms, rtn_basis(p[:3], p[3:]).T @ (s[3:] - p[3:]), rtol=1e-15)
     # and the Pc recomputed from the message as written (ITRF back to TEME, RTN covariances)
-    p2, s2 = alerts.teme_states_from_cdm(cdm)
+    p2, s2 = teme_states_from_cdm(cdm)
     np.testing.assert_allclose(p2, p, rtol=1e-12, atol=1e-6)
-    res = alerts.foster_pc(p2[:3], p2[3:], cdm.object1.cov_rtn, s2[:3], s2[3:], cdm.object2.cov_rtn, cdm.hbr_m)
+    res = pc2d_foster_rtn(p2[:3], p2[3:], cdm.object1.cov_rtn, s2[:3], s2[3:], cdm.object2.cov_rtn, cdm.hbr_m)
     assert res.pc == pytest.approx(row["pc"], rel=1e-8)
 
 
 def test_invalid_pc_cdm_has_no_probability(catalog_901, settings):
-    assessed = alerts.assess(_co_orbiting(0.05), None, catalog_901, settings)
+    assessed = assess(_co_orbiting(0.05), None, catalog_901, settings)
     [row] = _plan(assessed, [], settings).changes
     assert row["pc"] is None and not row["pc_valid"] and row["level"] == "yellow"
-    cdm = cdm_mod.parse_cdm(alerts.cdm_text(row))
+    cdm = cdm_mod.parse_cdm(cdm_text(row))
     assert "COLLISION_PROBABILITY" not in cdm.relative and cdm.collision_probability is None
     text = " ".join(c for sec in (cdm.header, cdm.relative) for c in sec.comments)
     assert "COLLISION_PROBABILITY not given" in text and "low relative velocity" in text
@@ -376,26 +392,26 @@ def test_invalid_pc_cdm_has_no_probability(catalog_901, settings):
 
 def test_json_twin_round_trip(assessed, settings):
     row = _row(assessed, settings)
-    text = alerts.json_text(row)
-    assert alerts.json_text(row) == text
+    text = json_text(row)
+    assert json_text(row) == text
     body = json.loads(text)
     assert body["format"] == "sda-alert/1" and body["tca"].endswith("Z") and body["version"] == 1
-    assert alerts.row_from_json(text) == row
+    assert row_from_json(text) == row
 
 
 def test_write_if_absent(tmp_path):
     path = tmp_path / "box" / "a.cdm"
-    assert alerts.write_if_absent(path, "x\n") is True
-    assert alerts.write_if_absent(path, "y\n") is False  # an emitted file is never rewritten
+    assert write_if_absent(path, "x\n") is True
+    assert write_if_absent(path, "y\n") is False  # an emitted file is never rewritten
     assert path.read_text() == "x\n" and [p.name for p in path.parent.iterdir()] == ["a.cdm"]
 
 
 def test_emit_writes_each_file_once(assessed, settings, tmp_path):
     row = _row(assessed, settings)
-    assert alerts.emit(row, tmp_path) == 2
-    assert alerts.emit(row, tmp_path) == 0
+    assert emit(row, tmp_path) == 2
+    assert emit(row, tmp_path) == 0
     (tmp_path / row["cdm_file"]).unlink()  # a crash between the JSON twin and the CDM
-    assert alerts.emit(row, tmp_path) == 1
+    assert emit(row, tmp_path) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([row["cdm_file"], row["json_file"]])
-    assert alerts.outbox_lookup(tmp_path)(row["alert_id"], 1) == row
-    assert alerts.outbox_lookup(tmp_path)(row["alert_id"], 2) is None
+    assert outbox_lookup(tmp_path)(row["alert_id"], 1) == row
+    assert outbox_lookup(tmp_path)(row["alert_id"], 2) is None

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from sda.alerts.cdm import CdmError, new_cdm, parse_cdm, pc_from_cdm, write_cdm
+from sda.alerts.cdm import new_cdm, parse_cdm, pc_from_cdm, write_cdm
+from sda.alerts.cdm_model import CdmError
 from sda.orbit.pc import rtn_basis
 
 CARA_EXAMPLE = "000025994_conj_000037558_20210324_151047_20210323_154356"

@@ -85,8 +85,11 @@ def test_rtn_6x6_round_trip_and_velocity_block():
 # ------------------------------------------------------------------ circle integral
 def test_circle_integral_against_brute_force_2d_quadrature():
     xm, zm, sx, sz, R = 120.0, 35.0, 300.0, 18.0, 60.0
-    f = lambda rho, th: rho * np.exp(-0.5 * (((xm + rho * np.cos(th)) / sx) ** 2
-                                             + ((zm + rho * np.sin(th)) / sz) ** 2)) / (2 * np.pi * sx * sz)
+
+    def f(rho, th):
+        return rho * np.exp(-0.5 * (((xm + rho * np.cos(th)) / sx) ** 2
+                                    + ((zm + rho * np.sin(th)) / sz) ** 2)) / (2 * np.pi * sx * sz)
+
     brute, _ = integrate.dblquad(f, 0, 2 * np.pi, 0, R, epsabs=0, epsrel=1e-12)
     assert pc_circle_2d(xm, zm, sx, sz, R) == pytest.approx(brute, rel=1e-9)
     assert pc_circle_2d(xm, zm, sx, sz, 0.0) == 0.0

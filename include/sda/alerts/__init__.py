@@ -1,2 +1,14 @@
-"""Alerting: which conjunctions become alerts and how they evolve across runs (:mod:`.plan`), CCSDS
-Conjunction Data Messages (:mod:`.cdm`) and the outbox they are published to (:mod:`.outbox`)."""
+"""Alerting: which conjunctions become alerts and how they evolve across runs, CCSDS Conjunction Data
+Messages, and the outbox they are published to.
+
+* :mod:`.assessment`: Pc, its validity and the alert level of each screened event;
+* :mod:`.content`: what an alert version says (content hash) and whether it changed;
+* :mod:`.plan`: the alert lifecycle (new / updated / closed) of a run;
+* :mod:`.outbox`: the CDM and JSON twin of each emitted version, written once;
+* :mod:`.publish`: the stage's table reads and writes around them (the package's only Spark I/O);
+* :mod:`.cdm` (KVN parsing and writing) and :mod:`.cdm_model` (the message as data);
+* :mod:`.values`: UTC-aware times and missing values, as alert rows carry them.
+
+Everything but :mod:`.publish` reads and writes no table and needs no Spark session (the alert row's
+columns are those of the table schema, :mod:`sda.lake.schemas`), so it is tested without Spark.
+"""

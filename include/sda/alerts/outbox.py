@@ -7,6 +7,16 @@ and ``CDM-<alert_id>-v<version>.json`` (the row itself), both written atomically
 :func:`outbox_lookup` reads a version back from its JSON twin (how :func:`sda.alerts.plan.plan_alerts`
 adopts a version emitted by an interrupted attempt); :func:`row_from_json` and
 :func:`teme_states_from_cdm` invert the writers.
+
+CDM conventions (:func:`build_cdm`): REF_FRAME = ITRF (TEME, SGP4's frame, is not a CDM frame):
+states at TCA rotated with :func:`sda.orbit.frames.teme_to_ecef` (PEF at UT1 = UTC, polar motion neglected;
+the same rotation for both objects, so the relative geometry is exact). The covariance is the
+uncertainty model's, diagonal in each object's RTN frame built from its *inertial* (TEME) state
+(COVARIANCE_METHOD = DEFAULT: a model, not an orbit-determination covariance); MISS_DISTANCE,
+RELATIVE_SPEED and RELATIVE_POSITION/VELOCITY_R/T/N are the inertial values (secondary relative to
+primary, primary's RTN frame). COLLISION_PROBABILITY with COLLISION_PROBABILITY_METHOD = FOSTER-1992
+only when the 2-D method is valid; otherwise a COMMENT says why it is absent. The hard-body radius
+is a CARA-style ``COMMENT HBR = 20.0 [m]``. ORIGINATOR and the MESSAGE_ID prefix: ``settings.cdm_originator``.
 """
 
 from __future__ import annotations
@@ -21,44 +31,29 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sda.alerts.cdm import Cdm, Entry, new_cdm, write_cdm
+from sda.alerts.cdm import new_cdm, write_cdm
+from sda.alerts.cdm_model import Cdm, Entry
+from sda.alerts.values import aware, iso, missing
+from sda.config.settings import Settings
 from sda.lake import schemas
 from sda.orbit import frames
 from sda.orbit.pc import rtn_basis
 
-UTC = dt.timezone.utc
-ORIGINATOR = "SDA-FUSION"
+#: the ``alerts`` row (and the JSON twin's body): every column of gold ``alerts``
 ALERT_FIELDS = tuple(schemas.ALERT.fieldNames())
-
-
-def _aware(t) -> dt.datetime:
-    """A UTC-aware datetime from a datetime (naive = UTC, as the pipeline stores them) or unix seconds."""
-    if isinstance(t, pd.Timestamp):  # a datetime subclass: make it a plain datetime first
-        t = t.to_pydatetime()
-    if isinstance(t, dt.datetime):
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    return dt.datetime.fromtimestamp(float(t), tz=UTC)
-
-
-def _iso(t) -> str:
-    t = _aware(t)
-    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}Z"
+#: its timestamp columns (aware UTC datetimes in a row, ISO text in the JSON twin)
+TIME_FIELDS = frozenset(f.name for f in schemas.ALERT.fields if f.dataType.typeName() == "timestamp")
 
 
 def _epoch(t) -> str:
     """CCSDS epoch (UTC, microseconds, no zone letter)."""
-    return _iso(t)[:-1]
-
-
-def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NaT
+    return iso(t)[:-1]
 
 
 def file_names(alert_id: str, version: int) -> tuple[str, str]:
     """(CDM file, JSON twin) names of one emitted version."""
     stem = f"CDM-{alert_id}-v{int(version)}"
     return f"{stem}.cdm", f"{stem}.json"
-
 
 
 def _states_km(row: Mapping, obj: str) -> np.ndarray:
@@ -83,9 +78,9 @@ def kvn_value(text: str) -> str:
     return " ".join(str(text).replace("[", "(").replace("]", ")").split())
 
 
-def build_cdm(row: Mapping, originator: str = ORIGINATOR) -> Cdm:
+def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
     """The CCSDS CDM (508.0-B-1) of one alert version, a pure function of its alerts row."""
-    tca = _aware(row["tca"])
+    tca = aware(row["tca"])
     t = tca.timestamp()
     teme = {o: _states_km(row, o) for o in ("p", "s")}
     itrf = {}
@@ -122,7 +117,7 @@ def build_cdm(row: Mapping, originator: str = ORIGINATOR) -> Cdm:
     ]
     if row.get("close_reason"):
         comments.append(f"closed: {row['close_reason']}")
-    if row["pc_valid"] and not _missing(row.get("pc")):
+    if row["pc_valid"] and not missing(row.get("pc")):
         rel.set("COLLISION_PROBABILITY", float(row["pc"]))
         rel.set("COLLISION_PROBABILITY_METHOD", "FOSTER-1992")
     else:
@@ -137,18 +132,19 @@ def build_cdm(row: Mapping, originator: str = ORIGINATOR) -> Cdm:
                                          "UT1 = UTC with polar motion neglected")
         sig = _sigmas(row, o)
         _insert_comment_before(
-            obj, "CR_R", f"covariance: modelled ({row[f'{o}_cov_source']}, sda.orbit.uncertainty), diagonal in the RTN frame "
-                         f"of the inertial (TEME) state; sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
+            obj, "CR_R", f"covariance: modelled ({row[f'{o}_cov_source']}, sda.orbit.uncertainty), diagonal in the "
+                         f"RTN frame of the inertial (TEME) state; "
+                         f"sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
     return cdm
 
 
-def cdm_text(row: Mapping, originator: str = ORIGINATOR) -> str:
+def cdm_text(row: Mapping, originator: str = Settings.cdm_originator) -> str:
     return write_cdm(build_cdm(row, originator))
 
 
 def _json_value(v):
     if isinstance(v, (dt.datetime, pd.Timestamp)):
-        return _iso(v)
+        return iso(v)
     if isinstance(v, (np.floating,)):
         return float(v)
     if isinstance(v, (np.integer,)):
@@ -158,9 +154,6 @@ def _json_value(v):
     if isinstance(v, float) and math.isnan(v):
         return None
     return v
-
-
-_TIME_FIELDS = {f.name for f in schemas.ALERT.fields if f.dataType.typeName() == "timestamp"}
 
 
 def json_text(row: Mapping) -> str:
@@ -173,7 +166,7 @@ def row_from_json(text: str) -> dict:
     """Inverse of :func:`json_text`: the alert row (aware UTC datetimes)."""
     body = json.loads(text)
     row = {k: body.get(k) for k in ALERT_FIELDS}
-    for k in _TIME_FIELDS:
+    for k in TIME_FIELDS:
         if row.get(k) is not None:
             row[k] = dt.datetime.fromisoformat(row[k].replace("Z", "+00:00"))
     row["version"] = int(row["version"])
@@ -215,7 +208,7 @@ def write_if_absent(path: Path, text: str) -> bool:
     return True
 
 
-def emit(row: Mapping, outbox: Path, originator: str = ORIGINATOR) -> int:
+def emit(row: Mapping, outbox: Path, originator: str = Settings.cdm_originator) -> int:
     """Write a version's JSON twin, then its CDM, each only when absent; the number of files written."""
     cdm_name, json_name = file_names(row["alert_id"], row["version"])
     written = write_if_absent(Path(outbox) / json_name, json_text(row))

@@ -16,6 +16,9 @@ The definitions follow NASA CARA's Analysis Tools (github.com/nasa/CARA_Analysis
   until Pc itself does (~1e-308).
 * ``UsageViolationPc2D.m`` (its rectilinear part) for the validity check, see
   :func:`pc2d_validity`.
+* ``RIC2ECI.m``: covariances given in each object's RTN frame (as CDMs and the uncertainty model of
+  :mod:`sda.orbit.uncertainty` give them) rotated to inertial with that object's own state, see
+  :func:`pc2d_foster_rtn`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "pc_circle_2d",
     "pc2d_validity",
     "pc2d_foster",
+    "pc2d_foster_rtn",
     "orbit_period",
 ]
 
@@ -396,3 +400,13 @@ def pc2d_foster(r1, v1, C1, r2, v2, C2, hbr: float, *, check_validity: bool = Tr
         reason = "ok (conjunction-plane covariance eigenvalues clipped at (1e-4*HBR)^2)"
     return Pc2DResult(pc if valid else nan, valid, reason, pc, rm, vm, float(sx), float(sz),
                       float(xm), float(zm), hbr, remediated, cov_plane, F, validity)
+
+
+def pc2d_foster_rtn(r1, v1, cov1_rtn, r2, v2, cov2_rtn, hbr: float, **kwargs) -> Pc2DResult:
+    """:func:`pc2d_foster` (with CARA's validity test unless ``check_validity=False``) from inertial
+    states [m, m/s] and each object's covariance in its own RTN frame (3x3, 6x6 or larger, m-units),
+    rotated to inertial with that object's own state (:func:`rtn_to_inertial`, CARA ``RIC2ECI.m``).
+    ``kwargs``: those of :func:`pc2d_foster`."""
+    C1 = rtn_to_inertial(cov1_rtn, r1, v1)
+    C2 = rtn_to_inertial(cov2_rtn, r2, v2)
+    return pc2d_foster(r1, v1, C1, r2, v2, C2, hbr, **kwargs)

@@ -1,0 +1,172 @@
+"""Everything after the screening, on Spark + Delta: the alerts package's only table reads and writes.
+
+``jobs/conjunction.py`` screens the catalogue and hands its close approaches to :func:`publish`:
+
+1. **Assess** every event: Pc, its validity and the alert level (:mod:`sda.alerts.assessment`), from the
+   newest element sets (gold ``catalog``) and object states (gold ``object_state``) read here.
+2. ``gold.conjunctions``: every event, with pc / pc_valid / pc_flag / level (MERGE on event_id).
+3. **Lifecycle** (:mod:`sda.alerts.plan`): new / updated / closed alerts from the events and the
+   ``gold.alerts`` rows that may be affected, read here.
+4. **Emission**: each change writes ``CDM-<alert_id>-v<version>.cdm`` (CCSDS 508.0-B-1 KVN) and its JSON
+   twin ``CDM-<alert_id>-v<version>.json`` (the alert_events row) into ``settings.outbox``, each
+   atomically and only when absent (:mod:`sda.alerts.outbox`).
+5. ``gold.alert_events`` (one row per emitted change) and ``gold.alerts`` (the current state).
+
+Crash safety (the order of writes): conjunctions -> outbox files (JSON, then CDM) -> ``alert_events``
+(insert-if-absent on (alert_id, version)) -> ``alerts`` (upsert). The file names are deterministic
+per (alert_id, version) and the CDM's MESSAGE_ID and CREATION_DATE (the emitting run's screening
+start) are too, so a retry after a crash between the files and the MERGEs plans the same versions
+and finds their files already there: nothing is written twice, nothing lost. Should the inputs have
+changed in between, the outbox holds a version the table does not know: before planning, each alert's
+next version is looked up in the outbox (:func:`sda.alerts.outbox.outbox_lookup`) and, if present,
+*adopted* -- recorded as emitted, from its JSON twin (a missing CDM is rewritten from it) -- and the new
+plan starts after it. A rerun of a finished run (same or new run id, unchanged results) finds every
+alert's content unchanged: the ``alerts`` table's version and content hash are the guard.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+
+from sda.alerts.assessment import assess, dedup_events
+from sda.alerts.outbox import ALERT_FIELDS, TIME_FIELDS, emit, outbox_lookup
+from sda.alerts.plan import Plan, plan_alerts
+from sda.alerts.values import UTC, aware, missing
+from sda.lake import schemas
+from sda.lake.tables import TABLES
+from sda.pipeline import faults, sinks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+    from sda.config.settings import Settings
+
+__all__ = ["EVENT_FIELDS", "publish"]
+
+#: alerts older than this (TCA before screen start minus it) cannot match anything: not read
+_LOOKBACK = dt.timedelta(days=1)
+EVENT_FIELDS = tuple(schemas.ALERT_EVENTS.fieldNames())
+
+
+def _conjunction_rows(assessed: pd.DataFrame, screen_start, run_id: str) -> list[tuple]:
+    fields = schemas.CONJUNCTION.fieldNames()
+    return [_spark_row({**e, "screen_start": screen_start, "run_id": run_id}, fields)
+            for e in assessed.to_dict("records")]
+
+
+def _spark_row(row: Mapping, fields: Iterable[str]) -> tuple:
+    out = []
+    for f in fields:
+        v = row.get(f)
+        if f in TIME_FIELDS and v is not None:
+            v = aware(v)
+        elif isinstance(v, (np.floating, np.integer, np.bool_)):
+            v = v.item()
+        if f == "version":
+            v = int(v)
+        if f == "pc" and missing(v):
+            v = None
+        out.append(v)
+    return tuple(out)
+
+
+def _read_inputs(spark: "SparkSession", settings: "Settings", ids: set[int], screen_start: dt.datetime):
+    """(newest element set per object, newest object_state per object, the alerts that may be affected)."""
+    id_list = sorted(ids)
+    catalog = []
+    states = []
+    if id_list:
+        # the newest element set per object (as the screening uses): a few epochs per object, picked here
+        newest: dict[int, Any] = {}
+        for r in (TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(id_list))
+                  .select("norad_id", "epoch", "perigee_km", "apogee_km", "name", "line1", "line2").collect()):
+            if r["norad_id"] not in newest or r["epoch"] > newest[r["norad_id"]]["epoch"]:
+                newest[r["norad_id"]] = r
+        catalog = list(newest.values())
+        state = F.max_by(F.struct("last_observed", "residual_rms_m", "observations"), "last_observed")
+        states = (TABLES["object_state"].read(spark, settings).where(F.col("norad_id").isin(id_list))
+                  .groupBy("norad_id").agg(state.alias("s"))
+                  .select("norad_id", "s.last_observed", "s.residual_rms_m", "s.observations")
+                  .collect())
+    since = (screen_start - _LOOKBACK).astimezone(UTC).replace(tzinfo=None)
+    current = (TABLES["alerts"].read(spark, settings)
+               .where((F.col("status") != "closed") | (F.col("tca") >= F.lit(since)))
+               .collect())
+    return catalog, states, [r.asDict() for r in current]
+
+
+def _record(spark: "SparkSession", settings: "Settings", plan: Plan) -> None:
+    """The emitted versions into ``alert_events`` (insert if absent), then each alert's newest into ``alerts``."""
+    history = plan.adopted + plan.changes
+    if not history:
+        return
+    rows = [_spark_row(r, EVENT_FIELDS) for r in history]
+    sinks.merge_new(spark, spark.createDataFrame(rows, schemas.ALERT_EVENTS), "alert_events", settings)
+    faults.checkpoint("conjunction:after-alert-events")
+    latest: dict[str, dict] = {}
+    for r in history:
+        if r["alert_id"] not in latest or r["version"] > latest[r["alert_id"]]["version"]:
+            latest[r["alert_id"]] = r
+    rows = [_spark_row(r, ALERT_FIELDS) for r in latest.values()]
+    sinks.upsert(spark, spark.createDataFrame(rows, schemas.ALERT), "alerts", settings)
+
+
+def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, screen_start: dt.datetime,
+            run_id: str, *, screen_end: dt.datetime | None = None, lifecycle: bool = True,
+            kept: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Everything after the screening: assess, write ``conjunctions``, run the alert lifecycle, emit the
+    outbox files, write ``alert_events`` and ``alerts``. Idempotent and crash-safe (module docstring).
+
+    events: the screening's approaches (:func:`sda.alerts.assessment.assess` columns; more are ignored),
+    possibly several per event_id (the closest is kept). screen_start / screen_end: the screened interval
+    (default end: ``screen_start + settings.screening_horizon_h``). ``lifecycle=False`` (a replay) stops
+    after the ``conjunctions`` upsert: no alert changes, no outbox files. Returns the run's figures: events,
+    alerts_new, alerts_updated, alerts_closed, alerts_unchanged, alerts_recovered (versions found in the
+    outbox from an interrupted attempt), emitted_files, red, yellow, pc_invalid (among this run's events).
+    kept: the open events an incremental screening kept without re-assessing them (their alerts are
+    still found, :func:`sda.alerts.plan.plan_alerts`).
+    """
+    screen_start = aware(screen_start)
+    screen_end = aware(screen_end) if screen_end is not None else (
+        screen_start + dt.timedelta(hours=float(settings.screening_horizon_h)))
+    events = dedup_events(events)
+    n_events = 0 if events is None else len(events)
+    ids: set[int] = set()
+    if n_events:
+        ids = {int(x) for x in events["primary_id"]} | {int(x) for x in events["secondary_id"]}
+    catalog, states, current = _read_inputs(spark, settings, ids, screen_start)
+    assessed = assess(events, states, catalog, settings)
+
+    if len(assessed):
+        conj = spark.createDataFrame(_conjunction_rows(assessed, screen_start, run_id), schemas.CONJUNCTION)
+        sinks.upsert(spark, conj, "conjunctions", settings)
+    levels = assessed["level"].tolist() if len(assessed) else []
+    if not lifecycle:  # a replay: the screening record only (jobs/conjunction.py replay)
+        return {"events": len(assessed), "red": levels.count("red"), "yellow": levels.count("yellow")}
+
+    outbox = Path(settings.outbox)
+    plan = plan_alerts(assessed, current, screen_start, screen_end, run_id, settings, outbox_lookup(outbox), kept=kept)
+    written = 0
+    for row in plan.adopted + plan.changes:  # adopted: rewrite a CDM whose JSON twin made it, but not itself
+        written += emit(row, outbox, str(settings.cdm_originator))
+    faults.checkpoint("conjunction:after-outbox")
+    _record(spark, settings, plan)
+    return {
+        "events": len(assessed),
+        "alerts_new": plan.count("new"),
+        "alerts_updated": plan.count("updated"),
+        "alerts_closed": plan.count("closed"),
+        "alerts_unchanged": plan.unchanged,
+        "alerts_recovered": len(plan.adopted),
+        "emitted_files": written,
+        "red": levels.count("red"),
+        "yellow": levels.count("yellow"),
+        "pc_invalid": int((~assessed["pc_valid"].astype(bool)).sum()) if len(assessed) else 0,
+    }
