@@ -38,12 +38,14 @@ reference catalogue is not there (a plain clone has no ../shared/data).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
@@ -78,7 +80,7 @@ def floor_seconds(satrecs, times) -> float:
     from sgp4.api import SatrecArray
 
     from sda.orbit.frames import unix_to_jd
-    from sda.orbit.screening import PROPAGATION_CHUNK_STEPS
+    from sda.orbit.screening.propagation import PROPAGATION_CHUNK_STEPS
 
     arr = SatrecArray(satrecs)
     t0 = time.perf_counter()
@@ -112,7 +114,8 @@ def renewed_catalogue(entries, start: float, args) -> dict:
         line1.append(l1)
         line2.append(l2)
         epochs[e.norad_id] = epoch
-    return {"catalogue": screening.CatalogueLines(tuple(ids), tuple(line1), tuple(line2)), "epochs": epochs, "count": count}
+    return {"catalogue": screening.CatalogueLines(tuple(ids), tuple(line1), tuple(line2)), "epochs": epochs,
+            "count": count}
 
 
 def parse_args(argv):
@@ -123,12 +126,14 @@ def parse_args(argv):
     p.add_argument("--horizon-h", type=float, default=defaults.screening_horizon_h)
     p.add_argument("--threshold-km", type=float, default=defaults.screening_threshold_km)
     p.add_argument("--step-s", type=float, default=defaults.screening_step_s)
-    p.add_argument("--start", default="2025-10-04T00:00:00Z", help="screening start (the catalogue's median epoch is 2025-10-03)")
+    p.add_argument("--start", default="2025-10-04T00:00:00Z",
+                   help="screening start (the catalogue's median epoch is 2025-10-03)")
     p.add_argument("--repeat", type=int, default=2, help="time screen and floor this many times, keep the best")
     p.add_argument("--local", action="store_true", help="also time the in-process chain (one core, no Spark)")
     p.add_argument("--renew-fraction", type=float, default=0.01,
                    help="fraction of element sets renewed before the incremental run (default 0.01)")
-    p.add_argument("--advance-s", type=float, default=60.0, help="how far the incremental run's horizon moves (default 60 s)")
+    p.add_argument("--advance-s", type=float, default=60.0,
+                   help="how far the incremental run's horizon moves (default 60 s)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "screening.json")
     args = p.parse_args(argv)
     for name in ("horizon_h", "threshold_km", "step_s"):
@@ -149,11 +154,36 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None) -> dict:
-    args = parse_args(argv)
-    from jobs.conjunction import screen, screen_increment
-    from sda.config.settings import load_settings
-    from sda.lake import server
+@dataclasses.dataclass
+class Reference:
+    """The reference catalogue as the job screens it, and the horizon's grid."""
+
+    entries: list  # sda.orbit.catalog entries, the newest per object
+    catalogue: Any  # sda.orbit.screening.CatalogueLines
+    satrecs: list
+    start: float
+    end: float
+    times: Any  # the grid times (numpy array)
+
+
+@dataclasses.dataclass
+class SparkRuns:
+    """What the Spark session measured: its start, the full screenings (the last one's events, metrics
+    and SGP4 errors) and the incremental runs after it."""
+
+    spark_start_s: float
+    runs: list[float]
+    events: Any  # pandas DataFrame of the full screening's open events
+    metrics: dict
+    errors: list
+    renewed: dict
+    increments: list[float]
+    inc_metrics: dict
+    inc_events: Any
+
+
+def setup(args) -> Reference:
+    """Load the reference catalogue and lay out the horizon's grid."""
     from sda.orbit import screening
 
     entries = load_reference_catalogue()
@@ -164,54 +194,96 @@ def main(argv=None) -> dict:
     end = start + args.horizon_h * 3600.0
     times = screening.time_grid(start, end, args.step_s)
     log(f"{len(entries)} objects, {len(times)} grid steps of {args.step_s:g} s, threshold {args.threshold_km:g} km")
+    return Reference(entries, catalogue, satrecs, start, end, times)
 
+
+def measure_floor(ref: Reference, args) -> list[float]:
+    """``floor_s``, ``--repeat`` times."""
     floors = []
     for k in range(args.repeat):
-        floors.append(floor_seconds(satrecs, times))
-        log(f"floor (SatrecArray, {len(entries)} x {len(times)}): {floors[-1]:.2f} s")
+        floors.append(floor_seconds(ref.satrecs, ref.times))
+        log(f"floor (SatrecArray, {len(ref.entries)} x {len(ref.times)}): {floors[-1]:.2f} s")
+    return floors
+
+
+def full_screenings(spark, settings, ref: Reference, args) -> tuple[list[float], Any, dict, list]:
+    """``screen_s``, ``--repeat`` times: (the run times, the last run's events, metrics and SGP4 errors)."""
+    from jobs.conjunction import screen
+
+    runs = []
+    for k in range(args.repeat):
+        t0 = time.perf_counter()
+        events, metrics, errors = screen(spark, ref.catalogue, ref.start, ref.end, args.threshold_km, args.step_s,
+                                         settings.shuffle_partitions)
+        runs.append(time.perf_counter() - t0)
+        log(f"screen (Spark): {runs[-1]:.2f} s, {len(events)} events, {metrics}")
+    return runs, events, metrics, errors
+
+
+def incremental_runs(spark, settings, ref: Reference, events, args) -> tuple[dict, list[float], dict, Any]:
+    """``incremental_run_s``, ``--repeat`` times, on the full screening recorded as the screening state:
+    (the renewed catalogue, the run times, the last run's metrics and open events)."""
+    from jobs.conjunction import screen_increment
+    from sda.orbit import screening
+
+    renewed, increments, inc_metrics = renewed_catalogue(ref.entries, ref.start, args), [], {}
+    previous = screening.ScreeningState(ref.start, ref.end, args.threshold_km, args.step_s, screening.code_version(),
+                                        {e.norad_id: e.epoch.timestamp() for e in ref.entries}, events)
+    new_start, new_end = ref.start + args.advance_s, ref.end + args.advance_s
+    for k in range(args.repeat):
+        t0 = time.perf_counter()
+        plan = screening.plan_increment(previous, renewed["epochs"], new_start, new_end, args.threshold_km,
+                                        args.step_s, screening.code_version())
+        inc_events, _, inc_metrics, _ = screen_increment(spark, renewed["catalogue"], plan, new_start, new_end,
+                                                         args.threshold_km, args.step_s, settings.shuffle_partitions)
+        increments.append(time.perf_counter() - t0)
+        log(f"incremental run (Spark, {args.advance_s:g} s later, {len(plan.changed)} element sets renewed): "
+            f"{increments[-1]:.2f} s, {len(inc_events)} open events, {inc_metrics}")
+    return renewed, increments, inc_metrics, inc_events
+
+
+def spark_runs(ref: Reference, args) -> SparkRuns:
+    """The full screenings, then the incremental runs, in one Spark Connect session."""
+    from sda.config.settings import load_settings
+    from sda.lake import server
 
     # the server's address from the environment (SDA_CONNECT_PORT ...), so a benchmark can run beside a pipeline
     settings = load_settings(shuffle_partitions=4, driver_memory="4g")
     t0 = time.perf_counter()
-    runs = []
     with server.running(settings) as spark:  # the pipeline's Spark Connect server (started if none answers)
         spark_start_s = time.perf_counter() - t0
         log(f"Spark Connect session ({settings.spark_master}, {settings.connect_url}): {spark_start_s:.1f} s")
-        for k in range(args.repeat):
-            t0 = time.perf_counter()
-            events, metrics, errors = screen(spark, catalogue, start, end, args.threshold_km, args.step_s,
-                                             settings.shuffle_partitions)
-            runs.append(time.perf_counter() - t0)
-            log(f"screen (Spark): {runs[-1]:.2f} s, {len(events)} events, {metrics}")
-        renewed, increments, inc_metrics = renewed_catalogue(entries, start, args), [], {}
-        previous = screening.ScreeningState(start, end, args.threshold_km, args.step_s, screening.code_version(),
-                                            {e.norad_id: e.epoch.timestamp() for e in entries}, events)
-        new_start, new_end = start + args.advance_s, end + args.advance_s
-        for k in range(args.repeat):
-            t0 = time.perf_counter()
-            plan = screening.plan_increment(previous, renewed["epochs"], new_start, new_end, args.threshold_km,
-                                            args.step_s, screening.code_version())
-            inc_events, _, inc_metrics, _ = screen_increment(spark, renewed["catalogue"], plan, new_start, new_end,
-                                                             args.threshold_km, args.step_s, settings.shuffle_partitions)
-            increments.append(time.perf_counter() - t0)
-            log(f"incremental run (Spark, {args.advance_s:g} s later, {len(plan.changed)} element sets renewed): "
-                f"{increments[-1]:.2f} s, {len(inc_events)} open events, {inc_metrics}")
-    cores = os.cpu_count()
+        runs, events, metrics, errors = full_screenings(spark, settings, ref, args)
+        renewed, increments, inc_metrics, inc_events = incremental_runs(spark, settings, ref, events, args)
+    return SparkRuns(spark_start_s, runs, events, metrics, errors, renewed, increments, inc_metrics, inc_events)
 
-    local = {}
-    if args.local:
-        t0, c0 = time.perf_counter(), time.process_time()
-        local_events, local_metrics = screening.screen(list(catalogue.norad_ids), satrecs, start, end,
-                                                       args.threshold_km, args.step_s)
-        local = {"screen_local_s": round(time.perf_counter() - t0, 2), "screen_cpu_s": round(time.process_time() - c0, 2),
-                 "events_local": len(local_events)}
-        log(f"screen (one process): {local}")
 
-    screen_s, floor_s = min(runs), min(floors)
+def local_screening(ref: Reference, args) -> dict:
+    """``screen_cpu_s`` of the in-process chain with ``--local`` (else nothing)."""
+    from sda.orbit import screening
+
+    if not args.local:
+        return {}
+    t0, c0 = time.perf_counter(), time.process_time()
+    local_events, local_metrics = screening.screen(list(ref.catalogue.norad_ids), ref.satrecs, ref.start, ref.end,
+                                                   args.threshold_km, args.step_s)
+    local = {"screen_local_s": round(time.perf_counter() - t0, 2), "screen_cpu_s": round(time.process_time() - c0, 2),
+             "events_local": len(local_events)}
+    log(f"screen (one process): {local}")
+    return local
+
+
+def report(ref: Reference, floors: list[float], spark: SparkRuns, local: dict, args) -> dict:
+    """The figures of the run, as the final JSON line and ``--out`` give them."""
+    from sda.orbit import screening
+
+    events, metrics, increments = spark.events, spark.metrics, spark.increments
+    screen_s, floor_s = min(spark.runs), min(floors)
     persistent = int(events["flag"].map(screening.is_persistent).sum()) if len(events) else 0
     closest = events.nsmallest(5, "miss_km")[["primary_id", "secondary_id", "tca_unix", "miss_km", "rel_speed_km_s"]]
-    result = {
-        "objects": len(entries),
+    inc_metrics = spark.inc_metrics
+    return {
+        "objects": len(ref.entries),
         "events": len(events),
         "persistent": persistent,
         "pairs_after_each_filter": {
@@ -230,27 +302,37 @@ def main(argv=None) -> dict:
         "incremental_ratio": round(min(increments) / screen_s, 3),
         "incremental_target_ratio": 0.10,
         "incremental_runs_s": [round(x, 2) for x in increments],
-        "incremental": {"advance_s": args.advance_s, "renewed": renewed["count"],
-                        "events_kept": inc_metrics.get("events_kept"), "events_dropped_tca_passed": inc_metrics.get("events_dropped_tca_passed"),
+        "incremental": {"advance_s": args.advance_s, "renewed": spark.renewed["count"],
+                        "events_kept": inc_metrics.get("events_kept"),
+                        "events_dropped_tca_passed": inc_metrics.get("events_dropped_tca_passed"),
                         "pairs_rechecked": inc_metrics.get("pairs_rechecked"), "parts": inc_metrics.get("parts"),
-                        "pairs_linear": inc_metrics.get("pairs_linear"), "open_events": len(inc_events)},
-        "screen_runs_s": [round(x, 2) for x in runs],
+                        "pairs_linear": inc_metrics.get("pairs_linear"), "open_events": len(spark.inc_events)},
+        "screen_runs_s": [round(x, 2) for x in spark.runs],
         "floor_runs_s": [round(x, 2) for x in floors],
-        "spark_start_s": round(spark_start_s, 1),
-        "cores": cores,
+        "spark_start_s": round(spark.spark_start_s, 1),
+        "cores": os.cpu_count(),
         "floor_cores": 1,
-        "steps": len(times),
+        "steps": len(ref.times),
         "step_s": args.step_s,
         "cell_km": metrics["cell_km"],
         "horizon_h": args.horizon_h,
         "threshold_km": args.threshold_km,
         "start": args.start_dt.isoformat(),
-        "sgp4_errors": len(errors),
+        "sgp4_errors": len(spark.errors),
         "closest": closest.round(4).to_dict(orient="records"),
         **local,
         "cpu_count": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    ref = setup(args)
+    floors = measure_floor(ref, args)
+    spark = spark_runs(ref, args)
+    local = local_screening(ref, args)
+    result = report(ref, floors, spark, local, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result), flush=True)

@@ -12,6 +12,7 @@ import pytest
 
 from sda.orbit import screening as S
 from sda.orbit.frames import propagate
+from sda.orbit.screening.candidates import _step_pairs
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 # norad_id: (altitude km, e, i deg, RAAN deg, argp deg, M deg)
@@ -192,7 +193,7 @@ def test_step_pairs_hold_every_pair_within_its_reach():
     ok = rng.random(n) > 0.05  # a few objects SGP4 refused at this step
     slow = speed <= S.SLOW_SPEED_KM_S
     grids = S.Grids(slow, threshold + speed[slow].max() * step, threshold + speed.max() * step)
-    i, j = S._step_pairs(pos, ok & slow, ok & ~slow, ok, grids)
+    i, j = _step_pairs(pos, ok & slow, ok & ~slow, ok, grids)
     got = [tuple(sorted(p)) for p in zip(i.tolist(), j.tolist())]
     assert len(got) == len(set(got)) and all(a != b for a, b in got)
     assert all(ok[a] and ok[b] for a, b in got)

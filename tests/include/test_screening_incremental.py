@@ -84,7 +84,8 @@ def assert_same_events(got: pd.DataFrame, want: pd.DataFrame):
     assert len(got) == len(want), (len(got), len(want))
     unmatched = list(want.itertuples())
     for row in got.itertuples():
-        match = [w for w in unmatched if (w.primary_id, w.secondary_id, kind(w.flag)) == (row.primary_id, row.secondary_id, kind(row.flag))
+        match = [w for w in unmatched
+                 if (w.primary_id, w.secondary_id, kind(w.flag)) == (row.primary_id, row.secondary_id, kind(row.flag))
                  and abs(w.tca_unix - row.tca_unix) < 1.0]
         assert len(match) == 1, row
         assert abs(match[0].miss_km - row.miss_km) < 0.010, (row, match[0])
@@ -116,7 +117,8 @@ def test_incremental_sequence_equals_one_full_screening(band):
         # only the new slice and the changed objects were screened
         assert plan.parts[0].start == pytest.approx(previous.end) and plan.parts[0].focus is None
         assert all(p.focus is not None and set(p.focus) == chosen for p in plan.parts[1:])
-        saw_changed_event_pair |= any(p in chosen or s in chosen for p, s in zip(previous.events.primary_id, previous.events.secondary_id))
+        saw_changed_event_pair |= any(p in chosen or s in chosen
+                                      for p, s in zip(previous.events.primary_id, previous.events.secondary_id))
         assert (events.tca_unix >= start).all() and (events.tca_unix < start + HORIZON_S).all()
     assert saw_changed_event_pair
     full, plan, _ = run(sats, None, start, full=True)
@@ -185,13 +187,13 @@ def test_real_pairs_that_never_leave_each_other_are_reported_once(real_catalogue
 
 
 def test_persistent_pairs_get_no_2d_pc(real_catalogue, settings):
-    from sda.alerts import plan as alerts
+    from sda.alerts.assessment import assess
 
     ids = [65119, 65123]
     events, _ = S.screen(ids, [real_catalogue[n] for n in ids], T0, T0 + 6 * 3600.0, THRESHOLD_KM, STEP_S)
     catalog = [{"norad_id": n, "epoch": dt.datetime.fromtimestamp(epoch_of(real_catalogue[n]), UTC),
                 "perigee_km": 500.0, "apogee_km": 520.0} for n in ids]
-    [row] = alerts.assess(events, [], catalog, settings).to_dict("records")
+    [row] = assess(events, [], catalog, settings).to_dict("records")
     # ~0.1 m/s relative speed: an encounter lasting far more than an orbit, CARA's 2-D method is invalid
     assert row["pc"] is None and not row["pc_valid"] and row["pc_flag"].startswith(("long encounter", "low relative"))
     assert row["event_id"] == S.persistent_event_id(65119, 65123) and row["flag"] == S.PERSISTENT_WHOLE
@@ -200,7 +202,8 @@ def test_persistent_pairs_get_no_2d_pc(real_catalogue, settings):
 
 def test_co_located_objects_once_per_pair(real_catalogue):
     base = real_catalogue[49330]
-    copies = [Satrec.twoline2rv(*[line.replace("49330", f"{n:05d}", 1) for line in _lines(base)]) for n in (90001, 90002)]
+    copies = [Satrec.twoline2rv(*[line.replace("49330", f"{n:05d}", 1) for line in _lines(base)])
+              for n in (90001, 90002)]
     ids = [49330, 90001, 90002]
     events, _ = S.screen(ids, [base] + copies, T0, T0 + 6 * 3600.0, THRESHOLD_KM, STEP_S)
     assert sorted(zip(events.primary_id, events.secondary_id)) == [(49330, 90001), (49330, 90002), (90001, 90002)]
