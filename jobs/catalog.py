@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sda.lake import schemas
+from sda.lake.tables import TABLES
 from sda.orbit.catalog import (
     SGP4_ERRORS,
     CatalogEntry,
@@ -33,7 +34,8 @@ from sda.orbit.catalog import (
     fetch_celestrak,
     load_catalog,
 )
-from sda.pipeline import runtime
+from sda.pipeline import runtime, sinks
+from sda.pipeline.arguments import StageArgumentError, stage_parser, with_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -68,7 +70,8 @@ def screen_entries(entries: list[CatalogEntry]) -> tuple[list[CatalogEntry], lis
             bad.append(Rejected(f"norad {entry.norad_id}", "TLE checksum mismatch", text))
         elif entry.satrec.error != 0:
             meaning = SGP4_ERRORS.get(entry.satrec.error, "unknown")
-            bad.append(Rejected(f"norad {entry.norad_id}", f"SGP4 refuses the element set: error {entry.satrec.error} ({meaning})", text))
+            reason = f"SGP4 refuses the element set: error {entry.satrec.error} ({meaning})"
+            bad.append(Rejected(f"norad {entry.norad_id}", reason, text))
         else:
             good.append(entry)
     return good, bad
@@ -78,7 +81,8 @@ def catalog_rows(entries: list[CatalogEntry], source: str, run_id: str, load_tim
     rows = []
     for e in entries:
         perigee, apogee = e.perigee_apogee_km
-        rows.append((int(e.norad_id), e.name, e.epoch, e.line1, e.line2, float(perigee), float(apogee), source, load_time, run_id))
+        rows.append((int(e.norad_id), e.name, e.epoch, e.line1, e.line2, float(perigee), float(apogee), source,
+                     load_time, run_id))
     return rows
 
 
@@ -90,7 +94,8 @@ def _record_no(where: str) -> int | None:
     return int(num) - 1 if kind == "line" else int(num)
 
 
-def quarantine_rows(rejected: list[Rejected], source: str, file_sha256: str, run_id: str, now: dt.datetime) -> list[tuple]:
+def quarantine_rows(rejected: list[Rejected], source: str, file_sha256: str, run_id: str,
+                    now: dt.datetime) -> list[tuple]:
     """Rows in the column order of ``schemas.QUARANTINE`` (whatever columns it has today)."""
     rows = []
     for rej in rejected:
@@ -114,10 +119,10 @@ def quarantine_rows(rejected: list[Rejected], source: str, file_sha256: str, run
 
 def write_quarantine(spark: "SparkSession", rows: list[tuple], settings: "Settings", app_id: str) -> None:
     df = spark.createDataFrame(rows, schemas.QUARANTINE)
-    if runtime.TABLES["quarantine"].key:
-        runtime.merge_new(spark, df, "quarantine", settings)
+    if TABLES["quarantine"].key:
+        sinks.merge_new(spark, df, "quarantine", settings)
     else:  # an append-only quarantine: Delta's idempotent append, once per file content
-        runtime.append_once(df, "quarantine", settings, app_id, 0)
+        sinks.append_once(df, "quarantine", settings, app_id, 0)
 
 
 def fetch_to_landing(settings: "Settings", group: str, now: dt.datetime | None = None) -> Path:
@@ -152,11 +157,12 @@ def fetch_to_landing(settings: "Settings", group: str, now: dt.datetime | None =
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
-    if getattr(args, "replay", False):  # a replay uses the catalogue as it stands; loading is the scheduled runs' job
+    args = with_defaults(args, parser())
+    if args.replay:  # a replay uses the catalogue as it stands; loading is the scheduled runs' job
         return {"skipped": "replay: the catalogue is not reloaded"}
-    file_arg, group = getattr(args, "file", None), getattr(args, "celestrak", None)
+    file_arg, group = args.file, args.celestrak
     if file_arg and group:
-        raise runtime.StageArgumentError("--file and --celestrak are alternatives: pass one of them")
+        raise StageArgumentError("--file and --celestrak are alternatives: pass one of them")
     fetched: dict[str, Any] = {}
     if group:
         path = fetch_to_landing(settings, group)
@@ -178,11 +184,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         df = spark.createDataFrame(catalog_rows(entries, source, args.run_id, now), schemas.CATALOG)
         # the element sets not in the table yet (one anti-join): a reload of an unchanged file, the
         # usual scheduled run, then costs no MERGE
-        key = list(runtime.TABLES["catalog"].key)
-        inserted = df.select(*key).distinct().join(runtime.TABLES["catalog"].read(spark, settings).select(*key),
+        key = list(TABLES["catalog"].key)
+        inserted = df.select(*key).distinct().join(TABLES["catalog"].read(spark, settings).select(*key),
                                                    on=key, how="left_anti").count()
         if inserted:
-            runtime.merge_new(spark, df, "catalog", settings)
+            sinks.merge_new(spark, df, "catalog", settings)
     if rejected:
         write_quarantine(spark, quarantine_rows(rejected, source, file_sha256, args.run_id, now), settings,
                          app_id=f"{STAGE}-quarantine-{file_sha256}")
@@ -209,11 +215,13 @@ def _group_arg(text: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = runtime.stage_parser(STAGE, "Load a TLE/OMM catalogue file into the gold catalog table.")
+    p = stage_parser(STAGE, "Load a TLE/OMM catalogue file into the gold catalog table.")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--file", default=None, help="catalogue file (TLE, OMM CSV/JSON/XML); default settings.catalog_file")
+    source.add_argument("--file", default=None,
+                        help="catalogue file (TLE, OMM CSV/JSON/XML); default settings.catalog_file")
     source.add_argument("--celestrak", metavar="GROUP", type=_group_arg, default=None,
-                        help="fetch this CelesTrak GP group (e.g. active) as TLE, keep it under <landing>/catalog/, load it")
+                        help="fetch this CelesTrak GP group (e.g. active) as TLE, keep it under <landing>/catalog/, "
+                             "load it")
     return p
 
 
@@ -223,11 +231,12 @@ def check_args(args: argparse.Namespace, settings: "Settings") -> None:
     Runs in :func:`sda.pipeline.runtime.run_stage`'s validation, before any Spark session; a refusal exits 2."""
     from sda.config.paths import confine
 
-    if getattr(args, "file", None):
+    if args.file:
         args.file = str(confine(args.file, [settings.catalog_file.parent, settings.landing], "--file"))
 
 
-def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, settings: "Settings | None" = None,
+         spark: "SparkSession | None" = None) -> dict[str, Any]:
     """Run the stage; a failed CelesTrak fetch exits with status 1 and its message on stderr."""
     try:
         return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark, check=check_args)

@@ -33,7 +33,7 @@ or ``--full-screening`` make it a full screening. A replay screens in full and l
 Objects SGP4 refuses at some time of the horizon (its error codes) are skipped from that step on and
 listed in ``ops.propagation_errors``; they never stop the run.
 
-Then :func:`sda.alerts.plan.publish`: Pc for the new events and for kept events whose objects' state
+Then :func:`sda.alerts.publish.publish`: Pc for the new events and for kept events whose objects' state
 (gold ``object_state``) changed (Foster 2D with the covariance of :mod:`sda.orbit.uncertainty`),
 ``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to the minute) -- or of the pair
 alone for a persistent proximity --, the alert lifecycle (new / updated / closed) in ``alerts`` and
@@ -54,12 +54,14 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sda.alerts import plan as alerts
+from sda.alerts.publish import publish
+from sda.alerts.values import aware
 from sda.lake import schemas
 from sda.lake.tables import TABLES
 from sda.orbit import screening
+from sda.pipeline import faults, runtime, sinks
 from sda.pipeline import replay as replay_plan
-from sda.pipeline import runtime
+from sda.pipeline.arguments import StageArgumentError, parse_instant, stage_parser, with_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -71,15 +73,10 @@ MIN_STEPS_PER_BLOCK = 60  # a task screens a block of grid steps: at least this 
 BLOCKS_PER_CORE = 3  # a few blocks per core even out the tasks (LEO-crowded steps cost more)
 
 CANDIDATES = T.StructType(
-    [
-        # pair: a (pair, step) passing (a)+(b)+(b'), step = part << PART_SHIFT | step; count: a block's
-        # (a)+(b) pair-steps in `count`; error: an object SGP4 refused from `step` on, its code in `count`
-        T.StructField("kind", T.StringType(), False),
-        T.StructField("primary_id", T.LongType(), False),
-        T.StructField("secondary_id", T.LongType(), False),
-        T.StructField("step", T.LongType(), False),
-        T.StructField("count", T.LongType(), False),
-    ]
+    # pair: a (pair, step) passing (a)+(b)+(b'), step = part << PART_SHIFT | step; count: a block's
+    # (a)+(b) pair-steps in `count`; error: an object SGP4 refused from `step` on, its code in `count`
+    [T.StructField("kind", T.StringType(), False)]
+    + [T.StructField(name, T.LongType(), False) for name in ("primary_id", "secondary_id", "step", "count")]
 )
 APPROACHES = T.StructType(
     [T.StructField(name, T.LongType() if kind == "int64" else T.DoubleType(), False)
@@ -125,7 +122,8 @@ def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", par
                     res = screening.block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s, arr)
                 else:
                     mask = np.isin(objects.norad_ids, np.asarray(part.focus, dtype=np.int64))
-                    res = screening.focus_block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s, mask, arr)
+                    res = screening.focus_block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s,
+                                                           mask, arr)
                 errors = sorted(res.errors.items())
                 code = np.int64(k) << screening.PART_SHIFT
                 yield pd.DataFrame({
@@ -181,16 +179,14 @@ def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", p
         side = cands.where(F.col("kind") != "pair").collect()
         metrics["pair_steps_grid"] = int(sum(r["count"] for r in side if r["kind"] == "count"))
         first_error: dict[int, tuple[float, int]] = {}
-        for r in side:
-            if r["kind"] != "error":
-                continue
-            k, st = int(r["step"]) >> screening.PART_SHIFT, int(r["step"]) & ((1 << screening.PART_SHIFT) - 1)
-            t = parts[k].start + st * parts[k].step_s
+        for r in (r for r in side if r["kind"] == "error"):
+            t = screening.code_time(r["step"], parts)
             if r["primary_id"] not in first_error or t < first_error[r["primary_id"]][0]:
                 first_error[r["primary_id"]] = (t, int(r["count"]))
         pairs = cands.where(F.col("kind") == "pair")
         if first_error:  # an object is unusable from its first failure on (SGP4 may "recover" later)
-            failed = F.create_map(*[F.lit(x) for norad, (t, _) in sorted(first_error.items()) for x in (norad, float(t))])
+            failed = F.create_map(*[F.lit(x) for norad, (t, _) in sorted(first_error.items())
+                                    for x in (norad, float(t))])
             never = F.lit(float("inf"))
             t = _code_time(parts)
             pairs = pairs.where((t < F.coalesce(failed[F.col("primary_id")], never))
@@ -202,7 +198,8 @@ def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", p
             .repartition(partitions)
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
-        summary = per_pair.agg(F.count(F.lit(1)).alias("pairs"), F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps")).first()
+        summary = per_pair.agg(F.count(F.lit(1)).alias("pairs"),
+                               F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps")).first()
         metrics.update({"pairs_linear": int(summary["pairs"]), "pair_steps_linear": int(summary["steps"])})
         found = refine(per_pair, catalogue, parts, step_s, start, end, threshold_km).toPandas()
         per_pair.unpersist()
@@ -216,20 +213,13 @@ def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", p
 
 def catalogue_metrics(catalogue: "screening.CatalogueLines", threshold_km: float, step_s: float) -> dict[str, Any]:
     objects, _ = screening.worker_objects(catalogue)
-    grids = objects.grids(threshold_km, step_s)
-    n = len(objects.norad_ids)
-    return {
-        "cell_km": round(grids.slow_cell_km, 1),
-        "cell_fast_km": round(grids.fast_cell_km, 1),
-        "fast_objects": int((~grids.slow).sum()),
-        "objects": n,
-        "pairs_all": n * (n - 1) // 2,
-        "pairs_altitude": screening.altitude_band_pair_count(objects.perigee_km, objects.apogee_km, threshold_km),
-    }
+    figures = objects.figures(threshold_km, step_s)
+    return {**figures, "cell_km": round(figures["cell_km"], 1), "cell_fast_km": round(figures["cell_fast_km"], 1)}
 
 
 def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: float, end: float,
-           threshold_km: float, step_s: float, partitions: int) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
+           threshold_km: float, step_s: float, partitions: int
+           ) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
     """A full screening on Spark: (open events, filter metrics, SGP4 failures as (norad_id, time, code))."""
     metrics = catalogue_metrics(catalogue, threshold_km, step_s)
     found, counts, errors = screen_parts(spark, catalogue, [screening.Part(start, end, step_s)], start, end,
@@ -262,7 +252,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
 
     args = _validate(args)
     add_missing_columns(spark, settings, "conjunctions")  # a lakehouse from before the persistent flag
-    if getattr(args, "replay", False):
+    if args.replay:
         return replay(spark, settings, args)
     return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
 
@@ -296,54 +286,53 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
 
     catalogue_rows = screening_catalogue(TABLES["catalog"].read(spark, settings)).orderBy("norad_id").collect()
     catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
-                                         tuple(r["line1"] for r in catalogue_rows), tuple(r["line2"] for r in catalogue_rows))
+                                         tuple(r["line1"] for r in catalogue_rows),
+                                         tuple(r["line2"] for r in catalogue_rows))
     epochs = {int(r["norad_id"]): r["epoch"] for r in catalogue_rows}
-    epochs_unix = {n: alerts._aware(e).timestamp() for n, e in epochs.items()}
+    epochs_unix = {n: aware(e).timestamp() for n, e in epochs.items()}
     previous, state_refs = read_state(spark, settings) if lifecycle else (None, {})
     plan = screening.plan_increment(previous, epochs_unix, start, end, threshold_km, step_s, screening.code_version(),
-                                    full=bool(getattr(args, "full_screening", False)) or not lifecycle)
+                                    full=args.full_screening or not lifecycle)
     runtime.progress(STAGE, "screening %d objects over %s h from %s: %s (%s)", len(catalogue_rows), horizon_h,
                      screen_start.isoformat(), "full" if plan.full else "incremental", plan.reason)
     events, _, screened, errors = screen_increment(spark, catalogue, plan, start, end, threshold_km, step_s,
                                                    settings.shuffle_partitions)
-    runtime.progress(STAGE, "screened: %d open approaches under %s km (%d kept)", len(events), threshold_km, len(plan.kept))
+    runtime.progress(STAGE, "screened: %d open approaches under %s km (%d kept)", len(events), threshold_km,
+                     len(plan.kept))
     metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h,
-                               **catalogue_metrics(catalogue, threshold_km, step_s), **screened, "sgp4_errors": len(errors), "open_events": len(events),
-                               "persistent_open": int(events["flag"].map(screening.is_persistent).sum()) if len(events) else 0}
+                               **catalogue_metrics(catalogue, threshold_km, step_s), **screened,
+                               "sgp4_errors": len(errors), "open_events": len(events),
+                               "persistent_open": int(events["flag"].map(screening.is_persistent).sum())
+                               if len(events) else 0}
     if errors:
         write_propagation_errors(spark, settings, errors, epochs, args.run_id)
 
     # re-assess (Pc, level) the new events, and the kept ones whose objects' state changed since
     states = newest_states(spark, settings) if lifecycle else {}
-    kept_ids = set(_keys(plan.kept))
+    kept_ids = set(screening.event_keys(plan.kept))
     moved = {n for n in set(states) | set(state_refs) if states.get(n) != state_refs.get(n)}
-    fresh = pd.Series([k not in kept_ids for k in _keys(events)], index=events.index, dtype=bool)
+    fresh = pd.Series([k not in kept_ids for k in screening.event_keys(events)], index=events.index, dtype=bool)
     restated = events["primary_id"].isin(moved) | events["secondary_id"].isin(moved)
     assess_now = events[fresh | restated]
     metrics["events_reassessed_state"] = int((~fresh & restated).sum())
     screen_end = screen_start + dt.timedelta(hours=horizon_h)
-    published = alerts.publish(spark, settings, assess_now, screen_start, args.run_id, screen_end=screen_end,
-                               lifecycle=lifecycle, kept=events[~(fresh | restated)])
-    runtime.progress(STAGE, "published: %d events assessed, %d kept as they were", len(assess_now), len(events) - len(assess_now))
+    published = publish(spark, settings, assess_now, screen_start, args.run_id, screen_end=screen_end,
+                        lifecycle=lifecycle, kept=events[~(fresh | restated)])
+    runtime.progress(STAGE, "published: %d events assessed, %d kept as they were", len(assess_now),
+                     len(events) - len(assess_now))
     published["events_assessed"] = published.pop("events")
     metrics.update(published)
     metrics["events"] = len(events)  # the open events of the screening (kept and new)
     if lifecycle:
         write_state(spark, settings, events, epochs, states, screen_start, screen_end, threshold_km, step_s,
                     "full" if plan.full else "incremental", args.run_id)
-        runtime.progress(STAGE, "screening state recorded: horizon to %s, %d open events", screen_end.isoformat(), len(events))
+        runtime.progress(STAGE, "screening state recorded: horizon to %s, %d open events", screen_end.isoformat(),
+                         len(events))
     # conservation over the catalogue objects: every object is screened, or screened until SGP4
     # refused it (those are counted as quarantined and listed in ops.propagation_errors)
     n = len(catalogue.norad_ids)
     metrics.update({"records_in": n, "records_out": n - len(errors), "quarantined": len(errors), "duplicates": 0})
     return metrics
-
-
-def _keys(events: pd.DataFrame) -> list[str]:
-    if events is None or not len(events):
-        return []
-    return [screening.event_key(p, s, t, f) for p, s, t, f in
-            zip(events["primary_id"], events["secondary_id"], events["tca_unix"], events["flag"])]
 
 
 def read_state(spark: "SparkSession", settings: "Settings"
@@ -367,16 +356,16 @@ def read_state(spark: "SparkSession", settings: "Settings"
     events = events.astype(screening.APPROACH_COLUMNS) if len(events) else screening.empty_events()
     events["flag"] = events["flag"].astype(object).where(events["flag"].notna(), None)
     state = screening.ScreeningState(
-        alerts._aware(head["horizon_start"]).timestamp(), alerts._aware(head["horizon_end"]).timestamp(),
+        aware(head["horizon_start"]).timestamp(), aware(head["horizon_end"]).timestamp(),
         float(head["threshold_km"]), float(head["step_s"]), head["code_version"],
-        {int(r["norad_id"]): alerts._aware(r["epoch"]).timestamp() for r in rows}, events)
+        {int(r["norad_id"]): aware(r["epoch"]).timestamp() for r in rows}, events)
     refs = {int(r["norad_id"]): _state_ref(r["state_observed"], r["state_rms_m"]) for r in rows
             if r["state_observed"] is not None}
     return state, refs
 
 
 def _state_ref(observed, rms) -> tuple[Any, Any]:
-    return (alerts._aware(observed).timestamp() if observed is not None else None,
+    return (aware(observed).timestamp() if observed is not None else None,
             None if rms is None else round(float(rms), 6))
 
 
@@ -395,20 +384,21 @@ def write_state(spark: "SparkSession", settings: "Settings", events: pd.DataFram
     per object. Each table is replaced whole in one Delta commit; a crash between the two leaves the
     old state, and the next run redoes this one's increment (the events it keeps are unchanged)."""
     ev = events.copy()
-    ev.insert(0, "event_id", _keys(ev))
+    ev.insert(0, "event_id", screening.event_keys(ev))
     ev["run_id"] = run_id
     ev["flag"] = ev["flag"].astype(object).where(ev["flag"].notna(), None)
     columns = schemas.SCREENING_EVENTS.fieldNames()
-    rows = [tuple(v.item() if isinstance(v, np.generic) else v for v in rec) for rec in ev[columns].itertuples(index=False)]
+    rows = [tuple(v.item() if isinstance(v, np.generic) else v for v in rec)
+            for rec in ev[columns].itertuples(index=False)]
     (spark.createDataFrame(rows, schemas.SCREENING_EVENTS).write.format("delta").mode("overwrite")
      .save(TABLES["screening_events"].path(settings)))
-    runtime.checkpoint("conjunction:after-screening-events")
+    faults.checkpoint("conjunction:after-screening-events")
     version = screening.code_version()
-    start_utc, end_utc = alerts._aware(screen_start), alerts._aware(screen_end)
+    start_utc, end_utc = aware(screen_start), aware(screen_end)
     rows = []
     for norad, epoch in sorted(epochs.items()):
         observed, rms = states.get(norad, (None, None))
-        rows.append((norad, alerts._aware(epoch), None if observed is None else alerts._aware(observed), rms,
+        rows.append((norad, aware(epoch), None if observed is None else aware(observed), rms,
                      start_utc, end_utc, float(threshold_km), float(step_s), version, mode, run_id))
     (spark.createDataFrame(rows, schemas.SCREENING_STATE).write.format("delta").mode("overwrite")
      .save(TABLES["screening_state"].path(settings)))
@@ -421,11 +411,11 @@ def write_propagation_errors(spark: "SparkSession", settings: "Settings", errors
     rows = [(STAGE, run_id, int(norad), int(code), sgp4_error_meaning(code),
              dt.datetime.fromtimestamp(t, tz=dt.timezone.utc), epochs.get(int(norad)))
             for norad, t, code in errors]
-    runtime.upsert(spark, spark.createDataFrame(rows, schemas.PROPAGATION_ERRORS), "propagation_errors", settings)
+    sinks.upsert(spark, spark.createDataFrame(rows, schemas.PROPAGATION_ERRORS), "propagation_errors", settings)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = runtime.stage_parser(STAGE, "Screen the catalogue for close approaches and raise alerts.")
+    p = stage_parser(STAGE, "Screen the catalogue for close approaches and raise alerts.")
     p.add_argument("--screen-start", default=None, help="start of the screening interval (ISO-8601); default --end")
     p.add_argument("--horizon-h", type=float, default=None, help="screening horizon in hours; default settings")
     p.add_argument("--full-screening", action="store_true",
@@ -434,17 +424,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _validate(args: argparse.Namespace) -> argparse.Namespace:
-    args.screen_start = getattr(args, "screen_start", None)
-    args.horizon_h = getattr(args, "horizon_h", None)
-    args.full_screening = bool(getattr(args, "full_screening", False))
+    args = with_defaults(args, parser())
     if args.screen_start is not None and not isinstance(args.screen_start, dt.datetime):
-        args.screen_start = runtime.parse_instant("screen-start", args.screen_start)
+        args.screen_start = parse_instant("screen-start", args.screen_start)
     if args.horizon_h is not None and not (0 < args.horizon_h <= 24 * 14):
-        raise runtime.StageArgumentError(f"--horizon-h {args.horizon_h}: expected hours in (0, 336]")
+        raise StageArgumentError(f"--horizon-h {args.horizon_h}: expected hours in (0, 336]")
     return args
 
 
-def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, settings: "Settings | None" = None,
+         spark: "SparkSession | None" = None) -> dict[str, Any]:
     return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 

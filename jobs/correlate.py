@@ -39,7 +39,8 @@ from sda.lake import schemas
 from sda.lake.tables import TABLES, sql_string
 from sda.orbit import correlation
 from sda.orbit.sensors import load_sensors
-from sda.pipeline import runtime, watermarks
+from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
+from sda.pipeline.arguments import stage_parser, with_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -172,7 +173,8 @@ def object_state(correlated: "DataFrame", touched: "DataFrame", window_s: float,
 
 def sessions(rows: "DataFrame", gap_s: float) -> "DataFrame":
     """Session windows over (sensor_id, norad_id): a pass ends after ``gap_s`` without an observation."""
-    grouped = rows.groupBy("sensor_id", "norad_id", F.session_window("event_time", f"{int(round(gap_s * 1e6))} microseconds"))
+    window = F.session_window("event_time", f"{int(round(gap_s * 1e6))} microseconds")
+    grouped = rows.groupBy("sensor_id", "norad_id", window)
     return grouped.agg(
         F.min("event_time").alias("pass_start"),
         F.max("event_time").alias("pass_end"),
@@ -218,7 +220,8 @@ def passes_to_write(correlated: "DataFrame", existing: "DataFrame", new_rows: "D
         (F.col("pass_end") >= F.col("lo")) & (F.col("pass_start") <= F.col("hi")))
     widened = (
         spans.join(overlapping.groupBy("sensor_id", "norad_id").agg(
-            F.min("pass_start").alias("p_lo"), F.max("pass_end").alias("p_hi")), on=["sensor_id", "norad_id"], how="left")
+            F.min("pass_start").alias("p_lo"), F.max("pass_end").alias("p_hi")),
+            on=["sensor_id", "norad_id"], how="left")
         .select("sensor_id", "norad_id", F.least("lo", F.coalesce("p_lo", "lo")).alias("lo"),
                 F.greatest("hi", F.coalesce("p_hi", "hi")).alias("hi"))
     )
@@ -232,7 +235,8 @@ def passes_to_write(correlated: "DataFrame", existing: "DataFrame", new_rows: "D
         (F.col("pass_end") >= F.col("lo")) & (F.col("pass_start") <= F.col("hi")))
     gone = old.join(recomputed.select("sensor_id", "norad_id", "pass_start"),
                     on=["sensor_id", "norad_id", "pass_start"], how="left_anti")
-    return recomputed.unionByName(gone.select(*[f.name for f in schemas.PASSES.fields], F.lit("delete").alias("action")))
+    gone = gone.select(*[f.name for f in schemas.PASSES.fields], F.lit("delete").alias("action"))
+    return recomputed.unionByName(gone)
 
 
 def _instant(us: int) -> dt.datetime:
@@ -244,11 +248,13 @@ def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFr
     """Passes where this run's correlated observations fell, read and rewritten within bounds taken
     from the data (literal ranges, so Delta skips the rest of both tables)."""
     gap_us = int(round(settings.pass_gap_s * 1e6))
-    b = new_rows.agg(F.min(F.unix_micros("event_time")).alias("lo"), F.max(F.unix_micros("event_time")).alias("hi")).first()
+    b = new_rows.agg(F.min(F.unix_micros("event_time")).alias("lo"),
+                     F.max(F.unix_micros("event_time")).alias("hi")).first()
     lo, hi = _instant(b["lo"] - gap_us), _instant(b["hi"] + gap_us)
     existing = TABLES["passes"].read(spark, settings).where(
         (F.col("pass_end") >= F.lit(lo)) & (F.col("pass_start") <= F.lit(hi)))
-    e = existing.agg(F.min(F.unix_micros("pass_start")).alias("lo"), F.max(F.unix_micros("pass_end")).alias("hi")).first()
+    e = existing.agg(F.min(F.unix_micros("pass_start")).alias("lo"),
+                     F.max(F.unix_micros("pass_end")).alias("hi")).first()
     if e["lo"] is not None:
         lo, hi = min(lo, _instant(e["lo"])), max(hi, _instant(e["hi"]))
     days = [lo.date() + dt.timedelta(days=k) for k in range((hi.date() - lo.date()).days + 1)]
@@ -261,8 +267,8 @@ def update_passes(spark: "SparkSession", settings: "Settings", new_rows: "DataFr
 
 def write_passes(spark: "SparkSession", rows: "DataFrame", settings: "Settings") -> None:
     """One MERGE: recomputed passes inserted or replaced, vanished ones deleted."""
-    values = runtime.source_values([f.name for f in schemas.PASSES.fields])
-    runtime.merge(spark, "passes", settings, rows, lambda m: (
+    values = sinks.source_values([f.name for f in schemas.PASSES.fields])
+    sinks.merge(spark, "passes", settings, rows, lambda m: (
         m.whenMatchedDelete(condition="s.action = 'delete'")
         .whenMatchedUpdate(condition="s.action = 'upsert'", set=values)
         .whenNotMatchedInsert(condition="s.action = 'upsert'", values=values)))
@@ -276,17 +282,107 @@ def finalize(spark: "SparkSession", settings: "Settings", final_before: dt.datet
     mark = {"final": "true", "run_id": sql_string(run_id)}
     if final_before is not None:
         bound = final_before.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
-        done["state_windows_finalized"] = runtime.update(
+        done["state_windows_finalized"] = sinks.update(
             spark, "object_state", settings, f"NOT final AND window_end <= TIMESTAMP'{bound}'", mark)
     if sensor_marks:
         condition = pass_final_sql(sensor_marks, settings.pass_gap_s, settings.dedup_window_s)
-        done["passes_finalized"] = runtime.update(spark, "passes", settings, f"NOT final AND ({condition})", mark)
+        done["passes_finalized"] = sinks.update(spark, "passes", settings, f"NOT final AND ({condition})", mark)
     return done
 
 
+def newest_batch(spark: "SparkSession", settings: "Settings", args: argparse.Namespace, changes_batch: int | None,
+                 retracted: "DataFrame") -> int | None:
+    """The newest ingest batch this run has seen (changes, retractions): finality is judged by it."""
+    newest = max((b for b in (changes_batch, retracted.agg(F.max("ingest_batch")).first()[0]) if b is not None),
+                 default=None)
+    if args.replay and newest is not None:
+        # A replay's range may be old: judge finality by the newest batch this stage has processed,
+        # so a replay never turns a final window provisional again.
+        done = [TABLES[t].read(spark, settings).agg(F.max("ingest_batch")).first()[0]
+                for t in ("correlated", "uncorrelated")]
+        newest = max([newest, *[b for b in done if b is not None]])
+    return newest
+
+
+def write_associations(spark: "SparkSession", settings: "Settings", results: "DataFrame", run_id: str) -> dict:
+    """Write ``correlated`` and ``uncorrelated``; returns the association counts by (status, ambiguous)."""
+    counts = {(r["status"], r["ambiguous"]): r["count"]
+              for r in results.groupBy("status", "ambiguous").count().collect()}
+    runtime.progress(STAGE, "associated: %s; writing gold", counts)
+    faults.checkpoint("correlate:before-write")
+    sinks.merge_new(spark, correlated_rows(results, run_id), "correlated", settings)
+    faults.checkpoint("correlate:after-correlated")
+    sinks.merge_new(spark, uncorrelated_rows(results, run_id), "uncorrelated", settings)
+    faults.checkpoint("correlate:after-uncorrelated")
+    return counts
+
+
+def changed_rows(spark: "SparkSession", settings: "Settings", results: "DataFrame",
+                 withdrawn: "DataFrame | None") -> "DataFrame":
+    """(sensor_id, norad_id, event_time) where this run changes gold: the observations it correlated
+    and, when dedup withdrew some (``withdrawn``: obs_id, event_date), where those were correlated."""
+    new_rows = results.where(F.col("status") == "correlated").select("sensor_id", "norad_id", "event_time")
+    if withdrawn is None:
+        return new_rows
+    gone = (TABLES["correlated"].read(spark, settings)
+            .join(F.broadcast(withdrawn), on=["obs_id", "event_date"], how="left_semi")
+            .select("sensor_id", "norad_id", "event_time"))
+    return new_rows.unionByName(gone).localCheckpoint()
+
+
+def write_object_state(spark: "SparkSession", settings: "Settings", touched: list, final_before: dt.datetime | None,
+                       run_id: str, withdrawn: "DataFrame | None") -> int:
+    """Recompute and upsert the ``touched`` (norad_id, window_start) windows of ``object_state`` without the
+    ``withdrawn`` observations, deleting those left empty; returns how many were there already (re-fired)."""
+    window_s = settings.state_window_s
+    touched_df = spark.createDataFrame(touched, "norad_id long, window_start timestamp")
+    days = sorted({r["window_start"].date() for r in touched}
+                  | {(r["window_start"] + dt.timedelta(seconds=window_s)).date() for r in touched})
+    table = TABLES["correlated"].read(spark, settings).where(F.col("event_date").isin(days))  # partition pruning
+    if withdrawn is not None:
+        table = table.join(F.broadcast(withdrawn.select("obs_id")), on="obs_id", how="left_anti")
+    state = object_state(table, touched_df, window_s, final_before, run_id).localCheckpoint()
+    lo, hi = min(r["window_start"] for r in touched), max(r["window_start"] for r in touched)
+    existing_state = TABLES["object_state"].read(spark, settings).where(
+        F.col("window_start").between(F.lit(lo), F.lit(hi)))  # file skipping by window_start
+    refired = state.join(existing_state.select("norad_id", "window_start"),
+                         on=["norad_id", "window_start"], how="left_semi").count()
+    sinks.upsert(spark, state, "object_state", settings)
+    emptied = touched_df.join(state.select("norad_id", "window_start"), on=["norad_id", "window_start"],
+                              how="left_anti")
+    if emptied.take(1):  # windows whose only observations were withdrawn
+        sinks.delete_keys(spark, emptied, "object_state", settings)
+    faults.checkpoint("correlate:after-object-state")
+    return refired
+
+
+def update_state(spark: "SparkSession", settings: "Settings", results: "DataFrame", retracted: "DataFrame",
+                 sensor_marks: dict[str, int], final_before: dt.datetime | None, run_id: str) -> dict[str, int]:
+    """Fold this run's associations and dedup's retractions into ``object_state`` and ``passes``, then
+    delete the retracted observations from gold; returns the figures for the run's metrics."""
+    # Observations dedup withdrew: their state windows and passes are recomputed without them
+    # (reads below skip them), and they are deleted last, so a retry still finds them.
+    retracted = retracted.select("obs_id", "event_date").localCheckpoint()
+    n_retracted = retracted.count()
+    withdrawn = retracted if n_retracted else None
+    new_rows = changed_rows(spark, settings, results, withdrawn)
+    window_start = watermarks.window_start(F.col("event_time"), settings.state_window_s).alias("window_start")
+    touched = new_rows.select("norad_id", window_start).distinct().collect()
+    figures = {"retracted": n_retracted, "state_windows": len(touched)}
+    if touched:
+        figures["state_windows_refired"] = write_object_state(spark, settings, touched, final_before, run_id, withdrawn)
+        update_passes(spark, settings, new_rows, sensor_marks, run_id, withdrawn)
+        faults.checkpoint("correlate:after-passes")
+    if n_retracted:
+        for table_name in ("correlated", "uncorrelated"):
+            sinks.delete_keys(spark, retracted, table_name, settings)
+    return figures
+
+
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
+    args = with_defaults(args, parser())
     # net changes: dedup replaces a representative when an earlier copy of it arrives later
-    changes, retracted, first, last = runtime.net_changes_for(spark, STAGE, SOURCE, settings, args)
+    changes, retracted, first, last = changefeed.net_changes_for(spark, STAGE, SOURCE, settings, args)
     metrics: dict[str, Any] = {"versions": [first, last], "records_in": 0, "records_out": 0, "quarantined": 0,
                                "duplicates": 0, "late": 0, "observations": 0}
     if first > last:
@@ -296,13 +392,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                  for r in latest_catalog(TABLES["catalog"].read(spark, settings)).collect()]
     totals = changes.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("obs_id").alias("ids"),
                          F.max("ingest_batch").alias("batch")).first()
-    newest_batch = max((b for b in (totals["batch"], retracted.agg(F.max("ingest_batch")).first()[0]) if b is not None),
-                       default=None)
-    if getattr(args, "replay", False) and newest_batch is not None:
-        # A replay's range may be old: judge finality by the newest batch this stage has processed,
-        # so a replay never turns a final window provisional again.
-        done = [TABLES[t].read(spark, settings).agg(F.max("ingest_batch")).first()[0] for t in ("correlated", "uncorrelated")]
-        newest_batch = max([newest_batch, *[b for b in done if b is not None]])
+    newest = newest_batch(spark, settings, args, totals["batch"], retracted)
     n_obs = totals["ids"]
     # a row the change feed carries twice (inserted, then its copies count updated) is one observation
     metrics.update(records_in=totals["n"], duplicates=totals["n"] - totals["ids"])
@@ -312,7 +402,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
 
     # What the watermarks say once every batch this run has seen is in: windows that end before
     # them are final (see sda.pipeline.watermarks).
-    sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(newest_batch)) if newest_batch else ({}, None)
+    sensor_marks, pipeline_mark = watermarks.current(spark, settings, int(newest)) if newest else ({}, None)
     final_before = None if pipeline_mark is None else dt.datetime.fromtimestamp(pipeline_mark / 1e6, dt.timezone.utc)
 
     # The prediction-uncertainty term of the gate: each element set's own (sda.orbit.correlation, from its
@@ -322,51 +412,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     runtime.progress(STAGE, "%d observations against %d catalogue objects", n_obs, len(catalogue))
     results = correlate_observations(observations, catalogue, settings.correlation_gate_km, sigmas,
                                      prediction_sigma_m).persist()
-    window_s = settings.state_window_s
     try:
-        counts = {(r["status"], r["ambiguous"]): r["count"] for r in results.groupBy("status", "ambiguous").count().collect()}
-        runtime.progress(STAGE, "associated: %s; writing gold", counts)
-        runtime.checkpoint("correlate:before-write")
-        runtime.merge_new(spark, correlated_rows(results, args.run_id), "correlated", settings)
-        runtime.checkpoint("correlate:after-correlated")
-        runtime.merge_new(spark, uncorrelated_rows(results, args.run_id), "uncorrelated", settings)
-        runtime.checkpoint("correlate:after-uncorrelated")
-        # Observations dedup withdrew: their state windows and passes are recomputed without them
-        # (reads below skip them), and they are deleted last, so a retry still finds them.
-        retracted = retracted.select("obs_id", "event_date").localCheckpoint()
-        n_retracted = retracted.count()
-        gone = (TABLES["correlated"].read(spark, settings).join(F.broadcast(retracted), on=["obs_id", "event_date"], how="left_semi")
-                .select("sensor_id", "norad_id", "event_time") if n_retracted else None)
-        new_rows = results.where(F.col("status") == "correlated").select("sensor_id", "norad_id", "event_time")
-        if gone is not None:
-            new_rows = new_rows.unionByName(gone).localCheckpoint()
-        touched = new_rows.select("norad_id", watermarks.window_start(F.col("event_time"), window_s).alias("window_start")).distinct().collect()
-        if touched:
-            touched_df = spark.createDataFrame(touched, "norad_id long, window_start timestamp")
-            days = sorted({r["window_start"].date() for r in touched} | {(r["window_start"] + dt.timedelta(seconds=window_s)).date() for r in touched})
-            table = TABLES["correlated"].read(spark, settings).where(F.col("event_date").isin(days))  # partition pruning
-            if n_retracted:
-                table = table.join(F.broadcast(retracted.select("obs_id")), on="obs_id", how="left_anti")
-            state = object_state(table, touched_df, window_s, final_before, args.run_id).localCheckpoint()
-            lo, hi = min(r["window_start"] for r in touched), max(r["window_start"] for r in touched)
-            existing_state = TABLES["object_state"].read(spark, settings).where(
-                F.col("window_start").between(F.lit(lo), F.lit(hi)))  # file skipping by window_start
-            refired = state.join(existing_state.select("norad_id", "window_start"),
-                                 on=["norad_id", "window_start"], how="left_semi").count()
-            runtime.upsert(spark, state, "object_state", settings)
-            emptied = touched_df.join(state.select("norad_id", "window_start"), on=["norad_id", "window_start"], how="left_anti")
-            if emptied.take(1):  # windows whose only observations were withdrawn
-                runtime.delete_keys(spark, emptied, "object_state", settings)
-            runtime.checkpoint("correlate:after-object-state")
-            metrics["state_windows_refired"] = refired
-            update_passes(spark, settings, new_rows, sensor_marks, args.run_id, retracted if n_retracted else None)
-            runtime.checkpoint("correlate:after-passes")
-        if n_retracted:
-            for table_name in ("correlated", "uncorrelated"):
-                runtime.delete_keys(spark, retracted, table_name, settings)
+        counts = write_associations(spark, settings, results, args.run_id)
+        metrics.update(update_state(spark, settings, results, retracted, sensor_marks, final_before, args.run_id))
     finally:
         results.unpersist()
-    metrics["retracted"] = n_retracted
     metrics.update(finalize(spark, settings, final_before, sensor_marks, args.run_id))
     correlated_n = sum(v for (s, _), v in counts.items() if s == "correlated")
     uncorrelated_n = sum(v for (s, _), v in counts.items() if s == "uncorrelated")
@@ -378,7 +428,6 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         "correlated": correlated_n,
         "ambiguous": counts.get(("correlated", True), 0),
         "uncorrelated": uncorrelated_n,
-        "state_windows": len(touched),
         "pipeline_watermark": final_before.isoformat() if final_before else None,
         "watermark": final_before.isoformat() if final_before else None,
         "gate_km": settings.correlation_gate_km,
@@ -389,10 +438,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
 
 
 def parser() -> argparse.ArgumentParser:
-    return runtime.stage_parser(STAGE, "Associate new observations with catalogue objects.")
+    return stage_parser(STAGE, "Associate new observations with catalogue objects.")
 
 
-def main(argv: list[str] | None = None, settings: "Settings | None" = None, spark: "SparkSession | None" = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None, settings: "Settings | None" = None,
+         spark: "SparkSession | None" = None) -> dict[str, Any]:
     return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 

@@ -40,7 +40,8 @@ from pyspark.sql import functions as F
 from sda.config.settings import Settings
 from sda.lake import schemas
 from sda.lake.tables import TABLES
-from sda.pipeline import runtime, watermarks
+from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
+from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.transforms import envelope
 
 STAGE = "dedup"
@@ -56,7 +57,8 @@ def touched_windows(changes: DataFrame, window_s: float) -> DataFrame:
 def search_scope(touched: DataFrame, window_s: float) -> DataFrame:
     """The touched windows and their neighbours: where a near-duplicate of a new row can be."""
     k = envelope.neighbour_windows(window_s)
-    return touched.select("sensor_id", F.explode(F.sequence(F.col("win") - k, F.col("win") + k)).alias("win")).distinct()
+    neighbours = F.explode(F.sequence(F.col("win") - k, F.col("win") + k)).alias("win")
+    return touched.select("sensor_id", neighbours).distinct()
 
 
 def clusters_to_write(candidates: DataFrame, touched: DataFrame, window_s: float) -> DataFrame:
@@ -78,9 +80,9 @@ def clusters_to_write(candidates: DataFrame, touched: DataFrame, window_s: float
 
 def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) -> dict[str, int]:
     """One MERGE: representatives inserted or refreshed, displaced members deleted."""
-    values = runtime.source_values([f.name for f in schemas.DEDUPED.fields])
+    values = sinks.source_values([f.name for f in schemas.DEDUPED.fields])
     # event_date is the same for a row in both tables (copied from silver): its range prunes partitions
-    counts = runtime.merge(spark, TARGET, settings, members, lambda m: (
+    counts = sinks.merge(spark, TARGET, settings, members, lambda m: (
         m.whenMatchedDelete(condition="NOT s.is_rep")
         .whenMatchedUpdate(condition="s.is_rep AND t.copies <> s.copies", set=values)
         .whenNotMatchedInsert(condition="s.is_rep", values=values)))
@@ -99,9 +101,10 @@ def late_rows(flagged: DataFrame, run_id: str) -> DataFrame:
 
 
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    args = with_defaults(args, parser())
     metrics: dict[str, Any] = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "late": 0,
                                "exact_duplicates": 0, "near_duplicates": 0}
-    changes, first, last = runtime.changes_for(spark, STAGE, SOURCE, settings, args)
+    changes, first, last = changefeed.changes_for(spark, STAGE, SOURCE, settings, args)
     if first > last:
         return metrics
     window_s = settings.dedup_window_s
@@ -142,9 +145,9 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
                 for row in fate.groupBy("is_rep").count().collect():
                     metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
                 metrics["clusters_written"] = members.where(F.col("is_rep")).count()
-                runtime.checkpoint("dedup:before-write")
-                runtime.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data", settings)
-                runtime.checkpoint("dedup:after-late")
+                faults.checkpoint("dedup:before-write")
+                sinks.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data", settings)
+                faults.checkpoint("dedup:after-late")
                 metrics.update(write_clusters(spark, members, settings))
             finally:
                 members.unpersist()
@@ -156,13 +159,18 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     newest = changes.agg(F.max("ingest_batch")).first()[0] if metrics["records_in"] else None
     if newest is not None:  # the pipeline watermark once this run's batches are in (sda.pipeline.watermarks)
         _, mark = watermarks.current(spark, settings, int(newest))
-        metrics["watermark"] = None if mark is None else dt.datetime.fromtimestamp(mark / 1e6, dt.timezone.utc).isoformat()
+        metrics["watermark"] = (None if mark is None
+                                else dt.datetime.fromtimestamp(mark / 1e6, dt.timezone.utc).isoformat())
     return metrics
 
 
-def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
-    parser = runtime.stage_parser(STAGE, "silver observations -> observations_dedup (repeats folded)")
-    return runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+def parser() -> argparse.ArgumentParser:
+    return stage_parser(STAGE, "silver observations -> observations_dedup (repeats folded)")
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None,
+         spark: SparkSession | None = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 
 if __name__ == "__main__":

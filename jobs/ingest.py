@@ -38,7 +38,8 @@ from pyspark.sql import SparkSession
 from sda.config.settings import Settings
 from sda.lake import schemas
 from sda.lake.tables import BRONZE_BY_KIND, TABLES
-from sda.pipeline import runtime
+from sda.pipeline import faults, runtime, sinks
+from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.transforms import wire
 
 STAGE = "ingest"
@@ -144,7 +145,7 @@ def write_ledger(spark: SparkSession, settings: Settings, rows: list[dict[str, A
     # a ledger made before the file_mtime_us column gains it with this write
     spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
     try:
-        runtime.write_rows(spark, [tuple(r.get(f.name) for f in schemas.INGESTED_FILES.fields) for r in rows],
+        sinks.write_rows(spark, [tuple(r.get(f.name) for f in schemas.INGESTED_FILES.fields) for r in rows],
                            "ingested_files", settings)
     finally:
         spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
@@ -162,28 +163,29 @@ def mark_done(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]
 
 def append_bronze(spark: SparkSession, settings: Settings, kind: str, rows: list[tuple], batch_id: int) -> None:
     df = spark.createDataFrame(rows, schemas.BRONZE)
-    runtime.append_once(df, BRONZE_BY_KIND[kind].name, settings, APP_ID, batch_id)
+    sinks.append_once(df, BRONZE_BY_KIND[kind].name, settings, APP_ID, batch_id)
 
 
 def write_quarantine(spark: SparkSession, settings: Settings, rows: list[tuple]) -> None:
     if rows:
-        runtime.merge_new(spark, spark.createDataFrame(rows, schemas.QUARANTINE), "quarantine", settings)
+        sinks.merge_new(spark, spark.createDataFrame(rows, schemas.QUARANTINE), "quarantine", settings)
 
 
-def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, Any]], files: list[LandedFile]) -> dict[str, int]:
+def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, Any]],
+                  files: list[LandedFile]) -> dict[str, int]:
     """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan."""
     batch_id, run_id = plan[0]["batch_id"], plan[0]["run_id"]
     # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
     # date is the UTC date, whatever the driver's time zone.
     ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
     bronze, quarantine, _ = batch_rows(files, ingest_time, run_id, batch_id)
-    runtime.checkpoint("ingest:before-write")
+    faults.checkpoint("ingest:before-write")
     for kind in schemas.SENSOR_KINDS:
         if bronze[kind]:
             append_bronze(spark, settings, kind, bronze[kind], batch_id)
-            runtime.checkpoint(f"ingest:after-{kind}")
+            faults.checkpoint(f"ingest:after-{kind}")
     write_quarantine(spark, settings, quarantine)
-    runtime.checkpoint("ingest:after-quarantine")
+    faults.checkpoint("ingest:after-quarantine")
     mark_done(spark, settings, plan)
     out = sum(len(v) for v in bronze.values())
     return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine), "duplicates": 0}
@@ -192,7 +194,8 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
 def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
     path = landing / rel
     if not _inside(landing, path):  # swapped for a symlink leading out since it was listed or planned
-        log.warning("landing file %s resolves to %s, outside the landing zone %s: not read", rel, path.resolve(), landing)
+        log.warning("landing file %s resolves to %s, outside the landing zone %s: not read", rel, path.resolve(),
+                    landing)
         return None
     try:
         mtime_us = path.stat().st_mtime_ns // 1000
@@ -202,9 +205,11 @@ def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
     return LandedFile(rel, kind, hashlib.sha256(data).hexdigest(), len(data), data, mtime_us)
 
 
-def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[str, Any]]) -> tuple[dict[str, int], list[int]]:
+def replay_planned(spark: SparkSession, settings: Settings,
+                   ledger: list[dict[str, Any]]) -> tuple[dict[str, int], list[int]]:
     """Finish batches a crashed run planned but did not mark done (oldest first)."""
-    totals = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "files_replayed": 0, "files_vanished": 0}
+    totals = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "files_replayed": 0,
+              "files_vanished": 0}
     planned = sorted({r["batch_id"] for r in ledger if r["status"] == "planned"})
     for batch_id in planned:
         plan = sorted((r for r in ledger if r["batch_id"] == batch_id and r["status"] == "planned"),
@@ -230,7 +235,8 @@ def replay_planned(spark: SparkSession, settings: Settings, ledger: list[dict[st
 
 
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
-    if getattr(args, "replay", False):
+    args = with_defaults(args, parser())
+    if args.replay:
         # bronze is the replayable log: a replay (or backfill) recomputes from it and never re-reads
         # the landing zone (new files wait for the next scheduled run)
         return {"files_seen": 0, "files_new": 0, "skipped": "replay: bronze is the log"}
@@ -284,9 +290,13 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     return metrics
 
 
-def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
-    parser = runtime.stage_parser(STAGE, "landing files -> bronze tables, exactly once per file")
-    return runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+def parser() -> argparse.ArgumentParser:
+    return stage_parser(STAGE, "landing files -> bronze tables, exactly once per file")
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None,
+         spark: SparkSession | None = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 
 if __name__ == "__main__":

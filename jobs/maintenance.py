@@ -19,7 +19,7 @@ what ``VACUUM ... DRY RUN`` would delete. Only the run's own row in ``ops.run_me
 Retention and the change feed
 -----------------------------
 normalize, dedup and correlate read their upstream table's change feed and record in
-``ops.progress`` the last version they consumed (:mod:`sda.pipeline.runtime`); the next run reads
+``ops.progress`` the last version they consumed (:mod:`sda.pipeline.changefeed`); the next run reads
 ``version + 1`` onwards. Reading version *k*'s changes needs the data files version *k* added (or
 its ``_change_data`` files) and version *k*'s commit in ``_delta_log``. A data file added at *k* and
 later removed at *r* is removed at ``time(r) >= time(k)``, and a ``_change_data`` file of *k* is
@@ -74,12 +74,13 @@ from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
 from sda.lake.tables import TABLES
-from sda.pipeline import runtime
+from sda.pipeline import changefeed, runtime, sinks
+from sda.pipeline.arguments import stage_parser
 
 STAGE = "maintenance"
 log = logging.getLogger("sda.maintenance")
 
-# The stages that read a table through its change feed (runtime.read_changes), by table. A listed
+# The stages that read a table through its change feed (changefeed.read_changes), by table. A listed
 # stage with no ops.progress row yet reads from version 0 on its first run, so its table keeps its
 # whole history until then. Progress rows of stages not listed here are honoured as well.
 CHANGE_FEED_CONSUMERS: dict[str, tuple[str, ...]] = {
@@ -94,9 +95,9 @@ SAFETY_MARGIN_H = 1.0  # _change_data files are written a little before their co
 DEFAULT_TOMBSTONE_RETENTION_H = 168.0  # delta.deletedFileRetentionDuration
 DEFAULT_LOG_RETENTION_H = 720.0  # delta.logRetentionDuration
 # Another job committing to the table while OPTIMIZE runs: Delta refuses the loser's commit, and
-# runtime.with_conflict_retry runs it again.
-is_conflict = runtime.is_conflict
-with_conflict_retry = runtime.with_conflict_retry
+# sinks.with_conflict_retry runs it again.
+is_conflict = sinks.is_conflict
+with_conflict_retry = sinks.with_conflict_retry
 # VACUUM lists the table's directories with this many tasks. Spark's default (10000) costs minutes
 # of task scheduling per table on a few local cores, even for an empty table.
 LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
@@ -209,7 +210,7 @@ def listing_parallelism(spark: SparkSession, tasks: int):
 
 
 def _ref(table: str, settings: Settings) -> str:
-    return runtime.delta_ref(TABLES[table].path(settings))
+    return sinks.delta_ref(TABLES[table].path(settings))
 
 
 def _detail(spark: SparkSession, table: str, settings: Settings) -> tuple[int, dict[str, str]]:
@@ -219,20 +220,21 @@ def _detail(spark: SparkSession, table: str, settings: Settings) -> tuple[int, d
 
 
 def _latest_version(spark: SparkSession, table: str, settings: Settings) -> int:
-    return runtime.table_version(spark, table, settings)
+    return changefeed.table_version(spark, table, settings)
 
 
 def consumed_versions(spark: SparkSession, table: str, settings: Settings) -> dict[str, int | None]:
     """Each change-feed consumer of ``table`` -> the last version it consumed (None: never ran)."""
     consumed: dict[str, int | None] = {stage: None for stage in CHANGE_FEED_CONSUMERS.get(table, ())}
-    consumed.update({stage: version for (stage, _), version in runtime.consumed_versions(spark, settings, table=table).items()})
+    by_stage = changefeed.consumed_versions(spark, settings, table=table)
+    consumed.update({stage: version for (stage, _), version in by_stage.items()})
     return consumed
 
 
 def commit_times(spark: SparkSession, table: str, settings: Settings) -> dict[int, dt.datetime]:
     """version -> commit time of every commit the log still holds."""
     rows = (
-        runtime.history(spark, table, settings)
+        changefeed.history(spark, table, settings)
         .select("version", F.col("timestamp").cast("double").alias("epoch_s"))  # epoch: no time-zone guessing
         .collect()
     )
@@ -258,7 +260,7 @@ def _vacuumed_files(spark: SparkSession, table: str, settings: Settings, after_v
     """Files the VACUUM that committed after ``after_version`` deleted (Delta logs VACUUM START/END
     commits; None when vacuum logging is switched off)."""
     rows = (
-        runtime.history(spark, table, settings, limit=20)
+        changefeed.history(spark, table, settings, limit=20)
         .where((F.col("version") > after_version) & (F.col("operation") == "VACUUM END"))
         .orderBy("version")
         .select("operationMetrics")
@@ -319,8 +321,8 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     names = args.tables or list(TABLES)
     per_table: dict[str, dict[str, Any]] = {}
-    # ops.progress is an append-only log (sda.pipeline.runtime.commit_progress): first drop its superseded rows
-    superseded = runtime.compact_progress(spark, settings) if "progress" in names and not args.dry_run else 0
+    # ops.progress is an append-only log (sda.pipeline.changefeed.commit_progress): first drop its superseded rows
+    superseded = changefeed.compact_progress(spark, settings) if "progress" in names and not args.dry_run else 0
     for name in names:
         started = time.monotonic()
         result = {**compact(spark, settings, name, args.dry_run), **vacuum(spark, settings, name, args.dry_run)}
@@ -339,16 +341,17 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     }
 
 
-def build_parser():
-    parser = runtime.stage_parser(STAGE, "compact small files and VACUUM the lakehouse's Delta tables")
-    parser.add_argument("--tables", type=parse_table_list, default=None,
-                        help="comma-separated registered table names (default: every table)")
-    parser.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
-    return parser
+def parser() -> argparse.ArgumentParser:
+    p = stage_parser(STAGE, "compact small files and VACUUM the lakehouse's Delta tables")
+    p.add_argument("--tables", type=parse_table_list, default=None,
+                   help="comma-separated registered table names (default: every table)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
+    return p
 
 
-def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
-    return runtime.run_stage(STAGE, argv, run, build_parser(), settings=settings, spark=spark)
+def main(argv: list[str] | None = None, settings: Settings | None = None,
+         spark: SparkSession | None = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 
 if __name__ == "__main__":

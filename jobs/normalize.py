@@ -30,7 +30,8 @@ from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
 from sda.lake.tables import BRONZE_BY_KIND, TABLES
-from sda.pipeline import runtime, watermarks
+from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
+from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.transforms import envelope, wire
 from sda.transforms.envelope import sensors_frame
 
@@ -57,10 +58,12 @@ def classify(ranked: DataFrame, existing: DataFrame) -> DataFrame:
 
 
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
-    metrics: dict[str, Any] = {"bronze_records": 0, "records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0}
+    args = with_defaults(args, parser())
+    metrics: dict[str, Any] = {"bronze_records": 0, "records_in": 0, "records_out": 0, "quarantined": 0,
+                               "duplicates": 0}
     parts, consumed = [], []
     for kind, spec in BRONZE_BY_KIND.items():
-        changes, first, last = runtime.changes_for(spark, STAGE, spec.name, settings, args)
+        changes, first, last = changefeed.changes_for(spark, STAGE, spec.name, settings, args)
         if first > last:
             continue
         consumed.append((spec.name, last))
@@ -74,7 +77,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     registry = envelope.registry_columns(sensors_frame(spark))
     # used by the metrics and both writes: parse and validate once
     checked = envelope.validate(parsed, registry, settings.clock_skew_s)
-    if getattr(args, "replay", False):  # the range's observations only (bronze was selected by ingest time, see runtime.replay_rows)
+    if args.replay:  # the range's observations only (bronze was selected by ingest time, see changefeed.replay_rows)
         checked = checked.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
     checked = checked.persist()
     accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
@@ -83,7 +86,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         refused = envelope.to_quarantine(checked.where(F.col("reason").isNotNull()), STAGE, args.run_id)
 
         silver = TABLES["observations"]
-        version = runtime.table_version(spark, silver.name, settings)
+        version = changefeed.table_version(spark, silver.name, settings)
         dates = [r["event_date"] for r in ranked.select("event_date").distinct().collect()]
         existing = (
             spark.read.format("delta").option("versionAsOf", version).load(silver.path(settings))
@@ -97,14 +100,14 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         metrics["by_kind"] = {r["sensor_kind"]: r["count"] for r in checked.groupBy("sensor_kind").count().collect()}
         metrics["records_in"] = sum(metrics["by_kind"].values())
 
-        runtime.checkpoint("normalize:before-write")
+        faults.checkpoint("normalize:before-write")
         # arrivals first: every silver row then has its batch's watermark row
-        if not getattr(args, "replay", False):  # the watermarks record arrivals, and a replay is not one
-            runtime.write_rows(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
-        runtime.checkpoint("normalize:after-watermarks")
-        runtime.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
-        runtime.checkpoint("normalize:after-silver")
-        runtime.merge_new(spark, refused, "quarantine", settings)
+        if not args.replay:  # the watermarks record arrivals, and a replay is not one
+            sinks.write_rows(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
+        faults.checkpoint("normalize:after-watermarks")
+        sinks.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
+        faults.checkpoint("normalize:after-silver")
+        sinks.merge_new(spark, refused, "quarantine", settings)
     finally:
         ranked.unpersist()
         checked.unpersist()
@@ -112,9 +115,13 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     return metrics
 
 
-def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
-    parser = runtime.stage_parser(STAGE, "bronze -> silver observations (SI units, registry-checked)")
-    return runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+def parser() -> argparse.ArgumentParser:
+    return stage_parser(STAGE, "bronze -> silver observations (SI units, registry-checked)")
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None,
+         spark: SparkSession | None = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
 
 
 if __name__ == "__main__":

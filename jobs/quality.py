@@ -33,6 +33,7 @@ from pyspark.sql import functions as F
 from sda.config.settings import Settings
 from sda.lake.tables import TABLES
 from sda.pipeline import runtime
+from sda.pipeline.arguments import stage_parser
 from sda.quality import gates as quality
 from sda.quality import report
 
@@ -106,12 +107,17 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             "report": str(page)}
 
 
-def main(argv: list[str] | None = None, settings: Settings | None = None, spark: SparkSession | None = None) -> dict[str, Any]:
-    parser = runtime.stage_parser(STAGE, "validate the rows this run wrote to a layer; fail the run on a broken gate")
-    parser.add_argument("--layer", required=True, type=parse_layers,
-                        help=f"the layers whose tables to validate, comma-separated ({', '.join(LAYERS)})")
+def parser() -> argparse.ArgumentParser:
+    p = stage_parser(STAGE, "validate the rows this run wrote to a layer; fail the run on a broken gate")
+    p.add_argument("--layer", required=True, type=parse_layers,
+                   help=f"the layers whose tables to validate, comma-separated ({', '.join(LAYERS)})")
+    return p
+
+
+def main(argv: list[str] | None = None, settings: Settings | None = None,
+         spark: SparkSession | None = None) -> dict[str, Any]:
     quality.preload_gx()  # its imports overlap connecting, the lag check and the first reads
-    metrics = runtime.run_stage(STAGE, argv, run, parser, settings=settings, spark=spark)
+    metrics = runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
     if not metrics["gate_passed"]:
         print(f"quality gate FAILED for layer {metrics['layer']} (run {metrics['run_id']}): do not publish.",
               file=sys.stderr)

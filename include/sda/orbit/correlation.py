@@ -14,7 +14,7 @@ arithmetic in blocks that bound the memory (observations x objects):
 3. only the kept objects are propagated (vectorised) to the exact observation times, the predicted
    measurement is formed for each candidate and compared with the observed one.
 
-Predicted measurements and signed residuals (observed - predicted), per sensor kind:
+Predicted measurements and signed residuals (observed - predicted), per sensor kind (:mod:`sda.orbit.measurements`):
 
 * radar -- range (m), azimuth (rad, wrapped to [-pi, pi]), elevation (rad) and, when reported,
   range-rate (m/s), from :func:`sda.orbit.frames.razel` of the predicted ECEF state at the site;
@@ -85,28 +85,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 from sgp4.api import Satrec
 
 from sda.orbit.frames import (
-    OMEGA_EARTH,
     UNIX_EPOCH_JD,
-    angle_between,
     ecef_to_teme,
-    enu_basis,
-    geodetic_to_ecef,
     perigee_apogee_km,
     propagate,
-    radec,
-    razel,
     razel_to_ecef,
     site_teme,
-    teme_to_ecef,
     unit_vector_radec,
 )
+from sda.orbit.measurements import measure
 from sda.orbit.uncertainty import CatalogueModel, catalogue_model, fixed_model
 
 # The former single prediction sigma (per axis, every object, whatever its regime or age), kept as the
@@ -179,11 +173,6 @@ def to_unix_seconds(times: pd.Series) -> np.ndarray:
     return ((ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype=float)
 
 
-def wrap_angle(angle: np.ndarray) -> np.ndarray:
-    """Radians -> [-pi, pi)."""
-    return np.mod(np.asarray(angle, float) + np.pi, 2.0 * np.pi) - np.pi
-
-
 def chi2_tail(x: float, k: int) -> float:
     """P(X > x) for a chi-square variable with ``k`` (whole) degrees of freedom."""
     h = x / 2.0
@@ -237,7 +226,8 @@ def sensor_sigmas(sensors: Mapping[str, Any] | None) -> dict[str, dict[str, floa
 def _observation_sigmas(obs: pd.DataFrame, sigmas: Mapping[str, Mapping[str, float]]) -> dict[str, np.ndarray]:
     """Per observation, each sensor sigma: the registry's value for its sensor, else its kind's default."""
     kinds = obs["sensor_kind"].reset_index(drop=True)
-    sensor_ids = obs["sensor_id"].reset_index(drop=True) if "sensor_id" in obs else pd.Series([None] * len(obs), dtype=object)
+    sensor_ids = (obs["sensor_id"].reset_index(drop=True) if "sensor_id" in obs
+                  else pd.Series([None] * len(obs), dtype=object))
     out = {}
     for c in SIGMA_COLUMNS:
         registry = sensor_ids.map({sid: v[c] for sid, v in sigmas.items() if c in v})
@@ -254,6 +244,15 @@ def prediction_model(satrecs: Sequence[Satrec]) -> CatalogueModel:
     return catalogue_model(epochs, heights[:, 0], heights[:, 1])
 
 
+class _Reference(NamedTuple):
+    """The catalogue at the batch's reference time, for the spatial prefilter."""
+
+    t: float  # unix seconds
+    r: np.ndarray  # [objects, 3] TEME positions (km)
+    speed: np.ndarray  # [objects] km/s
+    radius_km: np.ndarray  # [objects] the prefilter's radius around each observation
+
+
 def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence[Satrec], gate_km: float,
                     sigmas: Mapping[str, Mapping[str, float]] | None = None,
                     prediction_sigma_m: float | None = None,
@@ -265,36 +264,13 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
     :func:`prediction_model` of ``satrecs``: regime and element-set age), or, when
     ``prediction_sigma_m`` is given, the isotropic override of the module docstring. Returns one row
     per observation with the columns of :data:`RESULT_COLUMNS`."""
-    n = len(obs)
-    out = pd.DataFrame(
-        {
-            "obs_id": obs["obs_id"].to_numpy(dtype=object),
-            "status": np.full(n, "uncorrelated", dtype=object),
-            "norad_id": pd.array([pd.NA] * n, dtype="Int64"),
-            "residual_m": np.full(n, np.nan),
-            "candidates": np.zeros(n, dtype=np.int32),
-            "ambiguous": np.zeros(n, dtype=bool),
-            "reason": np.full(n, REASON_UNKNOWN_KIND, dtype=object),
-            "nearest_norad_id": pd.array([pd.NA] * n, dtype="Int64"),
-            "nearest_residual_m": np.full(n, np.nan),
-            "gate_d2": np.full(n, np.nan),
-            "nearest_gate_d2": np.full(n, np.nan),
-            **{c: np.full(n, np.nan) for c in RESIDUAL_COLUMNS},
-        }
-    )
-    if n == 0:
+    out = _unassociated(obs)
+    if len(obs) == 0:
         return out.astype(RESULT_COLUMNS)
     ids = np.asarray(norad_ids, dtype=np.int64)
     t_all = to_unix_seconds(obs["event_time"])
     kinds = obs["sensor_kind"].to_numpy(dtype=object)
-    complete = np.zeros(n, dtype=bool)
-    for kind, needed in _REQUIRED.items():
-        is_kind = kinds == kind
-        present = np.ones(n, dtype=bool)
-        for name in needed:
-            present &= obs[name].notna().to_numpy() if name in obs else False
-        out.loc[is_kind & ~present, "reason"] = REASON_INCOMPLETE
-        complete |= is_kind & present
+    complete = _complete_rows(obs, kinds, out)
     if not complete.any():
         return out.astype(RESULT_COLUMNS)
     if len(ids) == 0:
@@ -306,177 +282,102 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
         model, fixed_rr = fixed_model(len(ids), prediction_sigma_m), prediction_sigma_rr_ms
     elif model is None:
         model = prediction_model(satrecs)
-
-    # Spatial prefilter: the whole catalogue is propagated once, at the batch's reference time; an
-    # object can only be a candidate of an observation if, at that time, it is within the report
-    # radius plus how far it can move in |t - t_ref| (speed at t_ref plus a gravity bound). Only
-    # those (observation, object) pairs are propagated to the exact observation times.
-    t_ref = 0.5 * (t_all[complete].min() + t_all[complete].max())
-    _, r_ref, v_ref = propagate(satrecs, np.array([t_ref]))
-    r_ref, speed_ref = r_ref[:, 0, :], np.linalg.norm(v_ref[:, 0, :], axis=-1)
-    if not np.isfinite(r_ref).any():
+    ref = _reference(satrecs, t_all[complete], model, len(ids), gate_km)
+    if ref is None:
         out.loc[complete, "reason"] = REASON_NOT_PROPAGATED
         return out.astype(RESULT_COLUMNS)
-    # the radius covers PREFILTER_SIGMAS of the prediction's 3-D error too (never less than the report radius)
-    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(len(ids)), np.full(len(ids), t_ref)), axis=-1) / 1000.0
-    radius_km = np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km)
     rows = np.flatnonzero(complete)
     block = max(1, BLOCK_ELEMENTS // max(len(ids), 1))
     for kind in _REQUIRED:
         kind_rows = rows[kinds[rows] == kind]
         for lo in range(0, len(kind_rows), block):
             sel = kind_rows[lo:lo + block]
-            block_obs, t = obs.iloc[sel], t_all[sel]
-            reach = speed_ref[None, :] * np.abs(t - t_ref)[:, None] + 0.5 * MAX_ACCEL_KM_S2 * ((t - t_ref) ** 2)[:, None]
-            near = _prefilter(kind, block_obs, t, r_ref, reach, radius_km[None, :])
-            obs_i, obj_j = np.nonzero(near)
-            d2 = np.full((len(sel), len(ids)), np.inf)
-            logdet = np.zeros((len(sel), len(ids)))
-            miss = np.full((len(sel), len(ids)), np.inf)
-            pair = np.full((len(sel), len(ids)), -1, dtype=np.int64)
-            residuals: dict[str, np.ndarray] = {}
-            dof = np.zeros(len(sel), dtype=int)
-            if len(obs_i):
-                objects, obj_pos = np.unique(obj_j, return_inverse=True)
-                times, time_pos = np.unique(t[obs_i], return_inverse=True)
-                _, r, v = propagate([satrecs[k] for k in objects], times)  # [candidates, times, 3]
-                pair_sig = {c: sig_all[c][sel][obs_i] for c in SIGMA_COLUMNS}
-                pred = model.sigma_rtn_m(obj_j, t[obs_i])
-                s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r[obj_pos, time_pos],
-                                                 v[obj_pos, time_pos], pair_sig, pred, fixed_rr)
-                d2[obs_i, obj_j], miss[obs_i, obj_j], pair[obs_i, obj_j] = s, m, np.arange(len(obs_i))
-                logdet[obs_i, obj_j] = ld
-                dof[obs_i] = k
+            sig = {c: sig_all[c][sel] for c in SIGMA_COLUMNS}
+            d2, miss, pair, residuals, dof, logdet = _score_block(kind, obs.iloc[sel], t_all[sel], sig, satrecs,
+                                                                  model, ref, fixed_rr, len(ids))
             _decide(out, sel, ids, d2, miss, pair, residuals, dof, gate_km, logdet)
     return out.astype(RESULT_COLUMNS)
 
 
-def _axes(r: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """[m, 3, 3]: the predicted orbit's R, T, N unit vectors (rows), in the frame of ``r``/``v``."""
-    radial = r / np.linalg.norm(r, axis=-1, keepdims=True)
-    h = np.cross(r, v)
-    cross = h / np.linalg.norm(h, axis=-1, keepdims=True)
-    return np.stack([radial, np.cross(cross, radial), cross], axis=1)
+def _unassociated(obs: pd.DataFrame) -> pd.DataFrame:
+    """The result frame before any association: every observation uncorrelated, of an unknown kind."""
+    n = len(obs)
+    return pd.DataFrame({
+        "obs_id": obs["obs_id"].to_numpy(dtype=object),
+        "status": np.full(n, "uncorrelated", dtype=object),
+        "norad_id": pd.array([pd.NA] * n, dtype="Int64"),
+        "residual_m": np.full(n, np.nan),
+        "candidates": np.zeros(n, dtype=np.int32),
+        "ambiguous": np.zeros(n, dtype=bool),
+        "reason": np.full(n, REASON_UNKNOWN_KIND, dtype=object),
+        "nearest_norad_id": pd.array([pd.NA] * n, dtype="Int64"),
+        "nearest_residual_m": np.full(n, np.nan),
+        "gate_d2": np.full(n, np.nan),
+        "nearest_gate_d2": np.full(n, np.nan),
+        **{c: np.full(n, np.nan) for c in RESIDUAL_COLUMNS},
+    })
 
 
-def gate_statistic(y: np.ndarray, jac: np.ndarray, sigma_rtn_m: np.ndarray, sensor_var: np.ndarray,
-                   jac_vel: np.ndarray | None = None, rate: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Mahalanobis distance of residuals ``y`` [m, k] and log det of their covariance [m].
-
-    ``jac`` [m, k, 3] is d(measurement)/d(position error along R, T, N), ``sigma_rtn_m`` [m, 3] the
-    prediction's sigmas there, ``sensor_var`` [m, k] the sensor's noise variance. With ``jac_vel``
-    (d(measurement)/d(velocity error along R, T, N)) and ``rate`` (the orbital rate n [1/s]) the
-    velocity error of the module docstring enters too. Rows that are not finite get NaN."""
-    var = sigma_rtn_m**2
-    if jac_vel is not None:
-        jac = jac.copy()
-        jac[:, :, 1] -= rate[:, None] * jac_vel[:, :, 0]  # an along-track error is a time shift: dv = -n dT R
-        q = np.stack([var[:, 0], 4.0 * var[:, 0], var[:, 2]], axis=-1) * (rate**2)[:, None]
-        cov = np.einsum("mka,ma,mla->mkl", jac, var, jac) + np.einsum("mka,ma,mla->mkl", jac_vel, q, jac_vel)
-    else:
-        cov = np.einsum("mka,ma,mla->mkl", jac, var, jac)
-    k = y.shape[1]
-    cov[:, np.arange(k), np.arange(k)] += sensor_var
-    ok = np.isfinite(cov).all(axis=(1, 2)) & np.isfinite(y).all(axis=1)
-    cov[~ok] = np.eye(k)
-    y = np.where(ok[:, None], y, 0.0)
-    chol = np.linalg.cholesky(cov)
-    z = np.linalg.solve(chol, y[..., None])[..., 0]
-    d2 = np.sum(z * z, axis=-1)
-    logdet = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=1, axis2=2)), axis=-1)
-    return np.where(ok, d2, np.nan), np.where(ok, logdet, np.nan)
+def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: pd.DataFrame) -> np.ndarray:
+    """Which observations carry every measurement their kind needs; the others of a known kind are
+    marked :data:`REASON_INCOMPLETE` in ``out``."""
+    n = len(obs)
+    complete = np.zeros(n, dtype=bool)
+    for kind, needed in _REQUIRED.items():
+        is_kind = kinds == kind
+        present = np.ones(n, dtype=bool)
+        for name in needed:
+            present &= obs[name].notna().to_numpy() if name in obs else False
+        out.loc[is_kind & ~present, "reason"] = REASON_INCOMPLETE
+        complete |= is_kind & present
+    return complete
 
 
-def measure(kind: str, obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None = None,
-            ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Observation ``p`` of ``obs`` against the predicted TEME state ``r[p]``/``v[p]`` (km, km/s) at
-    ``t[p]`` whose position error has sigmas ``sigma_rtn_m[p]`` (R, T, N; m): (gate statistic d2,
-    position-space miss in metres, signed residuals by :data:`RESIDUALS` column, number of
-    components in d2, log det of the residuals' covariance). NaN d2/miss where SGP4 failed.
-    ``fixed_rr_ms`` is the isotropic override's range-rate sigma (no position term in range-rate)."""
-    col = lambda name: obs[name].to_numpy(dtype=float) if name in obs else np.full(len(obs), np.nan)  # noqa: E731
-    m = len(obs)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if kind == "radar":
-            site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
-            r_e, v_e = teme_to_ecef(r, v, t)
-            rng_km, az, el, rr_km_s = razel(r_e, v_e, *site)
-            observed = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
-            miss_m = np.linalg.norm(r_e - observed, axis=-1) * 1000.0
-            res = {
-                "residual_range_m": col("range_m") - rng_km * 1000.0,
-                "residual_az_rad": wrap_angle(col("az_rad") - az),
-                "residual_el_rad": col("el_rad") - el,
-                "residual_range_rate_ms": col("range_rate_ms") - rr_km_s * 1000.0,
-            }
-            has_rr = np.isfinite(res["residual_range_rate_ms"])
-            # d(measurement)/d(position), d(range-rate)/d(velocity), in ECEF (metres)
-            rho = (r_e - geodetic_to_ecef(*site)) * 1000.0
-            east, north, up = enu_basis(site[0], site[1])
-            pe, pn, pu = (np.sum(rho * b, axis=-1) for b in (east, north, up))
-            rho_m = np.linalg.norm(rho, axis=-1)
-            u = rho / rho_m[:, None]
-            h2 = np.maximum(pe**2 + pn**2, (1e-3 * rho_m) ** 2)
-            ve = v_e * 1000.0
-            g = np.stack([u, (pn[:, None] * east - pe[:, None] * north) / h2[:, None],
-                          (up - (pu / rho_m)[:, None] * u) / np.sqrt(h2)[:, None],
-                          (ve - u * np.sum(u * ve, axis=-1, keepdims=True)) / rho_m[:, None]], axis=1)
-            axes, _ = teme_to_ecef(_axes(r, v), np.zeros((m, 3, 3)), t[:, None])  # R, T, N in ECEF
-            jac = np.einsum("mkx,max->mka", g, axes)
-            omega_cross = np.stack([-OMEGA_EARTH * axes[..., 1], OMEGA_EARTH * axes[..., 0], np.zeros((m, 3))], axis=-1)
-            jac[:, 3, :] -= np.einsum("mx,max->ma", u, omega_cross)  # v_ecef = R3 (v - omega x r)
-            jac_vel = np.zeros_like(jac)
-            jac_vel[:, 3, :] = np.einsum("mx,max->ma", u, axes)
-            sensor_var = np.stack([sig["sigma_range_m"] ** 2, sig["sigma_angle_rad"] ** 2, sig["sigma_angle_rad"] ** 2,
-                                   sig["sigma_range_rate_ms"] ** 2], axis=-1)
-            y = np.stack([res["residual_range_m"], res["residual_az_rad"], res["residual_el_rad"],
-                          np.where(has_rr, res["residual_range_rate_ms"], 0.0)], axis=-1)
-            if fixed_rr_ms is not None:
-                jac[:, 3, :] = 0.0
-                jac_vel = None
-                sensor_var[:, 3] += fixed_rr_ms**2
-            # without a range-rate, its row contributes nothing (unit variance, zero residual)
-            jac[~has_rr, 3, :] = 0.0
-            if jac_vel is not None:
-                jac_vel[~has_rr] = 0.0
-            sensor_var[~has_rr, 3] = 1.0
-            rate = np.linalg.norm(v, axis=-1) / np.linalg.norm(r, axis=-1)
-            d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var, jac_vel, rate)
-            return d2, miss_m, res, np.where(has_rr, 4, 3), logdet
-        if kind == "optical":
-            site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
-            ra, dec = radec(r, *site, t)
-            rho = r - site_teme(*site, t)
-            rho_km = np.linalg.norm(rho, axis=-1)
-            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
-            miss_m = angle_between(los, rho) * rho_km * 1000.0
-            res = {"residual_ra_rad": wrap_angle(col("ra_rad") - ra), "residual_dec_rad": col("dec_rad") - dec}
-            # right ascension times cos(dec) and declination: two orthogonal angles on the sky
-            rho_m, u = rho_km * 1000.0, rho / rho_km[:, None]
-            hor = np.hypot(rho[:, 0], rho[:, 1]) * 1000.0
-            zhat = np.broadcast_to([0.0, 0.0, 1.0], rho.shape)
-            g = np.stack([np.stack([-rho[:, 1], rho[:, 0], np.zeros(m)], axis=-1) * 1000.0 / (hor * rho_m)[:, None],
-                          (zhat - (rho[:, 2] / rho_km)[:, None] * u) / hor[:, None]], axis=1)
-            jac = np.einsum("mkx,max->mka", g, _axes(r, v))
-            y = np.stack([res["residual_ra_rad"] * np.cos(dec), res["residual_dec_rad"]], axis=-1)
-            sensor_var = np.repeat((sig["sigma_angle_rad"] ** 2)[:, None], 2, axis=1)
-            d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var)
-            return d2, miss_m, res, np.full(m, 2), logdet
-        if kind == "isl":
-            delta_m = np.stack([col("x_m"), col("y_m"), col("z_m")], axis=-1) - r * 1000.0
-            axes = _axes(r, v)
-            res = {
-                "residual_radial_m": np.sum(delta_m * axes[:, 0], axis=-1),
-                "residual_along_m": np.sum(delta_m * axes[:, 1], axis=-1),
-                "residual_cross_m": np.sum(delta_m * axes[:, 2], axis=-1),
-            }
-            miss_m = np.linalg.norm(delta_m, axis=-1)
-            y = np.stack([res["residual_radial_m"], res["residual_along_m"], res["residual_cross_m"]], axis=-1)
-            total = sigma_rtn_m**2 + (sig["sigma_pos_m"] ** 2)[:, None]  # diagonal in RTN: no matrix needed
-            d2 = np.sum(y * y / total, axis=-1)
-            return d2, miss_m, res, np.full(m, 3), np.sum(np.log(total), axis=-1)
-    raise ValueError(kind)
+def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, n_objects: int,
+               gate_km: float) -> _Reference | None:
+    """The whole catalogue propagated once, at the middle of the observation times ``t``, with each
+    object's prefilter radius; None when SGP4 could evaluate no object there.
+
+    Spatial prefilter: an object can only be a candidate of an observation if, at that time, it is
+    within the report radius plus how far it can move in |t - t_ref| (speed at t_ref plus a gravity
+    bound). Only those (observation, object) pairs are propagated to the exact observation times."""
+    t_ref = 0.5 * (t.min() + t.max())
+    _, r_ref, v_ref = propagate(satrecs, np.array([t_ref]))
+    r_ref, speed_ref = r_ref[:, 0, :], np.linalg.norm(v_ref[:, 0, :], axis=-1)
+    if not np.isfinite(r_ref).any():
+        return None
+    # the radius covers PREFILTER_SIGMAS of the prediction's 3-D error too (never less than the report radius)
+    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(n_objects), np.full(n_objects, t_ref)), axis=-1) / 1000.0
+    return _Reference(t_ref, r_ref, speed_ref, np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km))
+
+
+def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping[str, np.ndarray],
+                 satrecs: Sequence[Satrec], model: CatalogueModel, ref: _Reference, fixed_rr: float | None,
+                 n_objects: int) -> tuple:
+    """One block of one ``kind``'s observations against the catalogue: the prefilter's candidates measured,
+    as :func:`_decide` takes them ([observations, objects] d2, miss, row of the pair in the residuals or -1;
+    the candidate pairs' residuals; components per observation; [observations, objects] log det S)."""
+    dt_ref = t - ref.t
+    reach = ref.speed[None, :] * np.abs(dt_ref)[:, None] + 0.5 * MAX_ACCEL_KM_S2 * (dt_ref**2)[:, None]
+    near = _prefilter(kind, block_obs, t, ref.r, reach, ref.radius_km[None, :])
+    obs_i, obj_j = np.nonzero(near)
+    shape = (len(t), n_objects)
+    d2, logdet, miss = np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)
+    pair = np.full(shape, -1, dtype=np.int64)
+    residuals: dict[str, np.ndarray] = {}
+    dof = np.zeros(len(t), dtype=int)
+    if len(obs_i):
+        objects, obj_pos = np.unique(obj_j, return_inverse=True)
+        times, time_pos = np.unique(t[obs_i], return_inverse=True)
+        _, r, v = propagate([satrecs[k] for k in objects], times)  # [candidates, times, 3]
+        pair_sig = {c: values[obs_i] for c, values in sig.items()}
+        pred = model.sigma_rtn_m(obj_j, t[obs_i])
+        s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r[obj_pos, time_pos],
+                                         v[obj_pos, time_pos], pair_sig, pred, fixed_rr)
+        d2[obs_i, obj_j], miss[obs_i, obj_j], pair[obs_i, obj_j] = s, m, np.arange(len(obs_i))
+        logdet[obs_i, obj_j] = ld
+        dof[obs_i] = k
+    return d2, miss, pair, residuals, dof, logdet
 
 
 def _prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, reach_km: np.ndarray,
@@ -488,11 +389,13 @@ def _prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, r
     with np.errstate(invalid="ignore"):
         if kind == "optical":
             los = unit_vector_radec(col("ra_rad"), col("dec_rad"))[:, None, :]
-            rho = r_ref[None, :, :] - site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)[:, None, :]
+            site = site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)
+            rho = r_ref[None, :, :] - site[:, None, :]
             ahead = np.sum(rho * los, axis=-1)
             # distance from the object to the ray (to the site when it is behind the sensor); the
             # optical miss (angle x range) is never below it
-            dist = np.where(ahead > 0, np.linalg.norm(rho - ahead[..., None] * los, axis=-1), np.linalg.norm(rho, axis=-1))
+            dist = np.where(ahead > 0, np.linalg.norm(rho - ahead[..., None] * los, axis=-1),
+                            np.linalg.norm(rho, axis=-1))
             return dist < radius_km + reach_km
         if kind == "radar":
             site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))

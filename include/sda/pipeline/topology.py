@@ -1,10 +1,10 @@
 """The operator graph of the pipeline, top to bottom: the one place to read the architecture.
 
 Each :class:`Stage` is one job (``jobs/<name>.py``, a client of the Spark Connect server) and one
-Airflow task. For every stage this module records what it reads and writes (table names from :mod:`sda.lake.tables`), the
-operators it applies, whether its input edge is keyed (a hash shuffle) and by what, and what state
-it keeps between runs. ``dags/sda_pipeline.py`` builds its tasks and dependencies from
-:data:`STAGES`; the README's diagram is :func:`mermaid` (a test keeps it up to date).
+Airflow task. For every stage this module records what it reads and writes (table names from
+:mod:`sda.lake.tables`), the operators it applies, whether its input edge is keyed (a hash shuffle)
+and by what, and what state it keeps between runs. ``dags/sda_pipeline.py`` builds its tasks and
+dependencies from :data:`STAGES`; the README's diagram is :func:`mermaid` (a test keeps it up to date).
 
 Every stage that consumes a table's change feed records the last Delta version it consumed in
 ``ops.progress`` (see :mod:`sda.pipeline.runtime`), so a retried or late run resumes where the last one

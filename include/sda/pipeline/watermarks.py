@@ -103,7 +103,8 @@ def seen_before(spark: "SparkSession", settings: "Settings", batches: Iterable[i
 def lookup(spark: "SparkSession", settings: "Settings", pairs: "DataFrame") -> "DataFrame":
     """(sensor_id, ingest_batch) pairs -> the same plus ``w_sensor_us`` and ``w_all_us`` (null when
     nothing arrived before: no window can be final yet)."""
-    wanted = [(r["sensor_id"], int(r["ingest_batch"])) for r in pairs.select("sensor_id", "ingest_batch").distinct().collect()]
+    distinct = pairs.select("sensor_id", "ingest_batch").distinct().collect()
+    wanted = [(r["sensor_id"], int(r["ingest_batch"])) for r in distinct]
     seen = seen_before(spark, settings, {b for _, b in wanted})
     at = {b: watermarks_at(s, settings.allowed_lateness_s, settings.idle_source_s) for b, s in seen.items()}
     rows = [(s, b, at[b][0].get(s), at[b][1]) for s, b in wanted]
