@@ -17,8 +17,9 @@ of those observations (the whole catalogue stays the candidate set) is associate
 (wrong and not flagged ambiguous). ``correlate_s`` is the wall-clock time of the association
 (one core). ``wrong_same_element_set_pct`` is the part of ``wrong_pct`` that went to an object
 published with the very element set of the true one (the ISS and its docked vehicles share one):
-no measurement can tell those apart; ``wrong_distinguishable_pct`` is the rest. With ``--compare-fixed`` the same observations also go through the old fixed isotropic
-gate (2 km) for comparison (``fixed`` figures and ``fixed_correlate_s``).
+no measurement can tell those apart; ``wrong_distinguishable_pct`` is the rest. With ``--compare-fixed``
+the same observations also go through the old fixed isotropic gate (2 km) for comparison (``fixed``
+figures and ``fixed_correlate_s``).
 
 Prints the figures as it goes and, last, one JSON line with ``ages_days`` and, per age (key the age
 as text), ``right_pct``, ``wrong_pct``, ``uct_pct``, ``ambiguous_pct`` and the counts; the same JSON
@@ -51,7 +52,8 @@ def _ages(text: str) -> list[float]:
     try:
         ages = [float(a) for a in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected ages in days separated by commas, e.g. 0.5,1,3,7") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected ages in days separated by commas, e.g. 0.5,1,3,7") from None
     if not ages or any(not 0.0 < a <= 30.0 for a in ages):
         raise argparse.ArgumentTypeError(f"{text!r}: every age must be in (0, 30] days")
     return ages
@@ -72,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
     from sda.sim.simulate import positive_int
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0], help="element-set ages, days (default 0.5,1,3,7)")
+    p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0],
+                   help="element-set ages, days (default 0.5,1,3,7)")
     p.add_argument("--minutes", type=_minutes, default=10.0, help="simulated minutes per age (default 10)")
     p.add_argument("--max-observations", type=positive_int, default=30_000,
                    help="observations scored per age, a deterministic sample (default 30000)")
@@ -110,8 +113,8 @@ def main(argv=None) -> dict:
         for age in args.ages:
             started = time.monotonic()
             cfg = SimConfig(start=args.start, end=args.start + dt.timedelta(minutes=args.minutes),
-                            landing=root / f"landing-{age:g}", catalog=catalog, catalog_out=root / f"catalog-{age:g}.tle",
-                            seed=args.seed, tle_age_days=(age, age))
+                            landing=root / f"landing-{age:g}", catalog=catalog,
+                            catalog_out=root / f"catalog-{age:g}.tle", seed=args.seed, tle_age_days=(age, age))
             sim = simulate(cfg)
             obs = scoring.landed_observations(sim, sensors)
             total = len(obs)
@@ -131,7 +134,8 @@ def main(argv=None) -> dict:
                 f"{figures['wrong_same_element_set_pct']:.3f} %) in {figures['correlate_s']} s")
             if args.compare_fixed:
                 t0 = time.monotonic()
-                fixed = scoring.score(scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=FIXED_SIGMA_M), lines)
+                matched = scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=FIXED_SIGMA_M)
+                fixed = scoring.score(matched, lines)
                 fixed["correlate_s"] = round(time.monotonic() - t0, 1)
                 figures["fixed"] = fixed
                 log(f"age {age:g} d, fixed {FIXED_SIGMA_M:g} m gate: right {fixed['right_pct']:.3f} %, "

@@ -183,7 +183,7 @@ def replicate(spark, src, dst, blocks: int, hours: int) -> int:
     from pyspark.sql.functions import pandas_udf
 
     from sda.lake.tables import TABLES, ensure_tables
-    from sda.pipeline import runtime
+    from sda.pipeline import changefeed
 
     @pandas_udf("string")
     def shifted(payload: pd.Series, back: pd.Series) -> pd.Series:
@@ -217,7 +217,8 @@ def replicate(spark, src, dst, blocks: int, hours: int) -> int:
             if name in ("radar_frames", "optical_tracks", "isl_beacons"):
                 bronze_rows += df.count()
     for stage, tables in CONSUMERS.items():
-        runtime.commit_progress(spark, stage, {t: runtime.table_version(spark, t, dst) for t in tables}, "replica", dst)
+        versions = {t: changefeed.table_version(spark, t, dst) for t in tables}
+        changefeed.commit_progress(spark, stage, versions, "replica", dst)
     return bronze_rows
 
 
@@ -254,14 +255,16 @@ def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--small-rows", type=int, default=100_000, help="bronze rows before the micro-batch, small size")
     p.add_argument("--large-rows", type=int, default=2_000_000, help="bronze rows before the micro-batch, large size")
-    p.add_argument("--minutes", type=float, default=56.0, help="simulated minutes in the micro-batch (default 56: ~20k observations)")
+    p.add_argument("--minutes", type=float, default=56.0,
+                   help="simulated minutes in the micro-batch (default 56: ~20k observations)")
     p.add_argument("--full-large", action="store_true",
                    help="also time a full recompute of the large bronze (over an hour on 2 cores)")
     p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "incremental")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "incremental.json")
     args = p.parse_args(argv)
     if not 1_000 <= args.small_rows < args.large_rows <= 50_000_000:
-        p.error(f"--small-rows {args.small_rows} / --large-rows {args.large_rows}: need 1000 <= small < large <= 50,000,000")
+        p.error(f"--small-rows {args.small_rows} / --large-rows {args.large_rows}: "
+                "need 1000 <= small < large <= 50,000,000")
     if not 1 <= args.minutes <= 59:
         p.error(f"--minutes {args.minutes}: expected 1..59 (history copies are an hour apart)")
 
@@ -277,7 +280,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     small_settings, hours, small_rows = build_history(spark, args.work, "small", args.small_rows, template, catalog)
     full_small_s, full_small = timed_flow(spark, small_settings, "small-full")
-    print(f"[small] full recompute over {small_rows:,} bronze rows: {full_small_s} s {full_small['per_stage_s']}", flush=True)
+    print(f"[small] full recompute over {small_rows:,} bronze rows: {full_small_s} s {full_small['per_stage_s']}",
+          flush=True)
 
     # The large state: the small one, processed for real above, replicated back in time. Processing
     # 2M rows from nothing takes this 2-core machine over an hour; --full-large times that too.

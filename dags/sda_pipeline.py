@@ -4,16 +4,20 @@
 Every run takes the sensor files that landed since the last run and carries them through the
 lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`):
 
-| task | job | what it does |
-|---|---|---|
-| `catalog` | `jobs/catalog.py` | loads the TLE/OMM catalogue file (`SDA_CATALOG_FILE`) into `gold.catalog` |
-| `ingest` | `jobs/ingest.py` | new files under `SDA_LANDING` (radar JSON lines, optical CSV, ISL beacons) -> bronze, exactly once per file; unreadable records -> `ops.quarantine` |
-| `normalize` | `jobs/normalize.py` | bronze -> `silver.observations`: one envelope, SI units, event time |
-| `dedup` | `jobs/dedup.py` | redeliveries and repeats collapsed per sensor and event-time window -> `silver.observations_dedup` |
-| `correlate` | `jobs/correlate.py` | observations associated with catalogue objects -> `gold.correlated` / `gold.uncorrelated`, per-object state |
-| `conjunction` | `jobs/conjunction.py` | close-approach screening over the horizon -> `gold.conjunctions`, `gold.alerts` and alert files in `SDA_OUTBOX` |
-| `quality_silver` | `jobs/quality.py --layer bronze,silver` | Great Expectations on this run's bronze and silver rows; a failed gate stops the run before `correlate`, so nothing reaches gold |
-| `quality_gold` | `jobs/quality.py --layer gold` | the same for this run's gold rows; writes the run report (the task's **Run report** link) |
+* `catalog` (`jobs/catalog.py`): loads the TLE/OMM catalogue file (`SDA_CATALOG_FILE`) into `gold.catalog`
+* `ingest` (`jobs/ingest.py`): new files under `SDA_LANDING` (radar JSON lines, optical CSV, ISL beacons)
+  -> bronze, exactly once per file; unreadable records -> `ops.quarantine`
+* `normalize` (`jobs/normalize.py`): bronze -> `silver.observations`: one envelope, SI units, event time
+* `dedup` (`jobs/dedup.py`): redeliveries and repeats collapsed per sensor and event-time window
+  -> `silver.observations_dedup`
+* `correlate` (`jobs/correlate.py`): observations associated with catalogue objects -> `gold.correlated` /
+  `gold.uncorrelated`, per-object state
+* `conjunction` (`jobs/conjunction.py`): close-approach screening over the horizon -> `gold.conjunctions`,
+  `gold.alerts` and alert files in `SDA_OUTBOX`
+* `quality_silver` (`jobs/quality.py --layer bronze,silver`): Great Expectations on this run's bronze and
+  silver rows; a failed gate stops the run before `correlate`, so nothing reaches gold
+* `quality_gold` (`jobs/quality.py --layer gold`): the same for this run's gold rows; writes the run report
+  (the task's **Run report** link)
 
 Each task runs `jobs/<stage>.py --start <data_interval_start> --end <data_interval_end> --run-id
 <run_id>` as a thin client of the long-lived Spark Connect server (`sda server start`; `make run`
@@ -46,7 +50,8 @@ settings = load_settings()
 # A run's data interval, as job arguments. A manual run triggered without a logical date has no data
 # interval in Airflow 3, and a run started by landed files (asset-triggered) has the span of its
 # asset events, possibly zero-length: both take the cadence that ends at the run's run_after.
-OWN_INTERVAL = ("(dag_run.run_type in ('scheduled', 'backfill', 'manual') and (data_interval_start | default(none)) is not none "
+OWN_INTERVAL = ("(dag_run.run_type in ('scheduled', 'backfill', 'manual') "
+                "and (data_interval_start | default(none)) is not none "
                 "and (data_interval_end | default(none)) is not none and data_interval_end > data_interval_start)")
 INTERVAL_START = ("{{ (data_interval_start if %s else dag_run.run_after - macros.timedelta(minutes=%d)).isoformat() }}"
                   % (OWN_INTERVAL, settings.cadence_minutes))
@@ -96,7 +101,8 @@ with DAG(
         extra = [arg.format(catalog_file=settings.catalog_file) for arg in stage.extra_args]
         tasks[stage.name] = SdaStageOperator(
             task_id=stage.name,
-            doc_md=f"**{stage.name}**: {stage.summary}. Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
+            doc_md=f"**{stage.name}**: {stage.summary}. "
+                   f"Reads {', '.join(stage.inputs)}; writes {', '.join(stage.outputs)}.",
             job=stage.job,
             application_args=[*common, *extra],
             # topology order first: with one task at a time the catalogue is loaded before the sensor

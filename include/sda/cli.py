@@ -44,7 +44,10 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.action == "generate":
         from sda.orbit import catgen
 
-        epoch = dt.datetime.fromisoformat(args.epoch.replace("Z", "+00:00")) if args.epoch else dt.datetime.now(dt.timezone.utc)
+        if args.epoch:
+            epoch = dt.datetime.fromisoformat(args.epoch.replace("Z", "+00:00"))
+        else:
+            epoch = dt.datetime.now(dt.timezone.utc)
         text = catgen.generate_catalog(args.objects, epoch, args.seed)
         _write_text(args.out, text)
         print(f"wrote {args.objects} objects to {args.out}")
@@ -60,7 +63,8 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         print(f"wrote {len(entries)} objects ({len(rejected)} rejected) to {args.out}")
         return 0
     entries, rejected = catalog.load_catalog(args.file)
-    print(f"{args.file}: {len(entries)} element sets, {len(catalog.latest_by_object(entries))} objects, {len(rejected)} rejected")
+    objects = len(catalog.latest_by_object(entries))
+    print(f"{args.file}: {len(entries)} element sets, {objects} objects, {len(rejected)} rejected")
     for rej in rejected[:20]:
         print(f"  {rej.where}: {rej.reason}")
     return 0 if entries else 1
@@ -190,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="catalogue file to write, in the catalog_file's directory or the landing zone")
     check = cat_sub.add_parser("check", help="parse a TLE/OMM file and report rejected records")
     check.add_argument("file")
-    sub.add_parser("server", help="start, stop or check the Spark Connect server (see `sda server --help`)", add_help=False)
+    sub.add_parser("server", help="start, stop or check the Spark Connect server (see `sda server --help`)",
+                   add_help=False)
     stage = sub.add_parser("stage", help="run one pipeline stage on the Spark Connect server")
     stage.add_argument("name", choices=STAGES)
     stage.add_argument("--start", required=True)
@@ -204,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="comma-separated, of normalize,dedup,correlate,conjunction (default: all four)")
     rep.add_argument("--dry-run", action="store_true", help="print the plan, recompute nothing")
     rep.add_argument("--run-id", help="lineage id (default replay__<UTC time>)")
-    trace = sub.add_parser("trace", help="lineage of an alert: observations, bronze rows, landing files, catalogue state")
+    trace = sub.add_parser("trace",
+                           help="lineage of an alert: observations, bronze rows, landing files, catalogue state")
     trace.add_argument("alert_id")
     trace.add_argument("--json", action="store_true", help="print JSON instead of text")
     trace.add_argument("--limit", type=int, default=20, help="observations listed per object (all are counted)")

@@ -52,8 +52,9 @@ def check_text(what: str, raw: str, *, sql: bool = False) -> str:
         found = sorted({c for c in raw if c in SQL_UNSAFE_CHARS})
         if found:
             raise UnsafePathError(
-                f"{what}={raw!r}: the path contains {', '.join(repr(c) for c in found)}, which could end a quoted SQL name or string "
-                f"(the lakehouse path is quoted into Delta SQL); use a path without any of {' '.join(SQL_UNSAFE_CHARS)}"
+                f"{what}={raw!r}: the path contains {', '.join(repr(c) for c in found)}, "
+                "which could end a quoted SQL name or string (the lakehouse path is quoted into Delta SQL); "
+                f"use a path without any of {' '.join(SQL_UNSAFE_CHARS)}"
             )
     return raw
 

@@ -39,7 +39,7 @@ def _project_root() -> Path:
 PROJECT_ROOT = _project_root()
 ENV_PREFIX = "SDA_"
 # SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch, the
-# fault injection of sda.pipeline.runtime.checkpoint):
+# fault injection of sda.pipeline.faults.checkpoint):
 # allowed alongside the settings, so only a misspelt setting is refused.
 CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_KILL_AT", "SDA_TEST_CONNECT_PORT",
                                "SDA_TEST_AIRFLOW_DB"})
@@ -76,7 +76,8 @@ SIM_OBJECTS_MAX = 29900  # sda.orbit.catgen numbers objects 70000..99899
 def _sim_objects(name: str, raw: str) -> int:
     value = _positive_int(name, raw)
     if value > SIM_OBJECTS_MAX:
-        raise SettingsError(f"{name}={raw!r}: expected at most {SIM_OBJECTS_MAX} objects (the generator's NORAD id range)")
+        raise SettingsError(
+            f"{name}={raw!r}: expected at most {SIM_OBJECTS_MAX} objects (the generator's NORAD id range)")
     return value
 
 
@@ -87,7 +88,10 @@ def _probability(name: str, raw: str) -> float:
     return value
 
 
-_MASTER_RE = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[A-Za-z0-9.\-]+:\d+(,[A-Za-z0-9.\-]+:\d+)*|yarn|k8s://\S+)\Z")  # \Z: '$' would let a trailing newline through
+# \Z: '$' would let a trailing newline through
+_MASTER_RE = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?"
+                        r"|spark://[A-Za-z0-9.\-]+:\d+(,[A-Za-z0-9.\-]+:\d+)*"
+                        r"|yarn|k8s://\S+)\Z")
 
 
 def _matching(pattern: re.Pattern[str], expected: str) -> Callable[[str, str], str]:
@@ -152,7 +156,8 @@ def _port(name: str, raw: str) -> int:
 _ORIGINATOR_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}\Z")
 
 
-_cdm_originator = _matching(_ORIGINATOR_RE, "1-40 letters, digits, '_', '.' or '-' (it goes into CDM headers and file names)")
+_cdm_originator = _matching(_ORIGINATOR_RE,
+                            "1-40 letters, digits, '_', '.' or '-' (it goes into CDM headers and file names)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,16 +304,21 @@ def _check_consistency(s: Settings) -> None:
             pa, pb = getattr(s, a), getattr(s, b)
             if pa == pb or pa.is_relative_to(pb) or pb.is_relative_to(pa):
                 va, vb = ENV_PREFIX + a.upper(), ENV_PREFIX + b.upper()
-                how = "is the same directory as" if pa == pb else ("lies inside" if pa.is_relative_to(pb) else "contains")
+                if pa == pb:
+                    how = "is the same directory as"
+                else:
+                    how = "lies inside" if pa.is_relative_to(pb) else "contains"
                 raise SettingsError(
                     f"{va}={str(pa)!r} {how} {vb}={str(pb)!r}: the lakehouse, the landing zone and the outbox "
                     "must be separate directories, none inside another"
                 )
     if s.pc_yellow > s.pc_red:
-        raise SettingsError(f"SDA_PC_YELLOW={s.pc_yellow} is above SDA_PC_RED={s.pc_red}: yellow must be the lower threshold")
+        raise SettingsError(
+            f"SDA_PC_YELLOW={s.pc_yellow} is above SDA_PC_RED={s.pc_red}: yellow must be the lower threshold")
     if s.alert_distance_km > s.screening_threshold_km:
         raise SettingsError(
-            f"SDA_ALERT_DISTANCE_KM={s.alert_distance_km} exceeds SDA_SCREENING_THRESHOLD_KM={s.screening_threshold_km}: "
+            f"SDA_ALERT_DISTANCE_KM={s.alert_distance_km} exceeds "
+            f"SDA_SCREENING_THRESHOLD_KM={s.screening_threshold_km}: "
             "an alert distance must lie inside the screening threshold"
         )
     if s.state_window_s % s.dedup_window_s or s.state_window_s < s.dedup_window_s:
@@ -317,6 +327,7 @@ def _check_consistency(s: Settings) -> None:
             "dedup windows must nest inside state windows, or a final state window could be re-fired"
         )
     if s.vacuum_retention_h < 24:
-        raise SettingsError(f"SDA_VACUUM_RETENTION_H={s.vacuum_retention_h}: at least 24 hours, so no change-feed reader loses its files")
+        raise SettingsError(f"SDA_VACUUM_RETENTION_H={s.vacuum_retention_h}: "
+                            "at least 24 hours, so no change-feed reader loses its files")
     if s.screening_step_s > 600:
         raise SettingsError(f"SDA_SCREENING_STEP_S={s.screening_step_s}: at most 600 s, or close approaches are missed")

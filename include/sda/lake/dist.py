@@ -34,7 +34,8 @@ def zip_bytes(package_dir: Path = PACKAGE_DIR) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for path in package_files(package_dir):
-            info = zipfile.ZipInfo(f"{package_dir.name}/{path.relative_to(package_dir).as_posix()}", date_time=_FIXED_TIME)
+            name = f"{package_dir.name}/{path.relative_to(package_dir).as_posix()}"
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, path.read_bytes())

@@ -1,22 +1,5 @@
-"""Schemas, declared once: the three sensor wire formats and every table's columns.
-
-Wire formats (what lands in ``<landing>/<kind>/``):
-
-radar, ``*.jsonl`` -- one JSON *frame* per line, several detections per frame::
-
-    {"sensor": "EGLIN", "frame": 17, "sent": "2026-11-21T06:00:05.000Z",
-     "dets": [{"t": "2026-11-21T06:00:01.250Z", "range_km": 1234.567, "az_deg": 181.2,
-               "el_deg": 35.1, "rr_km_s": -2.345, "snr_db": 18.0}, ...]}
-
-optical, ``*.csv`` -- an archive file with a header; right ascension in *hours*::
-
-    station,timestamp_utc,ra_hours,dec_deg,vmag,exposure_s
-    SOCORRO,2026-11-21T06:00:01.250000Z,13.2345678,-12.345678,11.2,2.0
-
-ISL, ``*.bcn`` -- beacon messages, one per line, ``|``-separated ``key=value`` pairs; time in unix
-milliseconds, TEME state vector of the *reporting* spacecraft's target in metres and m/s::
-
-    BCN|src=ISL-03|seq=42|t_ms=1763704801250|x_m=...|y_m=...|z_m=...|vx_ms=...|vy_ms=...|vz_ms=...
+"""Schemas, declared once: every table's columns, and the sensor kinds with the suffix of each one's
+landed files. What a landed record looks like (the wire formats) is :mod:`sda.lake.wire_formats`.
 
 Units inside the pipeline are SI (metres, m/s, radians) from silver onwards.
 """
@@ -27,39 +10,6 @@ from pyspark.sql import types as T
 
 SENSOR_KINDS = ("radar", "optical", "isl")
 LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn"}
-OPTICAL_HEADER = "station,timestamp_utc,ra_hours,dec_deg,vmag,exposure_s"
-
-# --- wire formats -------------------------------------------------------------------------------
-
-RADAR_DETECTION = T.StructType(
-    [
-        T.StructField("t", T.StringType()),
-        T.StructField("range_km", T.DoubleType()),
-        T.StructField("az_deg", T.DoubleType()),
-        T.StructField("el_deg", T.DoubleType()),
-        T.StructField("rr_km_s", T.DoubleType()),
-        T.StructField("snr_db", T.DoubleType()),
-    ]
-)
-RADAR_FRAME = T.StructType(
-    [
-        T.StructField("sensor", T.StringType()),
-        T.StructField("frame", T.LongType()),
-        T.StructField("sent", T.StringType()),
-        T.StructField("dets", T.ArrayType(RADAR_DETECTION)),
-    ]
-)
-OPTICAL_ROW = T.StructType(
-    [
-        T.StructField("station", T.StringType()),
-        T.StructField("timestamp_utc", T.StringType()),
-        T.StructField("ra_hours", T.DoubleType()),
-        T.StructField("dec_deg", T.DoubleType()),
-        T.StructField("vmag", T.DoubleType()),
-        T.StructField("exposure_s", T.DoubleType()),
-    ]
-)
-ISL_KEYS = ("src", "seq", "t_ms", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")
 
 # --- tables ---------------------------------------------------------------------------------------
 
@@ -400,7 +350,8 @@ DATA_QUALITY = T.StructType(
         T.StructField("layer", T.StringType(), False),  # bronze | silver | gold
         T.StructField("table", T.StringType(), False),
         T.StructField("expectation", T.StringType(), False),  # the check's stable name in its suite
-        T.StructField("expectation_type", T.StringType(), False),  # the GX expectation, e.g. expect_column_values_to_be_between
+        # the GX expectation, e.g. expect_column_values_to_be_between
+        T.StructField("expectation_type", T.StringType(), False),
         T.StructField("column", T.StringType()),  # null for table-level checks
         T.StructField("severity", T.StringType(), False),  # warn | quarantine | fail
         T.StructField("success", T.BooleanType(), False),

@@ -219,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sda server", description="the pipeline's Spark Connect server")
     parser.add_argument("action", choices=("start", "stop", "status", "restart", "run"),
                         help="run: in the foreground (a container's main process)")
-    parser.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds to wait for the server to answer")
+    parser.add_argument("--timeout", type=float, default=START_TIMEOUT_S,
+                        help="seconds to wait for the server to answer")
     parser.add_argument("--no-warm", action="store_true", help="skip the Delta warm-up after start")
     args = parser.parse_args(argv)
     try:

@@ -57,7 +57,7 @@ class TableSpec:
 
 _SPECS = [
     # an append-only log (a commit costs an append, not a MERGE): the row committed last per (stage,
-    # source_table) holds the version consumed (sda.pipeline.runtime.consumed_versions); maintenance drops the rest
+    # source_table) holds the version consumed (sda.pipeline.changefeed.consumed_versions); maintenance drops the rest
     TableSpec("progress", "ops", schemas.PROGRESS,
               "per stage and upstream table, the Delta versions consumed (the latest row counts)",
               key=("stage", "source_table", "version")),
@@ -97,7 +97,8 @@ _SPECS = [
               "observations that arrived after their event-time window was final, with their lateness",
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
     TableSpec("propagation_errors", "ops", schemas.PROPAGATION_ERRORS,
-              "objects SGP4 refused to propagate during a run (error code and first failing time): skipped, not screened",
+              "objects SGP4 refused to propagate during a run (error code and first failing time): "
+              "skipped, not screened",
               key=("stage", "run_id", "norad_id")),
     TableSpec("screening_state", "ops", schemas.SCREENING_STATE,
               "the conjunction screening's state per object: element-set epoch screened, horizon, threshold, step, "
@@ -108,7 +109,8 @@ _SPECS = [
               "close approaches under the screening threshold, with their 2-D Pc and level",
               key=("event_id",)),
     TableSpec("alerts", "gold", schemas.ALERT,
-              "current state of each conjunction alert (new | updated | closed), see sda.alerts.plan", key=("alert_id",)),
+              "current state of each conjunction alert (new | updated | closed), see sda.alerts.plan",
+              key=("alert_id",)),
     TableSpec("alert_events", "gold", schemas.ALERT_EVENTS,
               "every emitted alert change (one CDM + JSON in the outbox each): the alerts' history",
               key=("alert_id", "version")),
@@ -143,7 +145,8 @@ def ensure_tables(spark: "SparkSession", settings: "Settings", names: list[str] 
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        for future in [pool.submit(_create_with_retry, spark, create_statement(TABLES[n], settings), n) for n in missing]:
+        futures = [pool.submit(_create_with_retry, spark, create_statement(TABLES[n], settings), n) for n in missing]
+        for future in futures:
             future.result()
 
 
@@ -156,7 +159,8 @@ def create_statement(spec: TableSpec, settings: "Settings") -> str:
         sql += " PARTITIONED BY (" + ", ".join(f"`{c}`" for c in spec.partition_by) + ")"
     sql += " COMMENT " + sql_string(spec.description)
     if spec.properties:
-        sql += " TBLPROPERTIES (" + ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in spec.properties.items()) + ")"
+        properties = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in spec.properties.items())
+        sql += " TBLPROPERTIES (" + properties + ")"
     return sql
 
 

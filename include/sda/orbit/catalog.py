@@ -121,7 +121,8 @@ def encode_catalog_number(number: int) -> str:
     if number <= MAX_TLE_CATALOG_NUMBER:
         high, low = divmod(number, 10000)
         return f"{ALPHA5_LETTERS[high - 10]}{low:04d}"
-    raise ValueError(f"catalogue number {number} does not fit a TLE (Alpha-5 ends at {MAX_TLE_CATALOG_NUMBER}, 'Z9999')")
+    raise ValueError(
+        f"catalogue number {number} does not fit a TLE (Alpha-5 ends at {MAX_TLE_CATALOG_NUMBER}, 'Z9999')")
 
 
 # --- TLE ------------------------------------------------------------------------------------------------
@@ -244,7 +245,8 @@ def parse_omm_records(records: Sequence[object]) -> tuple[list[CatalogEntry], li
         try:
             entries.append(_from_omm_fields(fields))
         except KeyError as exc:
-            rejected.append(Rejected(f"record {n}", f"OMM record lacks the field {exc.args[0]}", json.dumps(fields)[:500]))
+            rejected.append(Rejected(f"record {n}", f"OMM record lacks the field {exc.args[0]}",
+                                     json.dumps(fields)[:500]))
         except ValueError as exc:
             rejected.append(Rejected(f"record {n}", f"OMM record not usable: {exc}", json.dumps(fields)[:500]))
     return entries, rejected
@@ -292,7 +294,8 @@ def parse_text(text: str) -> tuple[list[CatalogEntry], list[Rejected]]:
             return [], [Rejected("file", f"not valid JSON: {exc}", text[:500])]
         return parse_omm_records(data if isinstance(data, list) else [data])
     if re.match(r"CCSDS_OMM_VERS\s*=", head):
-        return [], [Rejected("file", "OMM in KVN (KEY = value) form is not supported: use CSV, JSON or XML", text[:500])]
+        return [], [Rejected("file", "OMM in KVN (KEY = value) form is not supported: use CSV, JSON or XML",
+                             text[:500])]
     if head.startswith("OBJECT_NAME") or head.startswith("CCSDS_OMM_VERS,") or "NORAD_CAT_ID" in first_line:
         return parse_omm_records(list(csv.DictReader(io.StringIO(text))))
     entries, rejected = parse_tle_text(text)
@@ -314,7 +317,8 @@ def latest_by_object(entries: list[CatalogEntry]) -> list[CatalogEntry]:
     best: dict[int, CatalogEntry] = {}
     for entry in entries:
         have = best.get(entry.norad_id)
-        if have is None or entry.satrec.jdsatepoch + entry.satrec.jdsatepochF > have.satrec.jdsatepoch + have.satrec.jdsatepochF:
+        if have is None or (entry.satrec.jdsatepoch + entry.satrec.jdsatepochF
+                            > have.satrec.jdsatepoch + have.satrec.jdsatepochF):
             best[entry.norad_id] = entry
     return [best[k] for k in sorted(best)]
 
@@ -342,7 +346,8 @@ class PropagationHealth:
         return dt.datetime.fromtimestamp(self.first_failure_unix, dt.timezone.utc)
 
 
-def propagation_health(objects: Sequence[CatalogEntry | Satrec], times_unix, chunk_cells: int = 1_000_000) -> list[PropagationHealth]:
+def propagation_health(objects: Sequence[CatalogEntry | Satrec], times_unix,
+                       chunk_cells: int = 1_000_000) -> list[PropagationHealth]:
     """Per object (in the order given): the first of ``times_unix`` at which SGP4 fails, its error
     code and what the code means; ``error == 0`` (``ok``) when it never fails.
 

@@ -190,7 +190,8 @@ def _elements(shell: str, k: int, count: int, rng: np.random.Generator, epoch_jd
     raise ValueError(f"unknown shell {shell!r}")
 
 
-def generate_entries(n_objects: int, epoch: dt.datetime, seed: int, first_id: int = FIRST_ID) -> list[tuple[str, str, str]]:
+def generate_entries(n_objects: int, epoch: dt.datetime, seed: int,
+                     first_id: int = FIRST_ID) -> list[tuple[str, str, str]]:
     """(name, line1, line2) for each generated object, in NORAD-id order."""
     if n_objects < 0:
         raise ValueError(f"n_objects={n_objects}: expected a count >= 0")

@@ -34,7 +34,8 @@ class Sensor:
     sigma_pos_m: float | None = None
     sigma_vel_ms: float | None = None
 
-    def in_field_of_regard(self, az_rad: np.ndarray, el_rad: np.ndarray, rng_km: np.ndarray | None = None) -> np.ndarray:
+    def in_field_of_regard(self, az_rad: np.ndarray, el_rad: np.ndarray,
+                           rng_km: np.ndarray | None = None) -> np.ndarray:
         """True where a direction (and range) is inside the site's masks."""
         eps = 1e-9  # degrees: radians round-trip, so a sector edge must not hinge on the last bit
         az = np.mod(np.rad2deg(az_rad), 360.0)
@@ -75,7 +76,8 @@ def _from_resonaate_row(row: dict[str, str]) -> Sensor:
     az_mask = json.loads(row.get("az_mask") or "[0, 360]")
     el_mask = json.loads(row.get("el_mask") or "[0, 90]")
     scale = 1.0
-    sigma_angle = _opt_float(row.get("HYPOTHESIS_sigma_az_deg_if_x100")) or (_opt_float(row.get("sigma_az_arcsec")) or 1.0) / 3600.0
+    sigma_angle = (_opt_float(row.get("HYPOTHESIS_sigma_az_deg_if_x100"))
+                   or (_opt_float(row.get("sigma_az_arcsec")) or 1.0) / 3600.0)
     sigma_range = _opt_float(row.get("HYPOTHESIS_sigma_range_m_if_x1000")) or _opt_float(row.get("sigma_range_m"))
     return Sensor(
         sensor_id=sensor_id,

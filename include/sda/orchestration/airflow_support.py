@@ -22,7 +22,8 @@ SPARK_CONNECT_CONN_ID = "spark_connect"
 
 def connection_json(settings: Settings) -> str:
     """``AIRFLOW_CONN_SPARK_CONNECT`` for the settings' server (what scripts/airflow_env.sh exports)."""
-    return json.dumps({"conn_type": "spark_connect", "host": f"sc://{settings.connect_host}", "port": settings.connect_port})
+    return json.dumps({"conn_type": "spark_connect", "host": f"sc://{settings.connect_host}",
+                       "port": settings.connect_port})
 
 
 def stage_kwargs(settings: Settings) -> dict[str, Any]:

@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from sda.lake.tables import TABLES, ensure_tables
-from sda.pipeline import runtime
+from sda.pipeline import sinks
+from sda.pipeline.arguments import RUN_ID_RE
+from sda.quality.report import reports_root
 from sda.quality.suites import HELPER_PREFIX, Check, derive, suite_checks
 from sda.transforms import envelope
 
@@ -98,8 +100,10 @@ class QualityResult:
 
     def summary(self) -> str:
         bad = self.failed
-        head = (f"quality {self.layer}.{self.table} run {self.run_id}: gate {'passed' if self.gate_passed else 'FAILED'}, "
-                f"{len(self.checks) - len(bad)}/{len(self.checks)} checks passed, {self.quarantined_count} rows quarantined")
+        gate = "passed" if self.gate_passed else "FAILED"
+        head = (f"quality {self.layer}.{self.table} run {self.run_id}: gate {gate}, "
+                f"{len(self.checks) - len(bad)}/{len(self.checks)} checks passed, "
+                f"{self.quarantined_count} rows quarantined")
         lines = [head] + [f"  - {c.describe()}" for c in bad]
         if self.data_docs_url:
             lines.append(f"  Data Docs: {self.data_docs_url}")
@@ -118,11 +122,6 @@ class QualityResult:
 
 
 # --- GX plumbing ----------------------------------------------------------------------------------
-
-def reports_root(settings: "Settings") -> Path:
-    """``<lakehouse parent>/reports``: the GX context lives in its ``gx/`` directory."""
-    return settings.lakehouse.parent / "reports"
-
 
 @contextlib.contextmanager
 def _gx_lock(root: Path):
@@ -246,7 +245,8 @@ def _run_gx(settings: "Settings", suite_name: str, table: str, checks: list[Chec
                                  run_id=RunIdentifier(run_name=run_id, run_time=dt.datetime.now(dt.timezone.utc)))
         (identifier, validation), = outcome.run_results.items()
         page = None
-        for site in context.get_docs_sites_urls(resource_identifier=identifier, site_names=[SITE], only_if_exists=False):
+        sites = context.get_docs_sites_urls(resource_identifier=identifier, site_names=[SITE], only_if_exists=False)
+        for site in sites:
             url = site.get("site_url")
             if url and url.startswith("file://"):
                 page = Path(unquote(url[len("file://"):]))  # GX percent-encodes the run name
@@ -321,7 +321,7 @@ def _quarantine_rows(bad: "DataFrame", input_columns: list[str], layer: str, tab
 
 def record_results(spark: "SparkSession", settings: "Settings", results: "list[QualityResult]") -> None:
     """One ``ops/data_quality`` row per check of each result, in one write (an append unless a rerun
-    of the same run already left rows: then they are replaced, see :func:`sda.pipeline.runtime.write_rows`)."""
+    of the same run already left rows: then they are replaced, see :func:`sda.pipeline.sinks.write_rows`)."""
     schema = TABLES["data_quality"].schema
     now = dt.datetime.now(dt.timezone.utc)
     rows = [
@@ -332,7 +332,7 @@ def record_results(spark: "SparkSession", settings: "Settings", results: "list[Q
          "observed": r.observed, "checked_at": now, "suite": q.suite, "data_docs_url": q.data_docs_url}
         for q in results for r in q.checks
     ]
-    runtime.write_rows(spark, [tuple(row.get(f.name) for f in schema.fields) for row in rows], "data_quality", settings)
+    sinks.write_rows(spark, [tuple(row.get(f.name) for f in schema.fields) for row in rows], "data_quality", settings)
 
 
 def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str, df: "DataFrame", run_id: str,
@@ -354,7 +354,7 @@ def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str
         raise KeyError(f"unknown table {table!r}")
     if spec.layer != layer:
         raise ValueError(f"table {table} is in layer {spec.layer}, not {layer}")
-    if not runtime.RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.match(run_id):
         raise ValueError(f"run id {run_id!r}: use 1-200 characters from letters, digits and _ . : + -")
     if write:
         ensure_tables(spark, settings, ["data_quality", "quarantine"])
@@ -369,7 +369,8 @@ def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str
     quarantine_checks = [c for c in checks if c.severity == "quarantine"]
     frame = derive(spark, settings, table, df, uncorrelated_count)
     if quarantine_checks:
-        reasons = F.concat_ws(", ", *[F.when(~F.coalesce(c.row_ok(), F.lit(True)), F.lit(c.name)) for c in quarantine_checks])
+        reasons = F.concat_ws(", ", *[F.when(~F.coalesce(c.row_ok(), F.lit(True)), F.lit(c.name))
+                                      for c in quarantine_checks])
         frame = frame.withColumn("_q_reason", F.when(F.length(reasons) > 0, reasons))
     else:
         frame = frame.withColumn("_q_reason", F.lit(None).cast("string"))
@@ -383,7 +384,7 @@ def validate(spark: "SparkSession", settings: "Settings", layer: str, table: str
     quarantined_count = _count_and_cross_check(results, quarantine_checks, frame)
     gate = not any(r.severity == "fail" and not r.success for r in results)
     if write and quarantined_count:
-        runtime.merge_new(spark, quarantined, "quarantine", settings)
+        sinks.merge_new(spark, quarantined, "quarantine", settings)
     result = QualityResult(run_id, layer, table, suite_name, results, passed, quarantined, quarantined_count, gate,
                            page, url, time.monotonic() - started, frame, identifier)
     if not deferred:

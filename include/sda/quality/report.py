@@ -21,8 +21,8 @@ says why the run stopped). It shows
   loaded before the run's screening finished, as ``sda trace`` finds them), on a log scale so the
   close approach and the orbit-scale separation show in one picture.
 
-The SVG is written by hand (no plotting library in the job's environment); every mark carries
-``data-*`` attributes with the value it draws, so a test or a script can read the picture back.
+The charts are SVG written by hand (:mod:`sda.quality.charts`); every mark carries ``data-*``
+attributes with the value it draws, so a test or a script can read the picture back.
 The Airflow plugin ``plugins/sda_reports.py`` serves this directory behind Airflow's login, and the
 quality tasks' "Run report" extra link points at a run's page.
 """
@@ -30,7 +30,6 @@ quality tasks' "Run report" extra link points at a run's page.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import math
 import os
 from pathlib import Path
@@ -39,14 +38,14 @@ from urllib.parse import quote
 
 import numpy as np
 
+from sda.quality.charts import COUNTS, separation_svg, stage_counts_svg
+from sda.quality.charts import escape as _e
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
     from sda.config.settings import Settings
 
-COUNTS = ("records_in", "records_out", "quarantined", "duplicates", "late")
-COLOURS = {"records_in": "#4e79a7", "records_out": "#59a14f", "quarantined": "#e15759", "duplicates": "#f28e2b",
-           "late": "#b07aa1"}
 LEVEL_COLOURS = {"red": "#d62728", "yellow": "#e6b800", "none": "#7f7f7f"}
 HALF_WINDOW_S = 600.0  # separation plots span TCA +- 10 minutes
 SAMPLES = 401
@@ -65,105 +64,7 @@ def run_url_path(run_id: str) -> str:
     return f"runs/{quote(run_id, safe='')}/index.html"
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _num(value: float) -> str:
-    return f"{value:.1f}"
-
-
-# --- charts ---------------------------------------------------------------------------------------
-
-def stage_counts_svg(stages: Sequence[tuple[str, dict[str, int | None]]], width: int = 760) -> str:
-    """Horizontal grouped bars: one group per stage, one bar per count it reports (linear scale from 0)."""
-    label_w, value_w, bar_h, gap = 110, 70, 12, 10
-    plot_w = width - label_w - value_w
-    present = [(stage, {k: int(v) for k, v in counts.items() if k in COUNTS and v is not None}) for stage, counts in stages]
-    top = max([v for _, counts in present for v in counts.values()] + [1])
-    y = 28
-    parts = []
-    for stage, counts in present:
-        group_h = max(1, len(counts)) * (bar_h + 2)
-        parts.append(f'<text x="{label_w - 8}" y="{y + group_h / 2 + 4:.1f}" text-anchor="end" class="stage">{_e(stage)}</text>')
-        if not counts:
-            parts.append(f'<text x="{label_w}" y="{y + 10}" class="muted">no record counts</text>')
-        for i, (name, value) in enumerate(counts.items()):
-            w = plot_w * value / top
-            by = y + i * (bar_h + 2)
-            parts.append(f'<rect x="{label_w}" y="{by}" width="{w:.2f}" height="{bar_h}" fill="{COLOURS[name]}" '
-                         f'data-stage="{_e(stage)}" data-count="{name}" data-value="{value}">'
-                         f'<title>{_e(stage)} {name.replace("_", " ")}: {value}</title></rect>')
-            parts.append(f'<text x="{label_w + w + 4:.2f}" y="{by + bar_h - 2}" class="value">{value:,}</text>')
-        y += group_h + gap
-    legend = []
-    x = label_w
-    for name in COUNTS:
-        legend.append(f'<rect x="{x}" y="6" width="10" height="10" fill="{COLOURS[name]}"/>'
-                      f'<text x="{x + 14}" y="15" class="legend">{name.replace("_", " ")}</text>')
-        x += 120
-    height = y + 6
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart counts" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" data-max="{top}" data-plot-width="{plot_w}" role="img" '
-            f'aria-label="records per stage">{"".join(legend)}{"".join(parts)}</svg>')
-
-
-def _distance_label(metres: float) -> str:
-    return f"{metres:g} m" if metres < 1000 else f"{metres / 1000:g} km"
-
-
-def separation_svg(t_s: np.ndarray, sep_m: np.ndarray, *, miss_m: float, threshold_m: float | None = None,
-                   title: str = "", width: int = 760, height: int = 300) -> str:
-    """Separation (log scale) against seconds from TCA; the miss distance marked at t = 0."""
-    ok = np.isfinite(sep_m) & (sep_m > 0)
-    t, s = np.asarray(t_s, float)[ok], np.asarray(sep_m, float)[ok]
-    if t.size < 2:
-        return f'<p class="muted">no separation to draw for {_e(title)} (propagation failed)</p>'
-    left, right, top, bottom = 70, 20, 28, 40
-    pw, ph = width - left - right, height - top - bottom
-    lo_values = [s.min(), miss_m] + ([threshold_m] if threshold_m else [])
-    hi_values = [s.max()] + ([threshold_m] if threshold_m else [])
-    y_lo = math.floor(math.log10(max(min(lo_values), 1e-3)))
-    y_hi = math.ceil(math.log10(max(hi_values)))
-    y_hi = max(y_hi, y_lo + 1)
-    t_lo, t_hi = float(t.min()), float(t.max())
-
-    def x_of(v: float) -> float:
-        return left + pw * (v - t_lo) / (t_hi - t_lo)
-
-    def y_of(v: float) -> float:
-        return top + ph * (y_hi - math.log10(v)) / (y_hi - y_lo)
-
-    parts = []
-    for decade in range(y_lo, y_hi + 1):
-        value = 10.0 ** decade
-        y = y_of(value)
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{_num(y)}" y2="{_num(y)}" class="grid" data-decade="{decade}"/>'
-                     f'<text x="{left - 6}" y="{_num(y + 4)}" text-anchor="end" class="tick">{_distance_label(value)}</text>')
-    span = t_hi - t_lo
-    step = next(st for st in (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600) if span / st <= 10)
-    for tick in np.arange(math.ceil(t_lo / step) * step, t_hi + 1e-9, step):
-        x = x_of(float(tick))
-        parts.append(f'<line x1="{_num(x)}" x2="{_num(x)}" y1="{top}" y2="{top + ph}" class="grid"/>'
-                     f'<text x="{_num(x)}" y="{top + ph + 16}" text-anchor="middle" class="tick">{tick:+g}</text>')
-    if threshold_m:
-        y = y_of(threshold_m)
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{_num(y)}" y2="{_num(y)}" class="threshold" '
-                     f'data-threshold-m="{threshold_m:g}"/><text x="{left + pw - 4}" y="{_num(y - 4)}" text-anchor="end" '
-                     f'class="tick">screening threshold {_distance_label(threshold_m)}</text>')
-    points = " ".join(f"{x_of(a):.2f},{y_of(b):.2f}" for a, b in zip(t, s))
-    parts.append(f'<polyline points="{points}" class="separation" fill="none" data-samples="{t.size}"/>')
-    if t_lo <= 0.0 <= t_hi and miss_m > 0:
-        parts.append(f'<circle cx="{_num(x_of(0.0))}" cy="{_num(y_of(miss_m))}" r="4" class="tca" data-miss-m="{miss_m:.1f}">'
-                     f'<title>TCA: miss {miss_m:.1f} m</title></circle>'
-                     f'<text x="{_num(x_of(0.0) + 8)}" y="{_num(y_of(miss_m) + 4)}" class="tick">TCA, {miss_m:,.0f} m</text>')
-    parts.append(f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle" class="axis">seconds from TCA</text>')
-    parts.append(f'<text x="{left}" y="16" class="axis">{_e(title)}</text>')
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart separation" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" data-t-min="{t_lo:g}" data-t-max="{t_hi:g}" data-log10-min="{y_lo}" '
-            f'data-log10-max="{y_hi}" data-left="{left}" data-top="{top}" data-plot-width="{pw}" data-plot-height="{ph}" '
-            f'role="img" aria-label="separation around TCA">{"".join(parts)}</svg>')
-
+# --- the separation around TCA --------------------------------------------------------------------
 
 def sample_times(half_window_s: float = HALF_WINDOW_S, n: int = SAMPLES) -> np.ndarray:
     """Seconds from TCA, dense near it (quadratic spacing, t = 0 included): a 10 km/s encounter
@@ -233,7 +134,8 @@ def _metrics_section(metrics: list[dict[str, Any]]) -> str:
     for m in metrics:
         lag = ("" if m.get("lag_versions") is None
                else f'{m["lag_versions"]} versions, {m.get("lag_seconds") or 0:.0f} s')
-        rows.append(f'<tr data-stage="{_e(m["stage"])}"><td>{_e(m["stage"])}</td><td>{_e(m.get("mode") or "incremental")}</td>'
+        rows.append(f'<tr data-stage="{_e(m["stage"])}"><td>{_e(m["stage"])}</td>'
+                    f'<td>{_e(m.get("mode") or "incremental")}</td>'
                     + "".join(f'<td class="num">{"" if m.get(k) is None else f"{m[k]:,}"}</td>' for k in COUNTS)
                     + f'<td class="num">{m["seconds"]:.1f}</td><td>{_e(m.get("watermark") or "")}</td><td>{lag}</td>'
                     + f'<td>{"" if m.get("conserved") is None else ("✓" if m["conserved"] else "✗ broken")}</td></tr>')
@@ -263,8 +165,10 @@ def _quality_section(checks: list[dict[str, Any]], page_dir: Path) -> str:
         body = []
         for r in rows:
             cls = "ok" if r["success"] else ("bad" if r["severity"] == "fail" else "warn")
-            unexpected = "" if r.get("unexpected_count") is None else f'{r["unexpected_count"]:,} of {r.get("element_count") or 0:,}'
-            body.append(f'<tr><td>{_e(r["expectation"])}</td><td>{_e(r.get("column") or "")}</td><td>{_e(r["severity"])}</td>'
+            unexpected = ("" if r.get("unexpected_count") is None
+                          else f'{r["unexpected_count"]:,} of {r.get("element_count") or 0:,}')
+            body.append(f'<tr><td>{_e(r["expectation"])}</td><td>{_e(r.get("column") or "")}</td>'
+                        f'<td>{_e(r["severity"])}</td>'
                         f'<td class="{cls}">{"pass" if r["success"] else "FAIL"}</td><td class="num">{unexpected}</td>'
                         f'<td>{_e((r.get("observed") or "")[:160])}</td></tr>')
         out.append('<table class="checks"><tr><th>check</th><th>column</th><th>severity</th><th>result</th>'
@@ -280,9 +184,11 @@ def _alerts_section(alerts: list[dict[str, Any]], threshold_m: float) -> str:
         colour = LEVEL_COLOURS.get(a["level"], "#555")
         names = f'{_e(a.get("primary_name") or a["primary_id"])} × {_e(a.get("secondary_name") or a["secondary_id"])}'
         pc = "n/a" if a.get("pc") is None else f'{a["pc"]:.2e}'
-        out.append(f'<h3 data-alert="{_e(a["alert_id"])}"><span class="badge" style="background:{colour}">{_e(a["level"])}</span> '
+        out.append(f'<h3 data-alert="{_e(a["alert_id"])}">'
+                   f'<span class="badge" style="background:{colour}">{_e(a["level"])}</span> '
                    f'{names} — {_e(a["status"])} v{a["version"]}</h3>'
-                   f'<p>TCA {_e(a["tca"])} · miss {a["miss_m"]:,.0f} m · relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · '
+                   f'<p>TCA {_e(a["tca"])} · miss {a["miss_m"]:,.0f} m · '
+                   f'relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · '
                    f'alert <code>{_e(a["alert_id"])}</code> (<code>sda trace {_e(a["alert_id"])}</code>)</p>')
         if a.get("series") is None:
             out.append('<p class="muted">element sets not found: no separation plot</p>')
@@ -400,7 +306,8 @@ def _calibration(spark: "SparkSession", settings: "Settings", run_id: str, rows)
         return []
     dof = sum((F.col(c).isNotNull().cast("int") for cols in RESIDUALS.values() for c in cols), F.lit(0))
     per_object = [r.asDict() for r in (
-        TABLES["correlated"].read(spark, settings).where((F.col("correlate_run_id") == run_id) & F.col("gate_d2").isNotNull())
+        TABLES["correlated"].read(spark, settings)
+        .where((F.col("correlate_run_id") == run_id) & F.col("gate_d2").isNotNull())
         .groupBy("norad_id").agg(F.count(F.lit(1)).alias("observations"), F.sum("gate_d2").alias("d2_sum"),
                                  F.sum(dof).alias("dof_sum"))
         .collect())]
@@ -421,11 +328,14 @@ def write_index(settings: "Settings") -> Path:
     runs.mkdir(parents=True, exist_ok=True)
     pages = sorted((p for p in runs.glob("*/index.html")), key=lambda p: p.stat().st_mtime, reverse=True)
     items = "".join(f'<li><a href="{quote(p.parent.name, safe="")}/index.html">{_e(p.parent.name)}</a> '
-                    f'<span class="muted">{dt.datetime.fromtimestamp(p.stat().st_mtime, dt.timezone.utc):%Y-%m-%d %H:%M} UTC</span></li>'
+                    '<span class="muted">'
+                    f'{dt.datetime.fromtimestamp(p.stat().st_mtime, dt.timezone.utc):%Y-%m-%d %H:%M} UTC</span></li>'
                     for p in pages)
     index = runs / "index.html"
-    index.write_text(_page("sda-fusion run reports", f"<h1>Run reports</h1><ul>{items or '<li>none yet</li>'}</ul>"
-                           '<p><a href="../gx/uncommitted/data_docs/local_site/index.html">Great Expectations Data Docs</a></p>'),
+    index.write_text(_page("sda-fusion run reports",
+                           f"<h1>Run reports</h1><ul>{items or '<li>none yet</li>'}</ul>"
+                           '<p><a href="../gx/uncommitted/data_docs/local_site/index.html">'
+                           "Great Expectations Data Docs</a></p>"),
                      encoding="utf-8")
     return index
 

@@ -178,7 +178,8 @@ def _bronze(table: str, kind: str) -> list[Check]:
 def _observation_checks(table: str, settings: "Settings") -> list[Check]:
     return [
         *schema_checks(table),
-        *not_null(["obs_id", "sensor_id", "sensor_kind", "event_time", "event_date", "ingest_time", "bronze_id", "run_id"]),
+        *not_null(["obs_id", "sensor_id", "sensor_kind", "event_time", "event_date", "ingest_time", "bronze_id",
+                   "run_id"]),
         # obs_id is the table's MERGE key (a content hash): a repeat means the idempotent write broke
         unique("obs_id", "fail", "one row per observation (the table's key)"),
         in_set("sensor_kind_known", "sensor_kind", ["radar", "optical", "isl"], "quarantine", "a known sensor kind"),
@@ -290,7 +291,8 @@ def suite_checks(table: str, settings: "Settings", columns: list[str] | None = N
             *_conjunction_checks(table, settings),
             *not_null(["alert_id", "version", "status", "content_hash", "cdm_file", "json_file"]),
             unique("cdm_file", "fail", "one row per emitted CDM (each (alert_id, version) has its own file)"),
-            in_set("level_known", "level", ["red", "yellow", "none"], "quarantine", "alert level is red, yellow or none"),
+            in_set("level_known", "level", ["red", "yellow", "none"], "quarantine",
+                   "alert level is red, yellow or none"),
             in_set("status_known", "status", ["new", "updated", "closed"], "quarantine",
                    "alert status is new, updated or closed"),
             between("version_positive", "version", "quarantine", "versions count from 1", min_value=1),

@@ -50,7 +50,8 @@ def _sgp4_at(sat: Satrec, unix_s: float) -> tuple[np.ndarray, np.ndarray]:
     return np.array(r), np.array(v)
 
 
-def closest_approach(sat1: Satrec, sat2: Satrec, around_unix: float, half_window_s: float = 60.0) -> tuple[float, float]:
+def closest_approach(sat1: Satrec, sat2: Satrec, around_unix: float,
+                     half_window_s: float = 60.0) -> tuple[float, float]:
     """(unix time, distance m) of the closest approach near ``around_unix``: 10 ms scan, then golden section."""
     ts = around_unix + np.arange(-half_window_s, half_window_s + 1e-9, 0.01)
     _, r, _ = frames.propagate([sat1, sat2], ts)

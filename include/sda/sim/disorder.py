@@ -16,66 +16,119 @@ UNKNOWN_IDS = {"radar": "ZZ-RADAR-9", "optical": "ZZ-OPTICAL-4", "isl": "ISL-99"
 
 
 def apply_disorder(cfg, sensors: dict[str, Sensor], base, rng) -> list[LandingFile]:
+    """The landing files of every sensor's clean records (``base``: (kind, sensor id) -> chunk -> records)
+    with the configured disorder applied. The random draws happen in a fixed order (sensor by sensor, chunk
+    by chunk, then the unknown-sensor files, then the reordering), so one seed gives the same files."""
     files: list[LandingFile] = []
     unknown: dict[tuple[str, int], list[Record]] = defaultdict(list)
-    unknown_seq = 0
     for (kind, sensor_id), by_chunk in sorted(base.items()):
-        sensor = sensors[sensor_id]
-        chunks = sorted(by_chunk)
-        regular: dict[int, LandingFile] = {}
-        late: list[Record] = []
-        redeliver: dict[int, list[Record]] = defaultdict(list)
-        for chunk_ms in chunks:
-            recs = by_chunk[chunk_ms]
-            for rec in recs:  # impossible values first (they never get copied)
-                if rng.random() < cfg.impossible_rate:
-                    _make_impossible(rec, rng)
-            kept: list[Record] = []
-            for rec in recs:
-                if rng.random() < cfg.late_rate:
-                    for t in rec.truths:
-                        if t.disorder == "none":
-                            t.disorder = "late"
-                    late.append(rec)
-                else:
-                    kept.append(rec)
-            out: list[Record] = []
-            for rec in kept:
-                out.append(rec)
-                if rng.random() < cfg.reprocess_rate:
-                    for extra in _reprocessed(rec, sensor, rng):
-                        out.insert(len(out) - int(rng.integers(0, min(3, len(out)))) if rng.random() < 0.3 else len(out), extra)
-                clean = not rec.has_impossible
-                if clean and rng.random() < cfg.dup_rate:
-                    redeliver[chunk_ms].append(rec)
-                if clean and rng.random() < cfg.unknown_sensor_rate:
-                    unknown[(kind, chunk_ms)].append(rec)
-            n_bad = int(rng.binomial(len(kept), cfg.malformed_rate)) if kept and cfg.malformed_rate > 0 else 0
-            for _ in range(n_bad):
-                src = kept[int(rng.integers(0, len(kept)))]
-                out.insert(int(rng.integers(0, len(out) + 1)), _malformed(kind, sensor_id, src, rng))
-            if out:
-                mtime = chunk_ms + CHUNK_MS + int(rng.integers(30_000, 420_000))
-                regular[chunk_ms] = LandingFile(kind, sensor_id, chunk_ms, 0, out, mtime)
-        # re-deliveries: verbatim copies appended to the sensor's next regular file, else their own file
-        for chunk_ms in sorted(redeliver):
-            copies = []
-            for rec in redeliver[chunk_ms]:
-                truths = [Truth(t.kind, t.sensor_id, t.event_ms, t.norad_id, "redelivery", t.det_index, t) for t in rec.truths]
-                copies.append(Record(kind, sensor_id, chunk_ms, rec.event_ms, b"", truths, rec.data))
-            later = [c for c in sorted(regular) if c > chunk_ms]
-            if later:
-                target = regular[later[0]].records
-                for copy in copies:
-                    target.insert(int(rng.integers(0, len(target) + 1)), copy)
-            else:
-                mtime = chunk_ms + CHUNK_MS + int(rng.integers(600_000, 1_500_000))
-                files.append(LandingFile(kind, sensor_id, chunk_ms, 1, copies, mtime))
-        files.extend(regular[c] for c in sorted(regular))
-        if late:
-            late.sort(key=lambda r: r.event_ms)
-            files.append(LandingFile(kind, sensor_id, late[0].chunk_ms, 2, late, -1))  # mtime set below
-    # unknown sensors: copies with another sensor id, in files of their own
+        files.extend(_sensor_files(cfg, kind, sensor_id, sensors[sensor_id], by_chunk, unknown, rng))
+    files.extend(_unknown_sensor_files(unknown, rng))
+    _swap_neighbours(files, cfg.reorder_rate, rng)
+    _date_late_files(files)
+    return files
+
+
+def _sensor_files(cfg, kind: str, sensor_id: str, sensor: Sensor, by_chunk: dict[int, list[Record]],
+                  unknown: dict[tuple[str, int], list[Record]], rng) -> list[LandingFile]:
+    """One sensor's files: its re-delivery files, its regular files in chunk order, its late file (mtime
+    still unset). Records picked for an unknown sensor's copy are added to ``unknown``."""
+    regular: dict[int, LandingFile] = {}
+    late: list[Record] = []
+    redeliver: dict[int, list[Record]] = {}
+    for chunk_ms in sorted(by_chunk):
+        recs = by_chunk[chunk_ms]
+        for rec in recs:  # impossible values first (they never get copied)
+            if rng.random() < cfg.impossible_rate:
+                _make_impossible(rec, rng)
+        kept, held_back = _hold_back_late(recs, cfg.late_rate, rng)
+        late += held_back
+        out, dups, unknowns = _with_copies(cfg, kept, sensor, rng)
+        if dups:
+            redeliver[chunk_ms] = dups
+        if unknowns:
+            unknown[(kind, chunk_ms)].extend(unknowns)
+        _insert_malformed(out, kind, sensor_id, kept, cfg.malformed_rate, rng)
+        if out:
+            mtime = chunk_ms + CHUNK_MS + int(rng.integers(30_000, 420_000))
+            regular[chunk_ms] = LandingFile(kind, sensor_id, chunk_ms, 0, out, mtime)
+    files = _redeliveries(kind, sensor_id, redeliver, regular, rng)
+    files.extend(regular[c] for c in sorted(regular))
+    if late:
+        late.sort(key=lambda r: r.event_ms)
+        files.append(LandingFile(kind, sensor_id, late[0].chunk_ms, 2, late, -1))  # mtime set last
+    return files
+
+
+def _hold_back_late(recs: list[Record], late_rate: float, rng) -> tuple[list[Record], list[Record]]:
+    """A chunk's records split into those delivered on time and those held back for the sensor's late file
+    (their still clean truths marked ``late``)."""
+    kept: list[Record] = []
+    late: list[Record] = []
+    for rec in recs:
+        if rng.random() < late_rate:
+            for t in rec.truths:
+                if t.disorder == "none":
+                    t.disorder = "late"
+            late.append(rec)
+        else:
+            kept.append(rec)
+    return kept, late
+
+
+def _with_copies(cfg, kept: list[Record], sensor: Sensor, rng) -> tuple[list[Record], list[Record], list[Record]]:
+    """A regular file's records: ``kept`` with re-processed near-duplicates placed after (or up to two
+    records before) their original. Also the clean records to re-deliver and to copy as an unknown sensor's."""
+    out: list[Record] = []
+    redeliver: list[Record] = []
+    unknown: list[Record] = []
+    for rec in kept:
+        out.append(rec)
+        if rng.random() < cfg.reprocess_rate:
+            for extra in _reprocessed(rec, sensor, rng):
+                at = len(out) - int(rng.integers(0, min(3, len(out)))) if rng.random() < 0.3 else len(out)
+                out.insert(at, extra)
+        clean = not rec.has_impossible
+        if clean and rng.random() < cfg.dup_rate:
+            redeliver.append(rec)
+        if clean and rng.random() < cfg.unknown_sensor_rate:
+            unknown.append(rec)
+    return out, redeliver, unknown
+
+
+def _insert_malformed(out: list[Record], kind: str, sensor_id: str, kept: list[Record], rate: float, rng) -> None:
+    """Broken lines derived from ``kept`` records, inserted at random places of ``out`` (in place)."""
+    n_bad = int(rng.binomial(len(kept), rate)) if kept and rate > 0 else 0
+    for _ in range(n_bad):
+        src = kept[int(rng.integers(0, len(kept)))]
+        out.insert(int(rng.integers(0, len(out) + 1)), _malformed(kind, sensor_id, src, rng))
+
+
+def _redeliveries(kind: str, sensor_id: str, redeliver: dict[int, list[Record]], regular: dict[int, LandingFile],
+                  rng) -> list[LandingFile]:
+    """Re-deliveries: verbatim copies appended to the sensor's next regular file, else their own file (returned)."""
+    files: list[LandingFile] = []
+    for chunk_ms in sorted(redeliver):
+        copies = []
+        for rec in redeliver[chunk_ms]:
+            truths = [Truth(t.kind, t.sensor_id, t.event_ms, t.norad_id, "redelivery", t.det_index, t)
+                      for t in rec.truths]
+            copies.append(Record(kind, sensor_id, chunk_ms, rec.event_ms, b"", truths, rec.data))
+        later = [c for c in sorted(regular) if c > chunk_ms]
+        if later:
+            target = regular[later[0]].records
+            for copy in copies:
+                target.insert(int(rng.integers(0, len(target) + 1)), copy)
+        else:
+            mtime = chunk_ms + CHUNK_MS + int(rng.integers(600_000, 1_500_000))
+            files.append(LandingFile(kind, sensor_id, chunk_ms, 1, copies, mtime))
+    return files
+
+
+def _unknown_sensor_files(unknown: dict[tuple[str, int], list[Record]], rng) -> list[LandingFile]:
+    """Unknown sensors: copies with another sensor id, in files of their own (one per kind and chunk)."""
+    files: list[LandingFile] = []
+    unknown_seq = 0
     for (kind, chunk_ms), recs in sorted(unknown.items()):
         uid = UNKNOWN_IDS[kind]
         copies = []
@@ -91,17 +144,25 @@ def apply_disorder(cfg, sensors: dict[str, Sensor], base, rng) -> list[LandingFi
                 unknown_seq += 1
             truths = [Truth(t.kind, uid, t.event_ms, None, "unknown_sensor", t.det_index) for t in rec.truths]
             copies.append(Record(kind, uid, chunk_ms, rec.event_ms, b"", truths, data))
-        files.append(LandingFile(kind, uid, chunk_ms, 0, copies, chunk_ms + CHUNK_MS + int(rng.integers(30_000, 420_000))))
-    # out-of-order records within files
+        mtime = chunk_ms + CHUNK_MS + int(rng.integers(30_000, 420_000))
+        files.append(LandingFile(kind, uid, chunk_ms, 0, copies, mtime))
+    return files
+
+
+def _swap_neighbours(files: list[LandingFile], reorder_rate: float, rng) -> None:
+    """Out-of-order records within files: neighbouring lines swapped (in place)."""
     for f in files:
         for i in range(len(f.records) - 1):
-            if rng.random() < cfg.reorder_rate:
+            if rng.random() < reorder_rate:
                 f.records[i], f.records[i + 1] = f.records[i + 1], f.records[i]
+
+
+def _date_late_files(files: list[LandingFile]) -> None:
+    """The late files (mtime still unset) arrive last: 10 minutes after the newest other file."""
     latest = max((f.mtime_ms for f in files), default=0)
     for f in files:
         if f.mtime_ms < 0:
             f.mtime_ms = latest + 600_000
-    return files
 
 
 def _make_impossible(rec: Record, rng) -> None:
@@ -144,7 +205,8 @@ def _reprocessed(rec: Record, sensor: Sensor | None, rng) -> list[Record]:
         j = 0.1 * rng.uniform(-1.0, 1.0, 4)
         det.update(t=iso_ms(t_ms), range_km=round(det["range_km"] + j[0] * sig_r, 2),
                    az_deg=round((det["az_deg"] + j[1] * sig_a) % 360.0, 4),
-                   el_deg=round(min(det["el_deg"] + j[2] * sig_a, 90.0), 4), rr_km_s=round(det["rr_km_s"] + j[3] * sig_rr, 4))
+                   el_deg=round(min(det["el_deg"] + j[2] * sig_a, 90.0), 4),
+                   rr_km_s=round(det["rr_km_s"] + j[3] * sig_rr, 4))
         sent = parse_time(d["sent"]).timestamp() * 1000 + int(rng.integers(5000, 60000))
         frame = {"sensor": d["sensor"], "frame": d["frame"], "sent": iso_ms(int(round(sent))), "dets": [det]}
         truth = Truth("radar", rec.sensor_id, t_ms, rec.truths[i].norad_id, "reprocessed", 0, rec.truths[i])
@@ -192,7 +254,10 @@ def _malformed(kind: str, sensor_id: str, source: Record, rng) -> Record:
             payload = ",".join(cols).encode()
     else:
         if choice == 0:  # truncated / garbage beacon
-            payload = text[: int(rng.integers(8, max(9, len(text) // 2)))] if rng.random() < 0.5 else b"BCN|~~NO CARRIER~~|%$#@!"
+            if rng.random() < 0.5:
+                payload = text[: int(rng.integers(8, max(9, len(text) // 2)))]
+            else:
+                payload = b"BCN|~~NO CARRIER~~|%$#@!"
         else:  # non-numeric values
             parts = text.decode().split("|")
             parts[3] = "t_ms=" + parts[3].split("=", 1)[1][:6] + "x9"

@@ -8,7 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from sda.lake.schemas import LANDING_SUFFIX, OPTICAL_HEADER
+from sda.lake.schemas import LANDING_SUFFIX
+from sda.lake.wire_formats import OPTICAL_HEADER
 from sda.sim.common import chunk_label, iso_us
 from sda.sim.truth import Record, Truth
 

@@ -23,7 +23,8 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
     errors = None
     if cfg.catalog is not None:
         entries, _rejected = load_catalog(cfg.catalog)
-        entries = [e for e in latest_by_object(entries) if e.norad_id not in (PRIMARY_ID, SECONDARY_ID) or not cfg.inject_conjunction]
+        entries = [e for e in latest_by_object(entries)
+                   if e.norad_id not in (PRIMARY_ID, SECONDARY_ID) or not cfg.inject_conjunction]
         if not entries:
             raise ValueError(f"catalogue {cfg.catalog} has no usable element sets")
         base_text = Path(cfg.catalog).read_text(encoding="utf-8", errors="replace")
@@ -48,7 +49,8 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
         new_entries, _ = parse_tle_text(extra)
         entries = entries + new_entries
         base_text = base_text if base_text.endswith("\n") or not base_text else base_text + "\n"
-        if errors is None and cfg.catalog is not None and not base_text.lstrip().startswith(("1 ", "2 ")) and "\n1 " not in base_text:
+        if (errors is None and cfg.catalog is not None
+                and not base_text.lstrip().startswith(("1 ", "2 ")) and "\n1 " not in base_text):
             # an OMM catalogue: write the combined catalogue as TLE text
             full, _ = load_catalog(cfg.catalog)
             base_text = "".join(f"{e.name}\n{e.line1}\n{e.line2}\n" for e in latest_by_object(full))

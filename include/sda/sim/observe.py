@@ -35,7 +35,8 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
     rng = np.random.default_rng([cfg.seed, 1])
     start_ms = int(round(cfg.start.timestamp() * 1000))
     end_ms = int(round(cfg.end.timestamp() * 1000))
-    radar_step, opt_step, isl_step = (int(round(x * 1000)) for x in (cfg.radar_cadence_s, cfg.optical_cadence_s, cfg.isl_cadence_s))
+    radar_step, opt_step, isl_step = (int(round(x * 1000))
+                                      for x in (cfg.radar_cadence_s, cfg.optical_cadence_s, cfg.isl_cadence_s))
     base: dict[tuple[str, str], dict[int, list[Record]]] = defaultdict(dict)
     frame_counters: dict[str, int] = {}
     isl_seqs: dict[str, int] = {}
@@ -54,7 +55,8 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
         c_opt = np.array([col[int(t)] for t in g_opt], dtype=np.int64)
         c_isl = np.array([col[int(t)] for t in g_isl], dtype=np.int64)
         for s_idx, sensor in enumerate(radars):
-            recs = _radar_records(objs, sensor, s_idx, chunk_ms, g_radar, R, V, valid, c_radar, rng, frame_counters, cat)
+            recs = _radar_records(objs, sensor, s_idx, chunk_ms, g_radar, R, V, valid, c_radar, rng, frame_counters,
+                                  cat)
             if recs:
                 base[("radar", sensor.sensor_id)][chunk_ms] = recs
         for sensor in opticals:
@@ -178,7 +180,8 @@ def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng, cat
     for j, c in zip(jj[order], kk[order]):
         row = {"station": sensor.sensor_id, "t_ms": int(t_ms[j, c]), "ra_hours": float(m_ra_deg[j, c] / 15.0),
                "dec_deg": float(m_dec[j, c]), "vmag": float(vmag[j, c]), "exposure_s": OPTICAL_EXPOSURE_S}
-        truth = Truth("optical", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none", error_rtn_m=_error(errors, j, c))
+        truth = Truth("optical", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none",
+                      error_rtn_m=_error(errors, j, c))
         records.append(Record("optical", sensor.sensor_id, chunk_ms, int(t_ms[j, c]), b"", [truth], row))
     return records
 
@@ -204,7 +207,8 @@ def _isl_records(objs, isl_sensors, assign, chunk_ms, base_ms, R, V, valid, col,
             seqs[sensor.sensor_id] = seqs.get(sensor.sensor_id, -1) + 1
             msg = {"src": sensor.sensor_id, "seq": seqs[sensor.sensor_id], "t_ms": int(t_ms[j, c]),
                    "pos": pos.tolist(), "vel": vel.tolist()}
-            truth = Truth("isl", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none", error_rtn_m=_error(errors, j, c))
+            truth = Truth("isl", sensor.sensor_id, int(t_ms[j, c]), int(objs.norad[j]), "none",
+                          error_rtn_m=_error(errors, j, c))
             out.append(Record("isl", sensor.sensor_id, chunk_ms, int(t_ms[j, c]), b"", [truth], msg))
     out.sort(key=lambda rec: (rec.event_ms, rec.sensor_id, rec.data["seq"]))
     return out

@@ -25,7 +25,7 @@ Files (``<chunk>`` is the UTC start of the 5-minute chunk of the events, ``YYYYm
   no later regular file of that sensor exists), 2 the sensor's late file (all its late frames).
   One frame per line; frames with no detection are not sent (frame numbers then skip).
 * ``optical/<STATION>_<chunk>.csv`` (regular), ``..._<chunk>_1.csv`` / ``..._<chunk>_2.csv`` (as above);
-  line 0 is :data:`sda.lake.schemas.OPTICAL_HEADER`.
+  line 0 is :data:`sda.lake.wire_formats.OPTICAL_HEADER`.
 * ``isl/<SRC>_<chunk>.bcn`` (regular), ``..._1.bcn`` / ``..._2.bcn``.
 * Unknown-sensor records are in their own files, named after the unknown sensor.
 
@@ -176,7 +176,8 @@ class SimulationResult:
 
 def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
     parts = [iso_utc(cfg.start), iso_utc(cfg.end), cfg.seed, catalog_sha, cfg.max_objects, cfg.inject_conjunction,
-             iso_utc(cfg.tca) if cfg.tca else "", cfg.miss_m, cfg.radar_cadence_s, cfg.optical_cadence_s, cfg.isl_cadence_s]
+             iso_utc(cfg.tca) if cfg.tca else "", cfg.miss_m,
+             cfg.radar_cadence_s, cfg.optical_cadence_s, cfg.isl_cadence_s]
     parts += [getattr(cfg, name) for name in RATE_NAMES + ("reorder_rate",)]
     if cfg.tle_age_days is not None:  # (appended only when set: exact-catalogue ids are unchanged)
         parts.append(list(cfg.tle_age_days))
@@ -202,9 +203,10 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     files = apply_disorder(cfg, sensors, base, np.random.default_rng([cfg.seed, 4]))
     sim_id = _sim_id(cfg, catalog_sha)
     truth_rows = write_landing(landing, files)
-    truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file, catalog_sha,
-                                                        injected, len(objs.norad), errors)
-    return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files], counts, inj)
+    truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
+                                                        catalog_sha, injected, len(objs.norad), errors)
+    return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files],
+                            counts, inj)
 
 
 # --- command line ----------------------------------------------------------------------------------------------
@@ -242,13 +244,18 @@ def _positive_float(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sda.sim.simulate",
-                                description="Write simulated radar/optical/ISL sensor files (with disorder and truth) to the landing zone.")
+                                description="Write simulated radar/optical/ISL sensor files (with disorder and truth) "
+                                            "to the landing zone.")
     p.add_argument("--start", type=parse_time, required=True, help="first event time, ISO-8601 UTC")
-    p.add_argument("--end", type=parse_time, required=True, help="end of the events (exclusive), at most 7 days after --start")
-    p.add_argument("--landing", type=Path, help="landing directory: the settings' landing (default) or a directory inside it")
-    p.add_argument("--catalog", type=Path, help="TLE/OMM catalogue to observe (default: generate one with sda.orbit.catgen)")
-    p.add_argument("--catalog-out", type=Path, help="where the catalogue used is written (default: the settings' catalog_file); "
-                   "inside the catalog_file's directory or the landing zone")
+    p.add_argument("--end", type=parse_time, required=True,
+                   help="end of the events (exclusive), at most 7 days after --start")
+    p.add_argument("--landing", type=Path,
+                   help="landing directory: the settings' landing (default) or a directory inside it")
+    p.add_argument("--catalog", type=Path,
+                   help="TLE/OMM catalogue to observe (default: generate one with sda.orbit.catgen)")
+    p.add_argument("--catalog-out", type=Path,
+                   help="where the catalogue used is written (default: the settings' catalog_file); "
+                        "inside the catalog_file's directory or the landing zone")
     p.add_argument("--objects", type=positive_int, default=None,
                    help="generated catalogue size (default: the setting SDA_SIM_OBJECTS, 300)")
     p.add_argument("--max-objects", type=positive_int, help="observe a deterministic subsample of the catalogue")
@@ -256,12 +263,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     for name in RATE_NAMES:
         p.add_argument("--" + name.replace("_", "-"), type=_rate, default=0.02, help="fraction (default 0.02)")
-    p.add_argument("--reorder-rate", type=_rate, default=0.05, help="chance of swapping neighbouring lines (default 0.05)")
+    p.add_argument("--reorder-rate", type=_rate, default=0.05,
+                   help="chance of swapping neighbouring lines (default 0.05)")
     p.add_argument("--clean", action="store_true", help="no disorder at all (every rate 0)")
-    p.add_argument("--inject-conjunction", action="store_true", help="add objects 99901/99902 on a near-collision course")
+    p.add_argument("--inject-conjunction", action="store_true",
+                   help="add objects 99901/99902 on a near-collision course")
     p.add_argument("--tca", type=parse_time, help="time of closest approach (default: start + 2 h)")
     p.add_argument("--miss-m", type=_positive_float, default=150.0, help="designed miss distance, m (default 150)")
-    p.add_argument("--radar-cadence", type=_positive_float, default=10.0, help="seconds between radar frames (default 10)")
+    p.add_argument("--radar-cadence", type=_positive_float, default=10.0,
+                   help="seconds between radar frames (default 10)")
     p.add_argument("--tle-age-days", type=_age, metavar="DAYS|LO:HI",
                    help="catalogue element sets this many days old (LO:HI: drawn per object), with errors drawn from "
                         "the uncertainty model; the sensors observe the true orbits (default: an exact catalogue)")
@@ -286,7 +296,8 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         parser.error("--tca needs --inject-conjunction")
     cfg = SimConfig(
         start=args.start, end=args.end, landing=args.landing, catalog=args.catalog, catalog_out=args.catalog_out,
-        objects=args.objects if args.objects is not None else _sim_objects(), max_objects=args.max_objects, sensors=args.sensors, seed=args.seed,
+        objects=args.objects if args.objects is not None else _sim_objects(), max_objects=args.max_objects,
+        sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
@@ -330,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
               f"(_truth/{result.sim_id}.orbits.jsonl)")
     if result.injected:
         inj = result.injected
-        print(f"  conjunction {inj['primary']}/{inj['secondary']} TCA {inj['achieved_tca']} miss {inj['achieved_miss_m']:.1f} m "
-              f"(designed {inj['designed_miss_m']:.1f} m)")
+        print(f"  conjunction {inj['primary']}/{inj['secondary']} TCA {inj['achieved_tca']} "
+              f"miss {inj['achieved_miss_m']:.1f} m (designed {inj['designed_miss_m']:.1f} m)")
     return 0
 
 

@@ -220,8 +220,9 @@ def apply(entries: list[CatalogEntry], start: dt.datetime, end: dt.datetime, age
     for k, e in enumerate(entries):
         k0 = first.setdefault(element_set_key(e.line1, e.line2), k)
         ages[k], draws[k] = ages[k0], draws[k0]
-    start_unix, mid_unix = start.timestamp(), 0.5 * (start.timestamp() + end.timestamp())
-    texts, trues, keep = [], [], []
+    start_unix = start.timestamp()
+    mid_unix = 0.5 * (start.timestamp() + end.timestamp())
+    texts, keep = [], []
     for k, e in enumerate(entries):
         if e.norad_id in (PRIMARY_ID, SECONDARY_ID):
             continue

@@ -1,4 +1,4 @@
-"""The three sensor wire formats (see :mod:`sda.lake.schemas`): checking records and parsing them.
+"""The three sensor wire formats (see :mod:`sda.lake.wire_formats`): checking records and parsing them.
 
 Two halves that must agree, kept side by side so they do:
 
@@ -23,7 +23,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from sda.lake import schemas
+from sda.lake import wire_formats
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -34,7 +34,7 @@ INTEGER_RE = re.compile(r"^[+-]?\d{1,18}$")
 INSTANT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})?$")
 
 RADAR_REQUIRED = ("t", "range_km", "az_deg", "el_deg", "rr_km_s")
-OPTICAL_COLUMNS = tuple(schemas.OPTICAL_HEADER.split(","))
+OPTICAL_COLUMNS = tuple(wire_formats.OPTICAL_HEADER.split(","))
 OPTICAL_REQUIRED = ("station", "timestamp_utc", "ra_hours", "dec_deg")
 ISL_INTEGERS = ("seq", "t_ms")
 ISL_FLOATS = ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")
@@ -72,13 +72,13 @@ def file_records(kind: str, data: bytes) -> list[Record]:
     """Every record of a landed file, accepted or with the reason it is not.
 
     Optical archives start with a header line that is not a record; when the header is not exactly
-    :data:`schemas.OPTICAL_HEADER` the columns cannot be trusted, so every line (the first included:
+    :data:`wire_formats.OPTICAL_HEADER` the columns cannot be trusted, so every line (the first included:
     it may be data from a header-less file) is refused.
     """
     lines = split_lines(data)
     if kind == "optical" and lines:
         header = lines[0][1].removeprefix(b"\xef\xbb\xbf")  # a BOM is an encoding artefact, not content
-        if header != schemas.OPTICAL_HEADER.encode():
+        if header != wire_formats.OPTICAL_HEADER.encode():
             return [Record(no, raw, None, "unexpected CSV header") for no, raw in lines]
         lines = lines[1:]
     out = []
@@ -200,7 +200,7 @@ def _check_isl(text: str) -> str | None:
         if key in pairs:
             return f"duplicate key {key}"
         pairs[key] = value
-    for key in schemas.ISL_KEYS:
+    for key in wire_formats.ISL_KEYS:
         if not pairs.get(key):
             return f"missing field {key}"
     if "=" in "".join(pairs.values()):
@@ -255,7 +255,7 @@ def parse_radar(bronze: "DataFrame") -> "DataFrame":
     """One row per detection; a frame that does not parse at all gives one row with item_no null."""
     from pyspark.sql import functions as F
 
-    frames = bronze.select(*_lineage(bronze), F.from_json("payload", schemas.RADAR_FRAME).alias("f"))
+    frames = bronze.select(*_lineage(bronze), F.from_json("payload", wire_formats.RADAR_FRAME).alias("f"))
     broken = F.col("f").isNull() | F.col("f.sensor").isNull() | F.col("f.dets").isNull()
     unparsed = frames.where(broken).select(
         *_lineage(frames),
