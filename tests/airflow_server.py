@@ -13,7 +13,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,19 +20,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.ports import free_port
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def find_postgres() -> tuple[Path | None, str]:
     """The directory of PostgreSQL's server programs (initdb, pg_ctl), or None and why not."""
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"),
+                        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
     for bindir in reversed(candidates):
         if (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file():
             return bindir, ""
@@ -69,7 +65,8 @@ class Postgres:
         return f"postgresql+psycopg2://airflow:{self.password}@127.0.0.1:{self.port}/airflow"
 
     def _run(self, *cmd: str, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run([*_as_postgres_user(), *cmd], check=True, capture_output=True, text=True, timeout=120, **kw)
+        return subprocess.run([*_as_postgres_user(), *cmd], check=True, capture_output=True, text=True, timeout=120,
+                              **kw)
 
     def start(self) -> "Postgres":
         self.root.mkdir(parents=True, exist_ok=True)
@@ -84,7 +81,8 @@ class Postgres:
                   "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-instructions")
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start",
                   "-o", f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1")
-        psql = [str(self.bindir / "psql"), "-h", str(self.sock), "-p", str(self.port), "-U", "postgres", "-v", "ON_ERROR_STOP=1", "-c"]
+        psql = [str(self.bindir / "psql"), "-h", str(self.sock), "-p", str(self.port), "-U", "postgres",
+                "-v", "ON_ERROR_STOP=1", "-c"]
         self._run(*psql, f"CREATE USER airflow WITH PASSWORD '{self.password}'")
         self._run(*psql, "CREATE DATABASE airflow OWNER airflow")
         return self
@@ -121,7 +119,8 @@ class Airflow:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "2",
-            "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+            "AIRFLOW__CORE__AUTH_MANAGER":
+                "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json.generated"),
             "AIRFLOW__API__PORT": str(self.port),
@@ -214,7 +213,8 @@ class Airflow:
                 self._token = self.token()
             req = urllib.request.Request(f"{self.base}/api/v2{path}", method=method,
                                          data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"})
+                                         headers={"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {self._token}"})
             try:
                 with urllib.request.urlopen(req, timeout=60) as r:
                     text = r.read()
@@ -249,7 +249,8 @@ class Airflow:
                     if other["dag_run_id"] != run_id:
                         self.api("DELETE", f"/dags/{dag_id}/dagRuns/{other['dag_run_id']}")
             state = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
-            tasks = {t["task_id"]: t["state"] for t in self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]}
+            instances = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+            tasks = {t["task_id"]: t["state"] for t in instances}
             if state in ("success", "failed"):
                 break
             time.sleep(10)

@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.airflow_server import free_port
+from tests.ports import free_port
 
 
 def find_chromium() -> tuple[str | None, str]:

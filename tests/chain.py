@@ -52,7 +52,8 @@ def land(files: Iterable[str], staging: Path, landing: Path) -> None:
         os.utime(target, (old, old))
 
 
-def snapshot(spark, settings, tables: Iterable[str] = COMPARED, drop: frozenset[str] = METADATA) -> dict[str, list[tuple]]:
+def snapshot(spark, settings, tables: Iterable[str] = COMPARED,
+             drop: frozenset[str] = METADATA) -> dict[str, list[tuple]]:
     """Every row of each table, metadata columns dropped, as a sorted list (floats rounded to 1e-9
     relative so a different summation order cannot tell two equal results apart)."""
     from sda.lake.tables import TABLES
@@ -83,6 +84,7 @@ def differences(a: dict[str, list[tuple]], b: dict[str, list[tuple]], limit: int
     for name in sorted(set(a) | set(b)):
         ra, rb = Counter(a.get(name, [])), Counter(b.get(name, []))
         if ra != rb:
-            out.append(f"{name}: {ra.total()} vs {rb.total()} rows; only left {sorted((ra - rb).elements(), key=repr)[:limit]}; "
-                       f"only right {sorted((rb - ra).elements(), key=repr)[:limit]}")
+            left, right = sorted((ra - rb).elements(), key=repr), sorted((rb - ra).elements(), key=repr)
+            out.append(f"{name}: {ra.total()} vs {rb.total()} rows; only left {left[:limit]}; "
+                       f"only right {right[:limit]}")
     return out

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
+# fixtures shared by several test files (the exactly-once scenario and its reference run)
+pytest_plugins = ["tests.exactly_once_support"]
+
 # py4j says goodbye from a __del__ at interpreter exit, after pytest has closed the stream a stage's
 # logging.basicConfig attached: a "--- Logging error ---" traceback under the summary otherwise
 logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -18,20 +23,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 # The one Spark Connect server of the test session (what users run is what the tests run). With
 # SDA_TEST_CONNECT_PORT set to a port where a server already answers (`SDA_CONNECT_PORT=... sda server
 # start`), the suite uses that one and leaves it running: handy while iterating on one test.
 # The port is kept in the environment: test modules that import this file (``from tests.conftest import
 # CONNECT_PORT``) get a second copy of the module, which must pick the same port.
-os.environ.setdefault("SDA_TEST_CONNECT_PORT", str(_free_port()))
+os.environ.setdefault("SDA_TEST_CONNECT_PORT", str(free_port()))
 CONNECT_PORT = int(os.environ["SDA_TEST_CONNECT_PORT"])
 
 
@@ -130,34 +127,59 @@ def spark(connect_server):
     session.stop()
 
 
-@pytest.fixture(autouse=True)
-def _shared_spark_is_active(request, monkeypatch):
-    """Before each test that uses the session's Spark, make it this process's default and active
-    session again: a test that connected to a server of its own (and killed it) must not leave code
-    that asks pyspark for "the" session -- a UDF's definition, a thread without a session of its own
-    -- talking to that dead server."""
-    if "spark" not in request.fixturenames:
-        return
+def _make_active(spark, connect_server, monkeypatch) -> None:
+    """Make the session's Spark this process's default and active session again: a test that
+    connected to a server of its own (and killed it) must not leave code that asks pyspark for "the"
+    session -- a UDF's definition, a thread without a session of its own -- talking to that dead server."""
     from sda.lake.spark import activate
 
-    activate(request.getfixturevalue("spark"))
-    monkeypatch.setenv("SPARK_REMOTE", request.getfixturevalue("connect_server").connect_url)
+    activate(spark)
+    monkeypatch.setenv("SPARK_REMOTE", connect_server.connect_url)
+
+
+@pytest.fixture(autouse=True)
+def _shared_spark_is_active(request, monkeypatch):
+    """Before each test that uses the session's Spark, make it active again (``_make_active``)."""
+    if "spark" not in request.fixturenames:
+        return
+    _make_active(request.getfixturevalue("spark"), request.getfixturevalue("connect_server"), monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def module_spark(spark, connect_server):
+    """The session's Spark, made active for a module-scoped fixture (which runs before the per-test
+    ``_shared_spark_is_active``), e.g. one that runs a scenario once for several tests."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _make_active(spark, connect_server, monkeypatch)
+        yield spark
+
+
+def _settings_under(root: Path, **overrides):
+    """Settings pointing at empty directories under ``root``; the environment's SDA_* are ignored."""
+    from sda.config.settings import load_settings
+
+    defaults = {
+        "lakehouse": root / "lakehouse",
+        "landing": root / "landing",
+        "outbox": root / "outbox",
+        "catalog_file": root / "catalog" / "catalog.tle",
+        "shuffle_partitions": 2,
+        "connect_port": CONNECT_PORT,
+    }
+    return load_settings(env={}, **{**defaults, **overrides})
 
 
 @pytest.fixture
 def settings(tmp_path):
     """Settings pointing at empty per-test directories; the environment's SDA_* are ignored."""
-    from sda.config.settings import load_settings
+    return _settings_under(tmp_path)
 
-    return load_settings(
-        env={},
-        lakehouse=tmp_path / "lakehouse",
-        landing=tmp_path / "landing",
-        outbox=tmp_path / "outbox",
-        catalog_file=tmp_path / "catalog" / "catalog.tle",
-        shuffle_partitions=2,
-        connect_port=CONNECT_PORT,
-    )
+
+@pytest.fixture(scope="session")
+def make_settings(tmp_path_factory):
+    """``make_settings(name, **overrides)``: settings like ``settings``'s, under a fresh directory named
+    after ``name``: for a module-scoped fixture that runs a scenario once for several tests."""
+    return lambda name, **overrides: _settings_under(tmp_path_factory.mktemp(name), **overrides)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ import pytest
 
 from sda.config.settings import load_settings
 from sda.lake.tables import TABLES
-from sda.pipeline import runtime
+from sda.pipeline import changefeed
 from tests import chain
 from tests.conftest import CONNECT_PORT, built_once
 
@@ -86,7 +86,7 @@ def replay(spark, settings, stage: str, start: dt.datetime, end: dt.datetime, ex
 
 def progress_of(spark, settings):
     """The consumed versions and the progress log's length (a commit appends rows)."""
-    return runtime.consumed_versions(spark, settings), TABLES["progress"].read(spark, settings).count()
+    return changefeed.consumed_versions(spark, settings), TABLES["progress"].read(spark, settings).count()
 
 
 NORMALIZED = ("observations", "quarantine")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import chain, cluster_probe
-from tests.airflow_server import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -48,18 +48,23 @@ def standalone(tmp_path_factory):
     env.pop("PYTHONPATH", None)
     import pyspark
 
-    env.update({"SPARK_HOME": str(Path(pyspark.__file__).parent), "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"})
-    env.update({"SPARK_LOG_DIR": str(root / "logs"), "SPARK_WORKER_DIR": str(root / "work"), "SPARK_LOCAL_IP": "127.0.0.1"})
+    env.update({"SPARK_HOME": str(Path(pyspark.__file__).parent),
+                "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"})
+    env.update({"SPARK_LOG_DIR": str(root / "logs"), "SPARK_WORKER_DIR": str(root / "work"),
+                "SPARK_LOCAL_IP": "127.0.0.1"})
     logs = []
     procs = []
     for name, args in (
-        ("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)]),
+        ("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                    "--webui-port", str(ui)]),
         ("worker", ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                    "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui), "--work-dir", str(root / "work")]),
+                    "--cores", "2", "--memory", "2g", "--webui-port", str(worker_ui),
+                    "--work-dir", str(root / "work")]),
     ):
         log = root / f"{name}.log"
         logs.append(log)
-        procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT))
+        procs.append(subprocess.Popen([str(spark_class), *args], env=env, stdout=log.open("w"),
+                                      stderr=subprocess.STDOUT))
         if name == "master":
             time.sleep(2)
     deadline = time.monotonic() + 120
@@ -79,7 +84,8 @@ def standalone(tmp_path_factory):
     if not state.get("aliveworkers"):
         for p in procs:
             p.terminate()
-        tails = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]) for log in logs)
+        tails = "\n".join(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+                          for log in logs)
         pytest.fail(f"the standalone master/worker did not come up within 120 s:\n{tails}")
     yield {"url": f"spark://127.0.0.1:{port}", "ui": ui, "root": root}
     for p in procs:

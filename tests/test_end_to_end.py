@@ -6,9 +6,9 @@ headless Chromium.
 The metadata database is PostgreSQL (Debian's package, started by the fixture on 127.0.0.1) when its
 server programs are installed -- ``.ci/run`` installs them -- else SQLite, as ``make run`` uses (or
 when ``SDA_TEST_AIRFLOW_DB=sqlite``). Airflow's API server, scheduler and DAG processor run as
-separate processes (with the triggerer), as in docker-compose.yaml. The REST API refuses unauthenticated calls (401); with
-the simple auth manager's generated password a run is triggered and must succeed with every task,
-gates included. Then:
+separate processes (with the triggerer), as in docker-compose.yaml. The REST API refuses
+unauthenticated calls (401); with the simple auth manager's generated password a run is triggered and
+must succeed with every task, gates included. Then:
 
 * every landed record is in bronze or quarantine, once; duplicates are gone; correlation carries the
   true NORAD id; the injected near-collision is screened, alerted and published to the outbox;
@@ -149,11 +149,13 @@ def test_rest_api_refuses_calls_without_a_login(airflow):
     assert airflow.status(f"{airflow.base}/api/v2/dags") == 401
     # a forged token is refused too (Airflow answers 403 "Invalid JWT token" for one it cannot verify)
     assert airflow.status(f"{airflow.base}/api/v2/dags", headers={"Authorization": "Bearer not-a-token"}) in (401, 403)
-    assert airflow.status(f"{airflow.base}/api/v2/dags/{DAG_ID}/dagRuns", method="POST", body={"logical_date": None}) == 401
+    runs = f"{airflow.base}/api/v2/dags/{DAG_ID}/dagRuns"
+    assert airflow.status(runs, method="POST", body={"logical_date": None}) == 401
 
 
 def test_wrong_password_gets_no_token_and_the_generated_one_does(airflow):
-    assert airflow.status(f"{airflow.base}/auth/token", method="POST", body={"username": "admin", "password": "admin"}) == 401
+    guess = {"username": "admin", "password": "admin"}
+    assert airflow.status(f"{airflow.base}/auth/token", method="POST", body=guess) == 401
     # the password is generated at start-up into AIRFLOW_HOME (outside the repository), never "admin"
     assert airflow.password and airflow.password != "admin"
     assert not airflow.password_file.resolve().is_relative_to(PROJECT_ROOT / "dags")
@@ -170,10 +172,12 @@ def test_pipeline_run_succeeds_under_the_scheduler(pipeline_run, airflow):
 
 def test_metadata_database_is_postgres(postgres, pipeline_run):
     if postgres is None:
-        pytest.skip("Airflow ran on SQLite here: PostgreSQL's server programs are not installed (.ci/run installs them)")
+        pytest.skip("Airflow ran on SQLite here: PostgreSQL's server programs are not installed "
+                    "(.ci/run installs them)")
     rows = postgres.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", DAG_ID, RUN_ID)
     assert rows == [("success",)]
-    tasks = dict(postgres.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s AND run_id = %s", DAG_ID, RUN_ID))
+    tasks = dict(postgres.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s AND run_id = %s",
+                                DAG_ID, RUN_ID))
     assert tasks == {task: "success" for task in STAGES + GATES}
     assert postgres.query("SELECT version_num FROM alembic_version")  # migrated by `airflow db migrate`
 
@@ -219,7 +223,8 @@ def test_tables_hold_the_landed_data(tables, truth):
     # the gates validated this run's rows and recorded every check
     checked = {(r["layer"], r["table"]) for r in read("ops", "data_quality").where(F.col("run_id") == RUN_ID)
                .select("layer", "table").distinct().collect()}
-    assert {("bronze", "radar_frames"), ("silver", "observations"), ("gold", "correlated"), ("gold", "conjunctions")} <= checked
+    assert {("bronze", "radar_frames"), ("silver", "observations"), ("gold", "correlated"),
+            ("gold", "conjunctions")} <= checked
 
 
 # --- the tables against the simulator's truth file ----------------------------------------------
@@ -243,14 +248,16 @@ def truth_of(data, truth, tables):
         by_line[(row["file"], row["record_no"])].append(row)
         if row["det_index"] is not None:
             by_det[(row["file"], row["record_no"], row["det_index"])] = row
-        row["ms"] = int(dt.datetime.fromisoformat(row["event_time"].replace("Z", "+00:00")).timestamp() * 1000) if row["event_time"] else None
+        when = row["event_time"]
+        row["ms"] = int(dt.datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000) if when else None
     bronze, ranges = {}, {}
     for name in ("radar_frames", "optical_tracks", "isl_beacons"):
         for r in tables("bronze", name).select("bronze_id", "source_file", "record_no", "payload").collect():
             bronze[r["bronze_id"]] = (_relative(r["source_file"], data["landing"]), r["record_no"])
             if name == "radar_frames":
                 dets = json.loads(r["payload"]).get("dets") or []
-                ranges[r["bronze_id"]] = [(i, d.get("range_km")) for i, d in enumerate(dets) if isinstance(d.get("range_km"), (int, float))]
+                ranges[r["bronze_id"]] = [(i, d.get("range_km")) for i, d in enumerate(dets)
+                                          if isinstance(d.get("range_km"), (int, float))]
 
     def resolve(df) -> list[tuple[dict | None, dict]]:
         out = []
@@ -276,10 +283,12 @@ def test_every_landing_record_is_in_bronze_or_quarantine(data, truth, summary, t
     expected = {(t["file"], t["record_no"]) for t in truth}
     bronze: list[tuple[str, int]] = []
     for name in ("radar_frames", "optical_tracks", "isl_beacons"):
-        bronze += [(_relative(r[0], landing), r[1]) for r in tables("bronze", name).select("source_file", "record_no").collect()]
+        rows = tables("bronze", name).select("source_file", "record_no").collect()
+        bronze += [(_relative(r[0], landing), r[1]) for r in rows]
     refused = [
         (_relative(r[0], landing), r[1])
-        for r in tables("ops", "quarantine").where(F.col("stage") == "ingest").select("source_file", "record_no").collect()
+        for r in tables("ops", "quarantine").where(F.col("stage") == "ingest")
+        .select("source_file", "record_no").collect()
     ]
     assert len(bronze) == len(set(bronze)), "a landed record is in bronze twice"
     assert len(refused) == len(set(refused)), "a landed record is quarantined twice"
@@ -350,7 +359,8 @@ def test_run_report_link_opens_the_runs_report_in_a_browser(airflow, pipeline_ru
         assert f"<code>{RUN_ID}</code>" in html
         # counts per stage drawn for every stage of this run
         for stage in STAGES:
-            assert f'data-stage="{stage}" data-count="records_in"' in html or f'<tr data-stage="{stage}">' in html, stage
+            bar, row = f'data-stage="{stage}" data-count="records_in"', f'<tr data-stage="{stage}">'
+            assert bar in html or row in html, stage
         # the injected pair's alert has its separation plot, with the TCA marker near the designed miss
         assert 'data-alert="' in html and 'class="chart separation"' in html
         misses = [float(m) for m in re.findall(r'data-miss-m="([0-9.]+)"', html)]

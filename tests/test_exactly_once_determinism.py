@@ -12,19 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests import chain
-from tests.exactly_once_support import (  # noqa: F401 - fixtures
-    SCREEN,
-    SIM_START,
-    copy_of,
-    lakehouse,
-    load_catalog,
-    progress_of,
-    reference,
-    replay,
-    scenario,
-    staging,
-)
+from tests.exactly_once_support import SCREEN, SIM_START, copy_of, lakehouse, load_catalog, progress_of, replay
 
+# the fixtures scenario, staging and reference: tests/exactly_once_support.py, a plugin of tests/conftest.py
 pytestmark = pytest.mark.slow
 
 def test_reference_run_is_non_trivial(reference):
@@ -73,7 +63,8 @@ def test_replay_puts_back_what_a_range_lost(spark, reference, tmp_path):
     cond = f"event_time >= '{lo:%Y-%m-%d %H:%M:%S}' AND event_time < '{hi:%Y-%m-%d %H:%M:%S}'"
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     lost = 0
-    for layer, table in (("silver", "observations"), ("silver", "observations_dedup"), ("gold", "correlated"), ("gold", "uncorrelated")):
+    for layer, table in (("silver", "observations"), ("silver", "observations_dedup"), ("gold", "correlated"),
+                         ("gold", "uncorrelated")):
         path = settings.lakehouse / layer / table
         lost += spark.read.format("delta").load(str(path)).where(cond).count()
         spark.sql(f"DELETE FROM delta.`{path}` WHERE {cond}").collect()
@@ -103,13 +94,15 @@ def test_trace_leads_from_an_alert_to_its_landing_records(spark, reference, stag
     alert = next(a for a in alerts if {a["primary_id"], a["secondary_id"]} == pair)
     result = lineage.trace(spark, settings, alert["alert_id"])
 
-    truth = [json.loads(line) for p in (root / "landing" / "_truth").glob("*.jsonl") for line in p.read_text().splitlines() if line]
+    truth = [json.loads(line) for p in (root / "landing" / "_truth").glob("*.jsonl")
+             for line in p.read_text().splitlines() if line]
     by_line = {}
     for t in truth:
         by_line.setdefault((t["file"], t["record_no"]), set()).add(t["norad_id"])
     assert result["bronze"], "no bronze records traced"
     for b in result["bronze"]:
-        rel = str(Path(b["source_file"]).relative_to(settings.landing)) if Path(b["source_file"]).is_absolute() else b["source_file"]
+        source = Path(b["source_file"])
+        rel = str(source.relative_to(settings.landing)) if source.is_absolute() else b["source_file"]
         assert by_line.get((rel, b["record_no"]), set()) & pair, (rel, b["record_no"])
     for f in result["landing_files"]:
         path = Path(f["file_path"]) if Path(f["file_path"]).is_absolute() else settings.landing / f["file_path"]

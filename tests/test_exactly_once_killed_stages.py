@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from sda.pipeline import runtime
+from sda.pipeline import faults
 from tests import chain
-from tests.exactly_once_support import SCREEN, lakehouse, load_catalog, reference, scenario, staging  # noqa: F401 - fixtures
+from tests.exactly_once_support import SCREEN, lakehouse, load_catalog
 
+# the fixtures scenario, staging and reference: tests/exactly_once_support.py, a plugin of tests/conftest.py
 pytestmark = pytest.mark.slow
 
 # where each stage is killed, in the order its attempts die: before it writes anything, between two
@@ -34,10 +35,10 @@ def test_killed_stages_retried_equal_an_uninterrupted_run(spark, staging, refere
     chain.land(files, root / "landing", settings.landing)
     for stage in chain.FLOW:
         for point in KILL_POINTS[stage]:
-            monkeypatch.setattr(runtime, "KILL_AT", {point})
-            with pytest.raises(runtime.SimulatedCrash, match=point):
+            monkeypatch.setattr(faults, "KILL_AT", {point})
+            with pytest.raises(faults.SimulatedCrash, match=point):
                 chain.run_stage(spark, settings, stage, "run-1")
-        monkeypatch.setattr(runtime, "KILL_AT", set())
+        monkeypatch.setattr(faults, "KILL_AT", set())
         chain.run_stage(spark, settings, stage, "run-1")
     chain.run_stage(spark, settings, "conjunction", "run-1", SCREEN)
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []

@@ -11,20 +11,18 @@ import sys
 import pytest
 
 from sda.config.settings import load_settings
-from sda.pipeline import runtime
+from sda.pipeline import faults
 from tests import chain
-from tests.exactly_once_support import (  # noqa: F401 - fixtures
+from tests.exactly_once_support import (
     PROJECT_ROOT,
     SCREEN,
     lakehouse,
     load_catalog,
-    reference,
     reference_through_normalize,
-    scenario,
-    staging,
     through_normalize,
 )
 
+# the fixtures scenario, staging and reference: tests/exactly_once_support.py, a plugin of tests/conftest.py
 pytestmark = pytest.mark.slow
 
 def test_process_killed_mid_write_then_retried(spark, staging, reference, tmp_path):
@@ -59,12 +57,12 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
 
     from sda.lake import server
     from sda.lake.spark import SparkServerUnavailable, activate, connect
-    from tests.conftest import _free_port
+    from tests.ports import free_port
 
     root, files = staging
     settings = lakehouse(tmp_path, "server-killed", root / "catalog.tle")
     own = load_settings(env={}, lakehouse=settings.lakehouse, landing=settings.landing, outbox=settings.outbox,
-                        catalog_file=settings.catalog_file, shuffle_partitions=2, connect_port=_free_port())
+                        catalog_file=settings.catalog_file, shuffle_partitions=2, connect_port=free_port())
     monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # connect() sets it: restored at teardown
     server.start(own, warm=False)
     try:
@@ -73,20 +71,20 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
         chain.land(files, root / "landing", own.landing)
         chain.run_stage(own_spark, own, "ingest", "run-1")
         pid = server.read_pid(own)
-        real_checkpoint = runtime.checkpoint
+        real_checkpoint = faults.checkpoint
 
         def kill_server_at(name):
             if name == "normalize:after-silver":
                 os.kill(pid, signal.SIGKILL)  # the JVM itself, as kill -9 would
             real_checkpoint(name)
 
-        monkeypatch.setattr(runtime, "checkpoint", kill_server_at)
+        monkeypatch.setattr(faults, "checkpoint", kill_server_at)
         began = time.monotonic()
         with pytest.raises(SparkServerUnavailable) as failure:
             chain.run_stage(own_spark, own, "normalize", "run-1")
         assert own.connect_url in str(failure.value) and "normalize" in str(failure.value)
         assert time.monotonic() - began < 120  # no hang: the client gives up within seconds of retries
-        monkeypatch.setattr(runtime, "checkpoint", real_checkpoint)
+        monkeypatch.setattr(faults, "checkpoint", real_checkpoint)
         # a client whose server is not running gets the same clear error, before any work
         with pytest.raises(SparkServerUnavailable, match=own.connect_url.replace(".", r"\.")):
             connect(own)

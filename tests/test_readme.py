@@ -27,15 +27,20 @@ SETTING_DOCS = {
     "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
     "replay_max_hours": "the longest event-time range one replay (`sda replay`, `sda_replay`) may recompute",
     "dedup_window_s": "event-time window in which repeats of one sensor's observation are folded",
-    "allowed_lateness_s": "a sensor's watermark is the newest event time it delivered minus this; a window is final once the watermark passes its end",
-    "idle_source_s": "a sensor whose newest event time is this far behind the newest sensor's no longer holds cross-sensor windows open",
+    "allowed_lateness_s": "a sensor's watermark is the newest event time it delivered minus this; "
+                          "a window is final once the watermark passes its end",
+    "idle_source_s": "a sensor whose newest event time is this far behind the newest sensor's "
+                     "no longer holds cross-sensor windows open",
     "pass_gap_s": "a sensor's pass over an object (session window) ends after this gap without an observation",
-    "state_window_s": "width of the fixed event-time windows of gold.object_state (a whole multiple of the dedup window)",
+    "state_window_s": "width of the fixed event-time windows of gold.object_state "
+                      "(a whole multiple of the dedup window)",
     "clock_skew_s": "how far in the future of the interval an event time may be",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "screening_step_s": "propagation step of the screening",
-    "correlation_prediction_sigma_m": "unset: the correlation gate takes each candidate's predicted covariance from the uncertainty model (orbit regime, element-set age); a number: a fixed isotropic 1-sigma per-axis position uncertainty (m) instead",
+    "correlation_prediction_sigma_m": "unset: the correlation gate takes each candidate's predicted covariance "
+                                      "from the uncertainty model (orbit regime, element-set age); "
+                                      "a number: a fixed isotropic 1-sigma per-axis position uncertainty (m) instead",
     "alert_tca_tolerance_s": "an event updates an open alert of the same pair whose TCA is within this many seconds",
     "cdm_originator": "ORIGINATOR and MESSAGE_ID prefix of the CDMs in the outbox",
     "uncertainty_min_sigma_m": "floor of each axis of an observed object's position sigma (covariance model)",
@@ -44,8 +49,10 @@ SETTING_DOCS = {
     "pc_red": "collision probability of a red alert",
     "pc_yellow": "collision probability of a yellow alert",
     "hard_body_radius_m": "combined hard-body radius used for the collision probability",
-    "vacuum_retention_h": "VACUUM keeps unreferenced files at least this long (longer when a change-feed consumer lags)",
-    "sim_objects": "objects in the catalogue the simulator generates (`make run`, `sda simulate`, `sda catalog generate`; at most 29900)",
+    "vacuum_retention_h": "VACUUM keeps unreferenced files at least this long "
+                          "(longer when a change-feed consumer lags)",
+    "sim_objects": "objects in the catalogue the simulator generates "
+                   "(`make run`, `sda simulate`, `sda catalog generate`; at most 29900)",
 }
 
 
@@ -86,7 +93,8 @@ def _section(text: str, name: str) -> str:
 def regenerate() -> None:
     text = README.read_text()
     for name, render in SECTIONS.items():
-        text = re.sub(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)", lambda m: m.group(1) + render() + m.group(2), text, flags=re.S)
+        text = re.sub(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)",
+                      lambda m: m.group(1) + render() + m.group(2), text, flags=re.S)
     README.write_text(text)
 
 
@@ -128,7 +136,8 @@ def test_referenced_files_exist():
 
 
 def test_topology_command_runs():
-    out = subprocess.run([sys.executable, "-m", "sda.pipeline.topology", "--mermaid"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "sda.pipeline.topology", "--mermaid"],
+                         capture_output=True, text=True, check=True)
     assert out.stdout.strip() + "\n" == topology_block().removeprefix("```mermaid\n").removesuffix("```\n")
 
 

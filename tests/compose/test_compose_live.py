@@ -290,7 +290,8 @@ def test_the_injected_conjunctions_cdm_is_in_the_outbox(pipeline_run, stack):
     pair also meets on later orbits, farther apart, and those CDMs are there too."""
     summary = _exec(stack, "airflow-scheduler", "bash", "-c",
                     "for f in $(grep -l 'OBJECT_DESIGNATOR *= *9990[12]' /opt/sda/var/outbox/*.cdm); do "
-                    "grep -h '^TCA\\|^MISS_DISTANCE\\|^OBJECT_DESIGNATOR' \"$f\" | tr -s ' ' | tr '\\n' ' '; echo; done")
+                    "grep -h '^TCA\\|^MISS_DISTANCE\\|^OBJECT_DESIGNATOR' \"$f\" | tr -s ' ' | tr '\\n' ' '; "
+                    "echo; done")
     cdms = []
     for line in summary.splitlines():
         fields = [f.strip() for f in line.replace("[m]", "").split(" = ")]

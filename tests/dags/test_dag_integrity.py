@@ -129,7 +129,8 @@ def test_interval_templates_render(dag):
 def test_scheduled_runs_have_a_real_interval(dag):
     from airflow.serialization.encoders import coerce_to_core_timetable
 
-    interval = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(run_after=dt.datetime(2026, 11, 21, 6, 15, tzinfo=dt.timezone.utc))
+    run_after = dt.datetime(2026, 11, 21, 6, 15, tzinfo=dt.timezone.utc)
+    interval = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(run_after=run_after)
     assert interval.end - interval.start == dt.timedelta(minutes=15)
 
 
@@ -163,7 +164,8 @@ def test_topology_names_registered_tables():
             assert STAGES.index(next(s for s in STAGES if s.name == up)) < STAGES.index(stage), (up, stage.name)
 
 
-@pytest.mark.parametrize("run_type,mode", [("backfill", "replay"), ("scheduled", "incremental"), ("manual", "incremental")])
+@pytest.mark.parametrize("run_type,mode",
+                         [("backfill", "replay"), ("scheduled", "incremental"), ("manual", "incremental")])
 def test_backfill_runs_recompute_from_bronze(dag, run_type, mode):
     """A backfill's tasks get --mode replay (recompute the interval, commit no progress, send no
     alerts); scheduled and manual runs consume what is new."""

@@ -66,7 +66,8 @@ def test_bad_requests_are_refused_with_what_is_wrong(start, end, stages, message
 
 
 def test_a_good_request_is_put_in_topology_order():
-    p = replay.plan("2026-11-20T06:00:00Z", "2026-11-20T07:00:00", ["conjunction", "normalize"], max_hours=168.0, now=NOW)
+    p = replay.plan("2026-11-20T06:00:00Z", "2026-11-20T07:00:00", ["conjunction", "normalize"], max_hours=168.0,
+                    now=NOW)
     assert p.stages == ("normalize", "conjunction")
     assert p.end == dt.datetime(2026, 11, 20, 7, 0, tzinfo=UTC)  # naive = UTC
     # 15-min cadence: interval ends at 06:15, 06:30, 06:45, 07:00 are screened

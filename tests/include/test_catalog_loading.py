@@ -119,7 +119,8 @@ def test_catalogue_number_field(field, number):
     assert encode_catalog_number(number) == (field.replace(" ", "0") if field[0] in " 0123456789" else field)
 
 
-@pytest.mark.parametrize("field", ["I0001", "O1234", "a0001", "5    ", " 5 5 ", "     ", "A001 ", "AB123", "１２３４５"])
+@pytest.mark.parametrize("field", ["I0001", "O1234", "a0001", "5    ", " 5 5 ", "     ", "A001 ", "AB123",
+                                   "１２３４５"])
 def test_catalogue_number_field_refused(field):
     with pytest.raises(ValueError, match="catalogue number"):
         decode_catalog_number(field)
@@ -216,18 +217,33 @@ ISS_OMM_JSON = """[{
 }]
 """
 
-ISS_OMM_CSV = """\
-OBJECT_NAME,OBJECT_ID,EPOCH,MEAN_MOTION,ECCENTRICITY,INCLINATION,RA_OF_ASC_NODE,ARG_OF_PERICENTER,MEAN_ANOMALY,EPHEMERIS_TYPE,CLASSIFICATION_TYPE,NORAD_CAT_ID,ELEMENT_SET_NO,REV_AT_EPOCH,BSTAR,MEAN_MOTION_DOT,MEAN_MOTION_DDOT\r
-ISS (ZARYA),1998-067A,2008-09-20T12:25:40.104192,15.72125391,.0006703,51.6416,247.4627,130.5360,325.0288,0,U,25544,292,56353,-.11606E-4,-.2182E-4,0\r
-"""
+ISS_OMM_CSV = (
+    "OBJECT_NAME,OBJECT_ID,EPOCH,MEAN_MOTION,ECCENTRICITY,INCLINATION,RA_OF_ASC_NODE,ARG_OF_PERICENTER,"
+    "MEAN_ANOMALY,EPHEMERIS_TYPE,CLASSIFICATION_TYPE,NORAD_CAT_ID,ELEMENT_SET_NO,REV_AT_EPOCH,BSTAR,"
+    "MEAN_MOTION_DOT,MEAN_MOTION_DDOT\r\n"
+    "ISS (ZARYA),1998-067A,2008-09-20T12:25:40.104192,15.72125391,.0006703,51.6416,247.4627,130.5360,"
+    "325.0288,0,U,25544,292,56353,-.11606E-4,-.2182E-4,0\r\n"
+)
 
-ISS_OMM_XML = """\
-<?xml version="1.0" encoding="UTF-8"?>
-<ndm xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:noNamespaceSchemaLocation="https://sanaregistry.org/r/ndmxml_unqualified/ndmxml-2.0.0-master-2.0.xsd">
-<omm id="CCSDS_OMM_VERS" version="2.0">
-<header><CREATION_DATE/><ORIGINATOR/></header><body><segment><metadata><OBJECT_NAME>ISS (ZARYA)</OBJECT_NAME><OBJECT_ID>1998-067A</OBJECT_ID><CENTER_NAME>EARTH</CENTER_NAME><REF_FRAME>TEME</REF_FRAME><TIME_SYSTEM>UTC</TIME_SYSTEM><MEAN_ELEMENT_THEORY>SGP4</MEAN_ELEMENT_THEORY></metadata><data><meanElements><EPOCH>2008-09-20T12:25:40.104192</EPOCH><MEAN_MOTION>15.72125391</MEAN_MOTION><ECCENTRICITY>.0006703</ECCENTRICITY><INCLINATION>51.6416</INCLINATION><RA_OF_ASC_NODE>247.4627</RA_OF_ASC_NODE><ARG_OF_PERICENTER>130.5360</ARG_OF_PERICENTER><MEAN_ANOMALY>325.0288</MEAN_ANOMALY></meanElements><tleParameters><EPHEMERIS_TYPE>0</EPHEMERIS_TYPE><CLASSIFICATION_TYPE>U</CLASSIFICATION_TYPE><NORAD_CAT_ID>25544</NORAD_CAT_ID><ELEMENT_SET_NO>292</ELEMENT_SET_NO><REV_AT_EPOCH>56353</REV_AT_EPOCH><BSTAR>-.11606E-4</BSTAR><MEAN_MOTION_DOT>-.2182E-4</MEAN_MOTION_DOT><MEAN_MOTION_DDOT>0</MEAN_MOTION_DDOT></tleParameters></data></segment></body></omm>
-</ndm>
-"""
+ISS_OMM_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<ndm xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+    'xsi:noNamespaceSchemaLocation="https://sanaregistry.org/r/ndmxml_unqualified/ndmxml-2.0.0-master-2.0.xsd">\n'
+    '<omm id="CCSDS_OMM_VERS" version="2.0">\n'
+    "<header><CREATION_DATE/><ORIGINATOR/></header><body><segment><metadata>"
+    "<OBJECT_NAME>ISS (ZARYA)</OBJECT_NAME><OBJECT_ID>1998-067A</OBJECT_ID>"
+    "<CENTER_NAME>EARTH</CENTER_NAME><REF_FRAME>TEME</REF_FRAME><TIME_SYSTEM>UTC</TIME_SYSTEM>"
+    "<MEAN_ELEMENT_THEORY>SGP4</MEAN_ELEMENT_THEORY></metadata><data><meanElements>"
+    "<EPOCH>2008-09-20T12:25:40.104192</EPOCH><MEAN_MOTION>15.72125391</MEAN_MOTION>"
+    "<ECCENTRICITY>.0006703</ECCENTRICITY><INCLINATION>51.6416</INCLINATION>"
+    "<RA_OF_ASC_NODE>247.4627</RA_OF_ASC_NODE><ARG_OF_PERICENTER>130.5360</ARG_OF_PERICENTER>"
+    "<MEAN_ANOMALY>325.0288</MEAN_ANOMALY></meanElements><tleParameters><EPHEMERIS_TYPE>0</EPHEMERIS_TYPE>"
+    "<CLASSIFICATION_TYPE>U</CLASSIFICATION_TYPE><NORAD_CAT_ID>25544</NORAD_CAT_ID>"
+    "<ELEMENT_SET_NO>292</ELEMENT_SET_NO><REV_AT_EPOCH>56353</REV_AT_EPOCH><BSTAR>-.11606E-4</BSTAR>"
+    "<MEAN_MOTION_DOT>-.2182E-4</MEAN_MOTION_DOT><MEAN_MOTION_DDOT>0</MEAN_MOTION_DDOT></tleParameters>"
+    "</data></segment></body></omm>\n"
+    "</ndm>\n"
+)
 
 # Space-Track's gp class: every value a string, more keys, a 'Z'-less epoch with a shorter fraction
 ISS_OMM_SPACE_TRACK_JSON = json.dumps([{
@@ -244,7 +260,8 @@ ISS_OMM_SPACE_TRACK_JSON = json.dumps([{
 
 @pytest.mark.parametrize("kind", ["csv", "json", "xml", "space-track json"])
 def test_omm_formats_load_to_the_tle(kind):
-    text = {"csv": ISS_OMM_CSV, "json": ISS_OMM_JSON, "xml": ISS_OMM_XML, "space-track json": ISS_OMM_SPACE_TRACK_JSON}[kind]
+    text = {"csv": ISS_OMM_CSV, "json": ISS_OMM_JSON, "xml": ISS_OMM_XML,
+            "space-track json": ISS_OMM_SPACE_TRACK_JSON}[kind]
     entries, rejected = parse_text(text)
     assert rejected == [] and len(entries) == 1
     e = entries[0]
@@ -316,7 +333,8 @@ def test_missing_file_is_a_clear_error(tmp_path):
 def _count_sets(path) -> tuple[int, set[int], list[str]]:
     """Independent count: lines beginning '1 ' followed by a line beginning '2 ', plain Python."""
     lines = path.read_text().splitlines()
-    pairs = [(i, lines[i]) for i in range(len(lines) - 1) if lines[i].startswith("1 ") and lines[i + 1].startswith("2 ")]
+    pairs = [(i, lines[i]) for i in range(len(lines) - 1)
+             if lines[i].startswith("1 ") and lines[i + 1].startswith("2 ")]
     names = [lines[i - 1].strip() for i, _ in pairs]
     return len(pairs), {int(l1[2:7]) for _, l1 in pairs}, names
 

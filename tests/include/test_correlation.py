@@ -14,6 +14,7 @@ import pytest
 from sgp4.api import WGS72, Satrec
 
 from sda.orbit import correlation as C
+from sda.orbit import measurements
 from sda.orbit import screening as S
 from sda.orbit.frames import propagate, radec, razel, site_teme, teme_to_ecef
 
@@ -63,7 +64,8 @@ def radar_obs(obs_id, norad_id, site=EGLIN, range_offset_m=0.0):
 
 
 def run(rows, ids, sats):
-    return C.correlate_frame(pd.DataFrame(rows), ids, sats, GATE_KM, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
+    return C.correlate_frame(pd.DataFrame(rows), ids, sats, GATE_KM,
+                             prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
 
 
 def test_radar_observation_from_a_tle_associates_to_it_with_near_zero_residual():
@@ -175,7 +177,8 @@ def test_chi_square_gate_thresholds():
     x = C.GATE_D2[4]
     assert np.exp(-x / 2) * (1 + x / 2) == pytest.approx(C.GATE_TAIL, rel=1e-9)
     assert C.chi2_tail(C.GATE_D2[3], 3) == pytest.approx(C.GATE_TAIL, rel=1e-9)
-    assert C.wrap_angle(np.array([0.25 - 2 * np.pi, 2 * np.pi - 0.25, 3.0])) == pytest.approx([0.25, -0.25, 3.0])
+    assert measurements.wrap_angle(np.array([0.25 - 2 * np.pi, 2 * np.pi - 0.25, 3.0])) == pytest.approx(
+        [0.25, -0.25, 3.0])
 
 
 def test_signed_residuals_per_measurement_are_observed_minus_predicted():
@@ -185,13 +188,14 @@ def test_signed_residuals_per_measurement_are_observed_minus_predicted():
     # -0.3 mrad elevation, +3 m/s range-rate
     r, v = state(13)
     rng, az, el, rr = razel(*teme_to_ecef(r, v, T_OBS.timestamp()), *EGLIN)
-    radar = obs_row("r", "radar", sensor_id="EGLIN", range_m=float(rng) * 1000 + 150.0, az_rad=float(az) + 4e-4 - 2 * np.pi,
-                    el_rad=float(el) - 3e-4, range_rate_ms=float(rr) * 1000 + 3.0,
+    radar = obs_row("r", "radar", sensor_id="EGLIN", range_m=float(rng) * 1000 + 150.0,
+                    az_rad=float(az) + 4e-4 - 2 * np.pi, el_rad=float(el) - 3e-4, range_rate_ms=float(rr) * 1000 + 3.0,
                     site_lat_deg=EGLIN[0], site_lon_deg=EGLIN[1], site_alt_m=EGLIN[2])
     # optical (SOCORRO) of the GEO object 15: +20 urad right ascension (written 2 pi high), -10 urad declination
     r15 = state(15)[0]
     ra, dec = radec(r15, *SOCORRO, T_OBS.timestamp())
-    optical = obs_row("o", "optical", sensor_id="SOCORRO", ra_rad=float(ra) + 2e-5 + 2 * np.pi, dec_rad=float(dec) - 1e-5,
+    optical = obs_row("o", "optical", sensor_id="SOCORRO", ra_rad=float(ra) + 2e-5 + 2 * np.pi,
+                      dec_rad=float(dec) - 1e-5,
                       site_lat_deg=SOCORRO[0], site_lon_deg=SOCORRO[1], site_alt_m=SOCORRO[2])
     # ISL (ISL-01) of 11: 30 m radial, -120 m along-track, 45 m cross-track of the predicted orbit
     r11, v11 = state(11)
@@ -222,10 +226,12 @@ def test_signed_residuals_per_measurement_are_observed_minus_predicted():
     assert o["residual_dec_rad"] == pytest.approx(-1e-5, abs=1e-11)
     rho_m = np.linalg.norm(r15 - site_teme(*SOCORRO, T_OBS.timestamp())) * 1000.0
     so = np.deg2rad(0.00028)
-    assert o["gate_d2"] == pytest.approx(((2e-5 * np.cos(float(dec))) ** 2 + 1e-5**2) / (so**2 + SIGMA_P2 / rho_m**2), rel=1e-5)
+    assert o["gate_d2"] == pytest.approx(((2e-5 * np.cos(float(dec))) ** 2 + 1e-5**2) / (so**2 + SIGMA_P2 / rho_m**2),
+                                         rel=1e-5)
 
     i = out.loc["i"]
-    assert (i["residual_radial_m"], i["residual_along_m"], i["residual_cross_m"]) == pytest.approx((30.0, -120.0, 45.0), abs=1e-5)
+    assert (i["residual_radial_m"], i["residual_along_m"], i["residual_cross_m"]) == pytest.approx((30.0, -120.0, 45.0),
+                                                                                                   abs=1e-5)
     miss2 = 30.0**2 + 120.0**2 + 45.0**2
     assert i["residual_m"] == pytest.approx(np.sqrt(miss2), abs=1e-5)
     assert i["gate_d2"] == pytest.approx(miss2 / (50.0**2 + SIGMA_P2), rel=1e-6)
@@ -242,7 +248,8 @@ def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
     # and the 2 km prediction term d2 = 12000^2 / (30^2 + 2000^2) = 36.0 > chi2_4(1 - 1e-6) = 33.4
     ids, sats = catalogue()
     row = dict(radar_obs("a", 13, range_offset_m=12_000.0), sensor_id="EGLIN")
-    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM,
+                            prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     expected = 12_000.0**2 / (30.0**2 + SIGMA_P2)
     assert out.loc["a", "status"] == "uncorrelated" and out.loc["a", "reason"] == C.REASON_NO_CANDIDATE
     assert out.loc["a", "nearest_norad_id"] == 13
@@ -250,12 +257,14 @@ def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
     assert out.loc["a", "nearest_residual_m"] == pytest.approx(12_000.0, abs=1e-3)
     # a noisier sensor (5 km range sigma) or a less certain catalogue (3 km) lets it in
     noisy = {"EGLIN": {**C.sensor_sigmas(None)["EGLIN"], "sigma_range_m": 5000.0}}
-    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, noisy, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, noisy,
+                            prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     assert out.loc["a", "norad_id"] == 13
     assert out.loc["a", "gate_d2"] == pytest.approx(12_000.0**2 / (5000.0**2 + SIGMA_P2), rel=1e-6)
     out = C.correlate_frame(pd.DataFrame([row]), ids, sats, GATE_KM, prediction_sigma_m=3000.0).set_index("obs_id")
     assert out.loc["a", "norad_id"] == 13
     assert out.loc["a", "residual_range_m"] == pytest.approx(12_000.0, abs=1e-3)
     # whatever the uncertainties, nothing beyond gate_km correlates
-    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, 10.0, noisy, prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
+    out = C.correlate_frame(pd.DataFrame([row]), ids, sats, 10.0, noisy,
+                            prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     assert out.loc["a", "status"] == "uncorrelated"

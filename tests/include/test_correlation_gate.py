@@ -100,7 +100,8 @@ def test_radar_gate_is_chi_square_with_an_along_track_dominated_error():
     s_r, s_a, s_rr = 30.0, np.deg2rad(0.0154), 2.0  # EGLIN in the embedded registry
     noise = rng.standard_normal((4, DRAWS))
     obs = frame({"sensor_kind": "radar", "sensor_id": "EGLIN", "range_m": rng_km * 1000.0 + s_r * noise[0],
-                 "az_rad": az + s_a * noise[1], "el_rad": el + s_a * noise[2], "range_rate_ms": rr * 1000.0 + s_rr * noise[3],
+                 "az_rad": az + s_a * noise[1], "el_rad": el + s_a * noise[2],
+                 "range_rate_ms": rr * 1000.0 + s_rr * noise[3],
                  "site_lat_deg": site[0], "site_lon_deg": site[1], "site_alt_m": site[2]})
     assert 20.0 < np.degrees(el).min() and np.degrees(el).max() < 80.0
     out = C.correlate_frame(obs, ids, sats, GATE_KM, model=model(ids, sigma_rtn))
@@ -209,7 +210,8 @@ def test_ambiguity_weighs_the_covariance_determinant():
     dup = S.satrecs_from_lines(*zip(S.tle_from_elements(99, EPOCH, *ELEMENTS[11])))
     ids2, sats2 = ids + [99], list(sats) + list(dup)
     sig = np.array([[100.0, 500.0, 200.0]] * len(ids) + [[3000.0, 15000.0, 6000.0]])
-    m = CatalogueModel(np.zeros(len(ids2)), sig, np.zeros((len(ids2), 3)), np.zeros(len(ids2)), np.full(len(ids2), "t", dtype=object))
+    m = CatalogueModel(np.zeros(len(ids2)), sig, np.zeros((len(ids2), 3)), np.zeros(len(ids2)),
+                       np.full(len(ids2), "t", dtype=object))
     obs = frame({"sensor_kind": ["isl"], "sensor_id": ["ISL-01"], "x_m": [fix[0]], "y_m": [fix[1]], "z_m": [fix[2]]})
     out = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m).iloc[0]
     # both d2 = 0; -2 ln L differ by sum ln(var ratios) = ln(~900^3) >> 2 ln 100

@@ -114,4 +114,5 @@ def test_calibration_shows_a_model_that_is_too_loose(scenario):
     rows = {r["regime"]: r for r in report.calibration_rows(per_object(scored), regimes(sats, ids))}
     print(f"\ncalibration, model 5x too loose: {rows}")
     assert rows["LEO"]["ratio"] < report.CALIBRATION_LOOSE
-    assert 'data-regime="LEO"' in (page := report._calibration_section(list(rows.values()))) and "too loose</td>" in page
+    page = report._calibration_section(list(rows.values()))
+    assert 'data-regime="LEO"' in page and "too loose</td>" in page

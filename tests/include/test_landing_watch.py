@@ -67,7 +67,8 @@ def test_trigger_fires_once_per_batch_and_remembers_across_restarts(tmp_path):
     event = asyncio.run(scenario())
     assert event.payload["files"] == 2 and event.payload["examples"] == ["isl/i1.jsonl", "radar/r1.jsonl"]
     assert load_cursor(state) == event.payload["newest_ctime_ns"]
-    assert sorted(p.name for p in landing.rglob("*.jsonl")) == ["before.jsonl", "i1.jsonl", "r1.jsonl"]  # deletes nothing
+    # it deletes nothing
+    assert sorted(p.name for p in landing.rglob("*.jsonl")) == ["before.jsonl", "i1.jsonl", "r1.jsonl"]
 
     # a restarted trigger (same state file) does not fire again for them, but does for a new one
     restarted = LandingTrigger(str(landing), str(state), poke_interval=0.05)
@@ -112,4 +113,5 @@ def test_a_file_still_growing_waits_until_it_settles(tmp_path):
 
 def test_serialises_to_its_import_path():
     path, kwargs = LandingTrigger("/l", "/s.json", 3.0).serialize()
-    assert path == "sda.orchestration.landing_watch.LandingTrigger" and kwargs == {"directory": "/l", "state_file": "/s.json", "poke_interval": 3.0}
+    assert path == "sda.orchestration.landing_watch.LandingTrigger"
+    assert kwargs == {"directory": "/l", "state_file": "/s.json", "poke_interval": 3.0}

@@ -4,12 +4,12 @@ server's address in the error). The real thing runs under the scheduler in tests
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from sda.orchestration import operators
+from tests.ports import free_port
 
 
 @pytest.fixture
@@ -26,7 +26,8 @@ def fake_job(tmp_path, monkeypatch):
 
     def write(body: str):
         (tmp_path / "jobs" / "fake.py").write_text("def main(argv, spark=None):\n" + body)
-        return operators.SdaStageOperator(task_id="fake", job="jobs/fake.py", application_args=["--mode", "incremental"])
+        return operators.SdaStageOperator(task_id="fake", job="jobs/fake.py",
+                                          application_args=["--mode", "incremental"])
 
     return write, calls
 
@@ -61,10 +62,9 @@ def test_replay_mode_skips_tasks_made_to_skip(fake_job):
 
 
 def test_no_server_fails_the_task_naming_the_address(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": port}))
+    port = free_port()  # nothing listens there
+    conn = {"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": port}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", json.dumps(conn))
     op = operators.SdaStageOperator(task_id="ingest", job="jobs/ingest.py", application_args=[])
     with pytest.raises(AirflowException, match=f"sc://127.0.0.1:{port}"):
         op.execute({})

@@ -122,7 +122,8 @@ def test_rerun_same_run_id_does_not_duplicate(spark, silver_result, q_settings):
 
 
 def test_gold_alerts_and_bronze_severities(spark, settings):
-    filler = {"string": "x", "double": 1.0, "long": 1, "integer": 1, "boolean": True, "timestamp": T0.replace(tzinfo=None)}
+    filler = {"string": "x", "double": 1.0, "long": 1, "integer": 1, "boolean": True,
+              "timestamp": T0.replace(tzinfo=None)}
     alert = {f.name: None if f.nullable else filler[f.dataType.typeName()] for f in schemas.ALERT.fields}
     alert.update(event_id="e1", primary_id=1, secondary_id=2, screen_start=T0.replace(tzinfo=None),
                  tca=(T0 + dt.timedelta(hours=3)).replace(tzinfo=None), miss_m=500.0, rel_speed_ms=9000.0,

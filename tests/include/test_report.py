@@ -23,7 +23,8 @@ def test_stage_bars_are_proportional_to_the_counts():
     bars = {(a["data-stage"], a["data-count"]): float(a["width"]) for a in _attrs(svg, "rect") if "data-stage" in a}
     plot_w = float(re.search(r'data-plot-width="(\d+)"', svg).group(1))
     assert set(bars) == {("normalize", "records_in"), ("normalize", "records_out"), ("normalize", "quarantined"),
-                         ("dedup", "records_in"), ("dedup", "records_out"), ("dedup", "duplicates")}  # late: not counted
+                         ("dedup", "records_in"), ("dedup", "records_out"),
+                         ("dedup", "duplicates")}  # late: not counted
     assert bars[("normalize", "records_in")] == pytest.approx(plot_w)  # the largest count spans the plot
     assert bars[("normalize", "quarantined")] == pytest.approx(plot_w / 4)  # 100 of 400
     assert bars[("dedup", "records_out")] == pytest.approx(plot_w / 2)  # 200 of 400
@@ -81,14 +82,16 @@ def test_calibration_from_the_tables(spark, settings):
     from sda.lake import schemas
     from sda.lake.tables import TABLES, ensure_tables
     from sda.quality.report import _calibration, _calibration_section
+    from tests.seed import append_rows, catalog_row
 
     ensure_tables(spark, settings)
     t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 
     def correlated(obs_id, run_id, norad_id, d2, residuals):
         row = {f.name: None for f in schemas.CORRELATED.fields}
-        row.update(obs_id=obs_id, sensor_id="S", sensor_kind="radar", event_time=t0, event_date=t0.date(), ingest_time=t0,
-                   ingest_batch=1, bronze_id=obs_id, source_file="f", run_id=run_id, copies=1, norad_id=norad_id,
+        row.update(obs_id=obs_id, sensor_id="S", sensor_kind="radar", event_time=t0, event_date=t0.date(),
+                   ingest_time=t0, ingest_batch=1, bronze_id=obs_id, source_file="f", run_id=run_id, copies=1,
+                   norad_id=norad_id,
                    residual_m=1.0, candidates=1, ambiguous=False, correlate_run_id=run_id, gate_d2=d2, **residuals)
         return tuple(row[f.name] for f in schemas.CORRELATED.fields)
 
@@ -97,14 +100,14 @@ def test_calibration_from_the_tables(spark, settings):
     rows = [correlated("a", "r1", 1, 2.0, radar), correlated("b", "r1", 1, 6.0, radar),  # LEO: (2 + 6) / 8
             correlated("c", "r1", 2, 8.0, optical),  # GEO: 8 / 2
             correlated("d", "r0", 2, 100.0, optical)]  # another run's
-    spark.createDataFrame(rows, schemas.CORRELATED).write.format("delta").mode("append").save(TABLES["correlated"].path(settings))
+    append_rows(spark, settings, "correlated", rows)
 
     def catalog(norad_id, epoch, perigee, apogee):
-        return (norad_id, "X", epoch, "1", "2", perigee, apogee, "test", t0, "r1")
+        return catalog_row(norad_id, epoch, ("1", "2"), perigee, apogee, load_time=t0, name="X", run_id="r1")
 
     cat = [catalog(1, t0 - dt.timedelta(days=2), 35780.0, 35790.0), catalog(1, t0 - dt.timedelta(days=1), 500.0, 520.0),
            catalog(2, t0 - dt.timedelta(days=1), 35780.0, 35790.0)]
-    spark.createDataFrame(cat, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+    append_rows(spark, settings, "catalog", cat)
 
     def table_rows(table, where):
         return [r.asDict() for r in TABLES[table].read(spark, settings).where(where).collect()]

@@ -2,14 +2,16 @@
 import pytest
 
 from sda.lake.tables import TABLES
-from sda.pipeline import runtime
+from sda.pipeline import arguments, changefeed, run_metrics, runtime, sinks
 
 
 def test_conservation_equation():
-    assert runtime.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 1, "late": 1})
-    assert runtime.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 2})
-    assert runtime.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 1}) is False
-    assert runtime.conservation_holds({"events": 3}) is None
+    assert run_metrics.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 1,
+                                           "late": 1})
+    assert run_metrics.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2, "duplicates": 2})
+    assert run_metrics.conservation_holds({"records_in": 10, "records_out": 6, "quarantined": 2,
+                                           "duplicates": 1}) is False
+    assert run_metrics.conservation_holds({"events": 3}) is None
 
 
 @pytest.mark.parametrize(
@@ -17,11 +19,12 @@ def test_conservation_equation():
     [
         (["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T05:00:00Z", "--run-id", "r"], "is not after --start"),
         (["--start", "yesterday", "--end", "2026-11-21T05:00:00Z", "--run-id", "r"], "expected an ISO-8601 time"),
-        (["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T06:00:00Z", "--run-id", "r; DROP TABLE x"], "--run-id"),
+        (["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T06:00:00Z", "--run-id", "r; DROP TABLE x"],
+         "--run-id"),
     ],
 )
 def test_bad_job_arguments_are_refused_with_a_message(argv, message, capsys):
-    parser = runtime.stage_parser("demo", "demo")
+    parser = arguments.stage_parser("demo", "demo")
     with pytest.raises(SystemExit) as exit_:
         runtime.run_stage("demo", argv, lambda *a: {}, parser, spark=object())
     assert exit_.value.code == 2
@@ -35,12 +38,14 @@ def _body(counts):
 def test_run_metrics_are_recorded_and_a_broken_equation_fails_loudly(spark, settings):
     argv = ["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T05:15:00Z", "--run-id", "run-1"]
     good = {"records_in": 5, "records_out": 3, "quarantined": 1, "duplicates": 1}
-    runtime.run_stage("demo", argv, _body(good), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
-    runtime.run_stage("demo", argv, _body(good), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)  # a retry
+    runtime.run_stage("demo", argv, _body(good), arguments.stage_parser("demo", "d"), settings=settings, spark=spark)
+    runtime.run_stage("demo", argv, _body(good), arguments.stage_parser("demo", "d"), settings=settings,
+                      spark=spark)  # a retry
     bad = {"records_in": 5, "records_out": 3, "quarantined": 0, "duplicates": 1}
     argv_bad = argv[:-1] + ["run-2"]
-    with pytest.raises(runtime.ConservationError, match=r"records in \(5\) != out \(3\) \+ quarantined \(0\)"):
-        runtime.run_stage("demo", argv_bad, _body(bad), runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
+    with pytest.raises(run_metrics.ConservationError, match=r"records in \(5\) != out \(3\) \+ quarantined \(0\)"):
+        runtime.run_stage("demo", argv_bad, _body(bad), arguments.stage_parser("demo", "d"), settings=settings,
+                          spark=spark)
     collected = TABLES["run_metrics"].read(spark, settings).collect()
     rows = {r["run_id"]: r for r in collected}
     assert sorted(r["run_id"] for r in collected) == ["run-1", "run-2"]  # the retry replaced its row
@@ -59,17 +64,19 @@ def test_run_metrics_record_watermark_and_upstream_lag(spark, settings):
 
     ensure_tables(spark, settings)
     # the stage's cursor on the run_metrics table, then two commits it has not consumed
-    runtime.commit_progress(spark, "demo", {"run_metrics": runtime.table_version(spark, "run_metrics", settings)},
+    changefeed.commit_progress(spark, "demo", {"run_metrics": changefeed.table_version(spark, "run_metrics", settings)},
                             "earlier", settings)
     before_commits = time.time()
     argv = ["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T05:15:00Z", "--run-id"]
     body = _body({"watermark": "2026-11-21T05:10:00Z"})
     for run in ("other-1", "other-2"):
-        runtime.run_stage("other", argv + [run], _body({}), runtime.stage_parser("other", "o"), settings=settings, spark=spark)
+        runtime.run_stage("other", argv + [run], _body({}), arguments.stage_parser("other", "o"), settings=settings,
+                          spark=spark)
     time.sleep(1.0)
     started = time.time()
-    runtime.run_stage("demo", argv + ["now"], body, runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
-    runtime.run_stage("demo", argv + ["again", "--replay"], body, runtime.stage_parser("demo", "d"), settings=settings, spark=spark)
+    runtime.run_stage("demo", argv + ["now"], body, arguments.stage_parser("demo", "d"), settings=settings, spark=spark)
+    runtime.run_stage("demo", argv + ["again", "--replay"], body, arguments.stage_parser("demo", "d"),
+                      settings=settings, spark=spark)
     rows = {r["run_id"]: r for r in TABLES["run_metrics"].read(spark, settings).where("stage = 'demo'").collect()}
     now = rows["now"]
     assert now["lag_versions"] == 2
@@ -85,22 +92,23 @@ def test_progress_log_latest_row_counts_and_maintenance_drops_the_superseded(spa
     from sda.lake.tables import ensure_tables
 
     ensure_tables(spark, settings, ["progress"])
-    runtime.commit_progress(spark, "a", {"t1": 3, "t2": 7}, "r1", settings)
-    runtime.commit_progress(spark, "a", {"t1": 5}, "r2", settings)
-    runtime.commit_progress(spark, "a", {"t1": 5}, "r2", settings)  # the retry of r2
-    runtime.commit_progress(spark, "b", {"t1": 9}, "r1", settings)
-    runtime.commit_progress(spark, "b", {"t1": -1}, "reset", settings)  # moved back: re-read from the start
-    assert runtime.consumed_versions(spark, settings, "a") == {"t1": 5, "t2": 7}
-    assert runtime.consumed_versions(spark, settings, table="t1") == {("a", "t1"): 5, ("b", "t1"): -1}
-    assert runtime.last_consumed(spark, "b", "t1", settings) == -1
-    assert runtime.last_consumed(spark, "c", "t1", settings) == -1  # never ran
+    changefeed.commit_progress(spark, "a", {"t1": 3, "t2": 7}, "r1", settings)
+    changefeed.commit_progress(spark, "a", {"t1": 5}, "r2", settings)
+    changefeed.commit_progress(spark, "a", {"t1": 5}, "r2", settings)  # the retry of r2
+    changefeed.commit_progress(spark, "b", {"t1": 9}, "r1", settings)
+    changefeed.commit_progress(spark, "b", {"t1": -1}, "reset", settings)  # moved back: re-read from the start
+    assert changefeed.consumed_versions(spark, settings, "a") == {"t1": 5, "t2": 7}
+    assert changefeed.consumed_versions(spark, settings, table="t1") == {("a", "t1"): 5, ("b", "t1"): -1}
+    assert changefeed.last_consumed(spark, "b", "t1", settings) == -1
+    assert changefeed.last_consumed(spark, "c", "t1", settings) == -1  # never ran
     assert TABLES["progress"].read(spark, settings).count() == 6
     # 6 rows, 3 positions: (a,t1) keeps one of its three rows (the last two are both current), (a,t2)
     # its one, (b,t1) the reset
-    assert runtime.compact_progress(spark, settings) == 3
-    left = sorted((r["stage"], r["source_table"], r["version"]) for r in TABLES["progress"].read(spark, settings).collect())
+    assert changefeed.compact_progress(spark, settings) == 3
+    left = sorted((r["stage"], r["source_table"], r["version"])
+                  for r in TABLES["progress"].read(spark, settings).collect())
     assert left == [("a", "t1", 5), ("a", "t2", 7), ("b", "t1", -1)]
-    assert runtime.consumed_versions(spark, settings) == {("a", "t1"): 5, ("a", "t2"): 7, ("b", "t1"): -1}
+    assert changefeed.consumed_versions(spark, settings) == {("a", "t1"): 5, ("a", "t2"): 7, ("b", "t1"): -1}
 
 
 def test_write_rows_appends_new_keys_and_replaces_existing_ones(spark, settings):
@@ -114,16 +122,16 @@ def test_write_rows_appends_new_keys_and_replaces_existing_ones(spark, settings)
     row = {"sensor_id": "S1", "sensor_kind": "radar", "ingest_batch": 1, "max_event_time": t,
            "min_event_time": t, "records": 10, "run_id": "r1"}
     as_tuple = lambda **changes: tuple({**row, **changes}[f.name] for f in schema.fields)  # noqa: E731
-    last_op = lambda: runtime.history(spark, "watermarks", settings, limit=1).first()["operation"]  # noqa: E731
-    runtime.write_rows(spark, [as_tuple(), as_tuple(sensor_id="S2")], "watermarks", settings)
+    last_op = lambda: changefeed.history(spark, "watermarks", settings, limit=1).first()["operation"]  # noqa: E731
+    sinks.write_rows(spark, [as_tuple(), as_tuple(sensor_id="S2")], "watermarks", settings)
     assert last_op() == "WRITE"  # new keys: a blind append
-    runtime.write_rows(spark, [as_tuple(records=12, run_id="r1-retry")], "watermarks", settings)  # same key
+    sinks.write_rows(spark, [as_tuple(records=12, run_id="r1-retry")], "watermarks", settings)  # same key
     assert last_op() == "MERGE"  # a key already there: replaced
-    runtime.write_rows(spark, [as_tuple(ingest_batch=2, records=1)], "watermarks", settings, replace=False)
-    runtime.write_rows(spark, [as_tuple(records=99)], "watermarks", settings, replace=False)  # insert-only: kept
-    version = runtime.table_version(spark, "watermarks", settings)
-    runtime.write_rows(spark, [], "watermarks", settings)  # nothing: no commit
-    assert runtime.table_version(spark, "watermarks", settings) == version
+    sinks.write_rows(spark, [as_tuple(ingest_batch=2, records=1)], "watermarks", settings, replace=False)
+    sinks.write_rows(spark, [as_tuple(records=99)], "watermarks", settings, replace=False)  # insert-only: kept
+    version = changefeed.table_version(spark, "watermarks", settings)
+    sinks.write_rows(spark, [], "watermarks", settings)  # nothing: no commit
+    assert changefeed.table_version(spark, "watermarks", settings) == version
     got = sorted((r["sensor_id"], r["ingest_batch"], r["records"], r["run_id"])
                  for r in TABLES["watermarks"].read(spark, settings).collect())
     assert got == [("S1", 1, 12, "r1-retry"), ("S1", 2, 1, "r1"), ("S2", 1, 10, "r1")]

@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import logging
 import os
 from pathlib import Path
 
 import pytest
 
+from jobs import catalog as catalog_job
+from jobs import ingest
 from sda import cli
 from sda.config.paths import SYSTEM_DIRS, UnsafePathError, confine
 from sda.config.settings import PROJECT_ROOT, SettingsError, load_settings
-from sda.pipeline import runtime
+from sda.pipeline import arguments, runtime
 from sda.sim import simulate as sim
 
 # enough '..' to climb from the project (wherever it is checked out) to '/', whose '..' is itself
@@ -103,12 +104,14 @@ def test_path_overrides_are_validated_like_variables(tmp_path):
 
 def test_ordinary_settings_are_accepted(tmp_path, monkeypatch):
     defaults = load_settings(env={})
-    assert defaults.lakehouse == PROJECT_ROOT / "var" / "lakehouse" and defaults.landing == PROJECT_ROOT / "var" / "landing"
+    assert defaults.lakehouse == PROJECT_ROOT / "var" / "lakehouse"
+    assert defaults.landing == PROJECT_ROOT / "var" / "landing"
     rel = load_settings(env={"SDA_LANDING": "rel/landing", "SDA_OUTBOX": "~/sda-outbox"})
     assert rel.landing == PROJECT_ROOT / "rel" / "landing" and rel.outbox == Path.home().resolve() / "sda-outbox"
     # the conftest form: tmp dirs as Path overrides
-    s = load_settings(env={}, lakehouse=tmp_path / "lakehouse", landing=tmp_path / "landing", outbox=tmp_path / "outbox",
-                      catalog_file=tmp_path / "catalog" / "catalog.tle", shuffle_partitions=2)
+    s = load_settings(env={}, lakehouse=tmp_path / "lakehouse", landing=tmp_path / "landing",
+                      outbox=tmp_path / "outbox", catalog_file=tmp_path / "catalog" / "catalog.tle",
+                      shuffle_partitions=2)
     assert s.lakehouse == (tmp_path / "lakehouse").resolve() and s.catalog_file.name == "catalog.tle"
     assert load_settings(env=s.as_env()) == s
     # the same through the environment; quotes are fine outside the lakehouse, and so is a space
@@ -163,8 +166,8 @@ def _stage_args(run_id: str) -> argparse.Namespace:
     "x1.v2",
 ])
 def test_airflow_run_ids_are_accepted(run_id):
-    assert runtime.validate_args(_stage_args(run_id)).run_id == run_id
-    assert runtime.RUN_ID_RE.match(run_id)  # sda.quality.gates checks the same expression
+    assert arguments.validate_args(_stage_args(run_id)).run_id == run_id
+    assert arguments.RUN_ID_RE.match(run_id)  # sda.quality.gates checks the same expression
 
 
 @pytest.mark.parametrize("run_id, message", [
@@ -182,24 +185,20 @@ def test_airflow_run_ids_are_accepted(run_id):
     ("r" * 201, "1-200 characters"),
 ])
 def test_unsafe_run_ids_are_refused(run_id, message, capsys):
-    with pytest.raises(runtime.StageArgumentError) as err:
-        runtime.validate_args(_stage_args(run_id))
+    with pytest.raises(arguments.StageArgumentError) as err:
+        arguments.validate_args(_stage_args(run_id))
     assert f"--run-id {run_id!r}" in str(err.value) and message in str(err.value)
-    assert not runtime.RUN_ID_RE.match(run_id)
+    assert not arguments.RUN_ID_RE.match(run_id)
     # through a job's command line: exit 2 with the message, before any session (spark is a dummy)
     argv = ["--start", START, "--end", END, "--run-id", run_id]
     with pytest.raises(SystemExit) as stop:
-        runtime.run_stage("demo", argv, lambda *a: pytest.fail("body ran"), runtime.stage_parser("demo", "d"),
+        runtime.run_stage("demo", argv, lambda *a: pytest.fail("body ran"), arguments.stage_parser("demo", "d"),
                           settings=load_settings(env={}), spark=object())
     assert stop.value.code == 2
     assert message in capsys.readouterr().err
 
 
 # --- jobs/catalog.py --file ----------------------------------------------------------------------------
-
-def catalog_job():
-    return importlib.import_module("jobs.catalog")
-
 
 @pytest.mark.parametrize("bad", ["/etc/passwd", "{up}etc/passwd", "{landing}/../outside.tle", "{tmp}/elsewhere/cat.tle",
                                  "{catdir}/link.tle"])
@@ -210,7 +209,7 @@ def test_catalog_file_outside_its_roots_is_refused_before_spark(roots, tmp_path,
     value = bad.format(up=UP, landing=roots.landing, tmp=tmp_path, catdir=catdir)
     argv = ["--start", START, "--end", END, "--run-id", "r1", "--file", value]
     with pytest.raises(SystemExit) as stop:
-        catalog_job().main(argv, settings=roots, spark=object())  # refusing must not need the session
+        catalog_job.main(argv, settings=roots, spark=object())  # refusing must not need the session
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert f"--file {value!r}" in err and "outside the allowed roots" in err
@@ -218,17 +217,16 @@ def test_catalog_file_outside_its_roots_is_refused_before_spark(roots, tmp_path,
 
 
 def test_catalog_file_inside_its_roots_is_accepted(roots):
-    job = catalog_job()
     for path in (roots.catalog_file, roots.landing / "catalog" / "celestrak-active.tle"):
         args = argparse.Namespace(file=str(path), celestrak=None)
-        job.check_args(args, roots)
+        catalog_job.check_args(args, roots)
         assert args.file == str(path.resolve())
     (roots.catalog_file.parent / "current.tle").symlink_to(roots.landing / "x.tle")  # a link within the roots
     args = argparse.Namespace(file=str(roots.catalog_file.parent / "current.tle"), celestrak=None)
-    job.check_args(args, roots)
+    catalog_job.check_args(args, roots)
     assert args.file == str((roots.landing / "x.tle").resolve())
     args = argparse.Namespace(file=None, celestrak="active")  # nothing to confine
-    job.check_args(args, roots)
+    catalog_job.check_args(args, roots)
     assert args.file is None
 
 
@@ -286,7 +284,8 @@ def test_cli_catalog_out_outside_the_roots_is_refused(roots, tmp_path, capsys, m
 
 def test_cli_catalog_generate_writes_inside_the_roots(roots, capsys):
     out = roots.catalog_file.parent / "gen.tle"
-    assert cli.main(["catalog", "generate", "--objects", "3", "--epoch", "2026-11-21T00:00:00Z", "--out", str(out)]) == 0
+    argv = ["catalog", "generate", "--objects", "3", "--epoch", "2026-11-21T00:00:00Z", "--out", str(out)]
+    assert cli.main(argv) == 0
     assert sum(line.startswith("1 ") for line in out.read_text().splitlines()) == 3
     assert "wrote 3 objects" in capsys.readouterr().out
 
@@ -294,18 +293,19 @@ def test_cli_catalog_generate_writes_inside_the_roots(roots, capsys):
 # --- jobs/ingest.py: a landed symlink leading out of the landing zone --------------------------------
 
 def test_ingest_skips_a_landed_symlink_that_leads_outside(tmp_path, caplog):
-    ingest = importlib.import_module("jobs.ingest")
     landing = tmp_path / "landing"
     (landing / "radar").mkdir(parents=True)
     secret = tmp_path / "secret.jsonl"
     secret.write_text('{"not": "sensor data"}\n')
     (landing / "radar" / "EGLIN_20261121T060000Z_0.jsonl").write_text('{"a": 1}\n')
     (landing / "radar" / "LEAK_20261121T060000Z_0.jsonl").symlink_to(secret)
-    (landing / "radar" / "ALIAS_20261121T060000Z_0.jsonl").symlink_to(landing / "radar" / "EGLIN_20261121T060000Z_0.jsonl")
+    (landing / "radar" / "ALIAS_20261121T060000Z_0.jsonl").symlink_to(
+        landing / "radar" / "EGLIN_20261121T060000Z_0.jsonl")
     end = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1)
     with caplog.at_level(logging.WARNING, logger="sda.ingest"):
         found = ingest.discover(landing, end)
-    assert [rel for rel, _, _ in found] == ["radar/ALIAS_20261121T060000Z_0.jsonl", "radar/EGLIN_20261121T060000Z_0.jsonl"]
+    assert [rel for rel, _, _ in found] == ["radar/ALIAS_20261121T060000Z_0.jsonl",
+                                            "radar/EGLIN_20261121T060000Z_0.jsonl"]
     assert "radar/LEAK_20261121T060000Z_0.jsonl" in caplog.text and "outside the landing zone" in caplog.text
     # reading by ledger path refuses it too (a file swapped for such a link after planning)
     assert ingest.load_file(landing, "radar/LEAK_20261121T060000Z_0.jsonl", "radar") is None

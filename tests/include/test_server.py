@@ -4,19 +4,12 @@ clear error when nothing answers. Starting and killing a real server is in tests
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from sda.config.settings import SettingsError, load_settings
 from sda.lake import server
 from sda.lake.spark import SparkServerUnavailable, activate, connect, is_server_gone, parse_url
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # closed again when the block ends: nothing listens there
+from tests.ports import free_port as _closed_port  # nothing listens there
 
 
 def test_server_command_has_delta_loopback_and_the_session_settings(tmp_path):
@@ -72,7 +65,8 @@ def test_status_and_stop_without_a_server(tmp_path, capsys, monkeypatch):
 def test_server_gone_is_recognised_through_the_cause_chain():
     try:
         try:
-            raise ConnectionError("<_MultiThreadedRendezvous status = StatusCode.UNAVAILABLE details = failed to connect>")
+            raise ConnectionError("<_MultiThreadedRendezvous status = StatusCode.UNAVAILABLE "
+                                  "details = failed to connect>")
         except ConnectionError as inner:
             raise RuntimeError("[RETRIES_EXCEEDED] The maximum number of retries has been exceeded.") from inner
     except RuntimeError as exc:

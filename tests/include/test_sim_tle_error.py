@@ -52,7 +52,8 @@ def rtn(true_lines, cat_lines, unix_s):
     return np.array([d @ radial, d @ along, d @ cross])
 
 
-@pytest.mark.parametrize("n_kozai, ecc, incl_deg", [(0.0654, 0.0001, 53.0), (0.0437, 0.02, 98.6), (0.00437, 0.0002, 0.05)])
+@pytest.mark.parametrize("n_kozai, ecc, incl_deg",
+                         [(0.0654, 0.0001, 53.0), (0.0437, 0.02, 98.6), (0.00437, 0.0002, 0.05)])
 def test_kozai_mean_motion_inverts_sgp4s_conversion(n_kozai, ecc, incl_deg):
     sat = Satrec()
     sat.sgp4init(WGS72, "i", 1, 27000.0, 0.0, 0.0, 0.0, ecc, 0.0, math.radians(incl_deg), 0.0, n_kozai, 0.0)
@@ -107,7 +108,8 @@ def test_errors_follow_the_model_and_grow_with_age(generated):
     for row in errors.orbits:
         cat, true = row["catalogue"], row["true"]
         epoch = Satrec.twoline2rv(*cat, WGS72)
-        assert (mid - (epoch.jdsatepoch + epoch.jdsatepochF - 2440587.5) * 86400.0) / 86400.0 == pytest.approx(age + 900 / 86400, abs=1e-5)
+        epoch_unix = (epoch.jdsatepoch + epoch.jdsatepochF - 2440587.5) * 86400.0
+        assert (mid - epoch_unix) / 86400.0 == pytest.approx(age + 900 / 86400, abs=1e-5)
         a_now, a_later = age + 900 / 86400, age + 900 / 86400 + 1.0
         by_regime.setdefault(row["regime"], []).append(
             (rtn(true, cat, mid) / law_sigma(row["regime"], a_now),
@@ -138,7 +140,8 @@ def landed(tmp_path_factory):
 def test_truth_records_the_true_orbit_and_the_error_at_each_observation(landed):
     summary = json.loads(landed.summary_file.read_text())
     assert summary["tle_error"]["age_days"] == [1.0, 1.0]
-    orbits = {row["norad_id"]: row for row in map(json.loads, (landed.landing / summary["tle_error"]["orbits_file"]).read_text().splitlines())}
+    orbits_file = landed.landing / summary["tle_error"]["orbits_file"]
+    orbits = {row["norad_id"]: row for row in map(json.loads, orbits_file.read_text().splitlines())}
     catalogue = {e.norad_id: e for e in parse_tle_text(landed.catalog_file.read_text())[0]}
     assert set(orbits) == set(catalogue) - {sim.PRIMARY_ID, sim.SECONDARY_ID}  # the injected pair stays exact
     for norad_id, row in orbits.items():
@@ -160,7 +163,8 @@ def test_isl_reports_the_true_orbit_not_the_catalogue(landed):
     from sda.orbit.sensors import load_sensors
     from sda.sim.scoring import landed_observations
 
-    orbits = {row["norad_id"]: row for row in map(json.loads, next(landed.landing.glob("_truth/*.orbits.jsonl")).read_text().splitlines())}
+    orbits_file = next(landed.landing.glob("_truth/*.orbits.jsonl"))
+    orbits = {row["norad_id"]: row for row in map(json.loads, orbits_file.read_text().splitlines())}
     obs = landed_observations(landed, load_sensors())
     isl = obs[(obs["sensor_kind"] == "isl") & (obs["disorder"] == "none") & obs["true_id"].isin(list(orbits))]
     assert len(isl) > 20
@@ -180,8 +184,8 @@ def test_reepoch_keeps_the_real_catalogue_in_place(shared_data):
     from sda.orbit.catalog import latest_by_object, load_catalog
     from sda.orbit.frames import propagate
 
-    entries = latest_by_object([e for name in ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
-                                for e in load_catalog(shared_data / "catalog" / name)[0]])
+    files = ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
+    entries = latest_by_object([e for name in files for e in load_catalog(shared_data / "catalog" / name)[0]])
     assert len(entries) == 13407
     start = dt.datetime(2025, 10, 5, tzinfo=UTC).timestamp()
     moved = [tle_error.reepoch(e.satrec, start - 3 * 86400.0, start) for e in entries]

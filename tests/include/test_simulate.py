@@ -16,7 +16,7 @@ import pytest
 from sgp4.api import WGS72, Satrec
 from sgp4.propagation import gstime
 
-from sda.lake.schemas import ISL_KEYS, OPTICAL_HEADER
+from sda.lake.wire_formats import ISL_KEYS, OPTICAL_HEADER
 from sda.orbit.sensors import load_sensors
 from sda.sim import simulate as sim
 
@@ -82,7 +82,8 @@ def parse_line(kind: str, raw: bytes):
             return None
         if not isinstance(frame, dict) or set(frame) != {"sensor", "frame", "sent", "dets"}:
             return None
-        if not isinstance(frame["sensor"], str) or not isinstance(frame["frame"], int) or not TS_RE.match(frame["sent"]):
+        if (not isinstance(frame["sensor"], str) or not isinstance(frame["frame"], int)
+                or not TS_RE.match(frame["sent"])):
             return None
         for det in frame["dets"]:
             if set(det) != {"t", "range_km", "az_deg", "el_deg", "rr_km_s", "snr_db"} or not TS_RE.match(str(det["t"])):
@@ -129,7 +130,8 @@ def _site_ecef(lat, lon, alt_m):
     e2 = F_WGS84 * (2 - F_WGS84)
     n = A_WGS84 / math.sqrt(1 - e2 * math.sin(la) ** 2)
     h = alt_m / 1000.0
-    return np.array([(n + h) * math.cos(la) * math.cos(lo), (n + h) * math.cos(la) * math.sin(lo), (n * (1 - e2) + h) * math.sin(la)])
+    return np.array([(n + h) * math.cos(la) * math.cos(lo), (n + h) * math.cos(la) * math.sin(lo),
+                     (n * (1 - e2) + h) * math.sin(la)])
 
 
 def _enu(lat, lon):
@@ -266,7 +268,8 @@ def test_duplicates_point_at_their_originals(run):
             orig = by_key[t["duplicate_of"]]
             assert orig["disorder"] in ("none", "late") and orig["file"] != t["file"]
             assert line(t) == line(orig)  # verbatim
-            assert (orig["norad_id"], orig["event_time"], orig["sensor_id"]) == (t["norad_id"], t["event_time"], t["sensor_id"])
+            assert ((orig["norad_id"], orig["event_time"], orig["sensor_id"])
+                    == (t["norad_id"], t["event_time"], t["sensor_id"]))
         elif t["disorder"] == "reprocessed":
             orig = by_key[t["duplicate_of"]]
             assert orig["sensor_id"] == t["sensor_id"] and orig["norad_id"] == t["norad_id"]
@@ -428,7 +431,8 @@ def test_same_seed_same_bytes(run, tmp_path):
     t2 = sorted((landing2 / "_truth").glob("*.jsonl"))
     assert [p.name for p in t1] == [p.name for p in t2] and t1[0].read_bytes() == t2[0].read_bytes()
     summary2 = json.loads(next((landing2 / "_truth").glob("*.summary.json")).read_text())
-    assert {k: v for k, v in summary1.items() if k != "catalog_file"} == {k: v for k, v in summary2.items() if k != "catalog_file"}
+    assert ({k: v for k, v in summary1.items() if k != "catalog_file"}
+            == {k: v for k, v in summary2.items() if k != "catalog_file"})
 
 
 def test_other_seed_differs_and_clean_has_no_disorder(tmp_path):

@@ -80,7 +80,8 @@ def test_choose_reference():
     assert U.choose_reference(epoch, 500, 520, T0, None).source == "tle"
     assert U.choose_reference(epoch, 500, 520, T0, float("nan")).source == "tle"
     # naive datetimes are UTC
-    assert U.choose_reference(epoch.replace(tzinfo=None), 500, 520, T0.replace(tzinfo=None), 80.0).t_ref == T0.timestamp()
+    naive = U.choose_reference(epoch.replace(tzinfo=None), 500, 520, T0.replace(tzinfo=None), 80.0)
+    assert naive.t_ref == T0.timestamp()
 
 
 def test_six_by_six_velocity_block():

@@ -1,4 +1,4 @@
-"""sda.alerts.plan.publish on Spark + Delta: the lifecycle across runs (new -> unchanged rerun -> updated ->
+"""sda.alerts.publish.publish on Spark + Delta: the lifecycle across runs (new -> unchanged rerun -> updated ->
 closed after TCA), exactly one CDM + JSON per change, crash between the outbox and the MERGEs, CDMs
 that parse back to the tables' values, and Pc equal to a direct Foster computation."""
 
@@ -12,12 +12,16 @@ import pandas as pd
 import pytest
 
 from sda.alerts import cdm as cdm_mod
-from sda.alerts import plan as alerts
+from sda.alerts.assessment import STATE_COLS
+from sda.alerts.outbox import row_from_json
+from sda.alerts.plan import CLOSE_TCA_PASSED
+from sda.alerts.publish import publish
 from sda.lake import schemas
 from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import frames, screening
 from sda.orbit.pc import pc2d_foster, rtn_basis
-from sda.pipeline import runtime
+from sda.pipeline import faults
+from tests.seed import append_rows, catalog_row
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
@@ -38,12 +42,7 @@ def _lines(norad_id):
 
 def write_inputs(spark, settings, ids=(101, 102)):
     ensure_tables(spark, settings, TABLE_NAMES)
-    rows = []
-    for n in ids:
-        l1, l2 = _lines(n)
-        rows.append((n, f"OBJ {n}", EPOCH, l1, l2, 690.0, 712.0, "test", EPOCH, "test"))
-    spark.createDataFrame(rows, schemas.CATALOG).write.format("delta").mode("append").save(
-        TABLES["catalog"].path(settings))
+    append_rows(spark, settings, "catalog", [catalog_row(n, EPOCH, _lines(n), 690.0, 712.0) for n in ids])
     # 101's newest object_state window (an older one with a larger residual must not be used)
     defaults = {"long": 0, "double": 0.0, "boolean": False, "string": "", "timestamp": EPOCH}
     states = []
@@ -53,8 +52,7 @@ def write_inputs(spark, settings, ids=(101, 102)):
                  "last_observed": start + dt.timedelta(minutes=59), "final": True, "run_id": "test"}
         states.append(tuple(known.get(f.name, None if f.nullable else defaults.get(f.dataType.typeName()))
                             for f in schemas.OBJECT_STATE.fields))
-    spark.createDataFrame(states, schemas.OBJECT_STATE).write.format("delta").mode("append").save(
-        TABLES["object_state"].path(settings))
+    append_rows(spark, settings, "object_state", states)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +102,7 @@ def check_cdm(settings, row):
         np.testing.assert_array_equal(cdm.object(n).state_km, np.r_[r, v])
         sig = np.array([row[f"{o}_sigma_{c}"] for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms")])
         np.testing.assert_array_equal(cdm.object(n).cov_rtn, np.diag(sig ** 2))
-    body = alerts.row_from_json((settings.outbox / row["json_file"]).read_text())
+    body = row_from_json((settings.outbox / row["json_file"]).read_text())
     assert {k: body[k] for k in ("alert_id", "version", "status", "miss_m", "pc", "content_hash")} == {
         k: row[k] for k in ("alert_id", "version", "status", "miss_m", "pc", "content_hash")}
 
@@ -113,14 +111,15 @@ def test_lifecycle_across_runs(spark, settings, events):
     write_inputs(spark, settings)
 
     # run 1: one red alert, new, one CDM + JSON
-    m1 = alerts.publish(spark, settings, events, SCREEN_START, "run-1", screen_end=SCREEN_END)
+    m1 = publish(spark, settings, events, SCREEN_START, "run-1", screen_end=SCREEN_END)
     assert m1 == {"events": 2, "alerts_new": 1, "alerts_updated": 0, "alerts_closed": 0, "alerts_unchanged": 0,
                   "alerts_recovered": 0, "emitted_files": 2, "red": 1, "yellow": 0, "pc_invalid": 0}
     conj = {r["event_id"]: r for r in table(spark, settings, "conjunctions")}
     assert sorted(r["level"] for r in conj.values()) == ["none", "red"]
     assert all(r["pc_valid"] and r["pc"] is not None and r["pc_flag"] is None for r in conj.values())
     [a1] = table(spark, settings, "alerts")
-    assert (a1["status"], a1["version"], a1["level"], a1["first_run_id"], a1["run_id"]) == ("new", 1, "red", "run-1", "run-1")
+    assert ((a1["status"], a1["version"], a1["level"], a1["first_run_id"], a1["run_id"])
+            == ("new", 1, "red", "run-1", "run-1"))
     assert a1["alert_id"] == a1["event_id"] and a1["alert_id"] in conj
     assert (a1["p_cov_source"], a1["s_cov_source"]) == ("observed/LEO", "tle/LEO")
     assert conj[a1["event_id"]]["pc"] == a1["pc"]
@@ -148,14 +147,14 @@ def test_lifecycle_across_runs(spark, settings, events):
     # run 2 (a new run id, same results): nothing emitted, nothing rewritten
     before = {n: table(spark, settings, n) for n in ("alerts", "alert_events")}
     mtimes = {p.name: p.stat().st_mtime_ns for p in settings.outbox.iterdir()}
-    m2 = alerts.publish(spark, settings, events, SCREEN_START, "run-2", screen_end=SCREEN_END)
+    m2 = publish(spark, settings, events, SCREEN_START, "run-2", screen_end=SCREEN_END)
     assert (m2["emitted_files"], m2["alerts_new"], m2["alerts_updated"], m2["alerts_unchanged"]) == (0, 0, 0, 1)
     assert {n: table(spark, settings, n) for n in ("alerts", "alert_events")} == before
     assert {p.name: p.stat().st_mtime_ns for p in settings.outbox.iterdir()} == mtimes
 
     # run 3: a new element set moves the TCA by 5 s and the miss by 30 m -> updated, version 2
     start3 = SCREEN_START + dt.timedelta(minutes=15)
-    m3 = alerts.publish(spark, settings, moved(events), start3, "run-3", screen_end=SCREEN_END)
+    m3 = publish(spark, settings, moved(events), start3, "run-3", screen_end=SCREEN_END)
     assert (m3["alerts_updated"], m3["emitted_files"]) == (1, 2)
     [a2] = table(spark, settings, "alerts")
     assert (a2["alert_id"], a2["status"], a2["version"], a2["run_id"], a2["first_run_id"]) == (
@@ -166,12 +165,12 @@ def test_lifecycle_across_runs(spark, settings, events):
     # run 4: the screening starts after TCA -> closed, version 3, once
     start4 = aware(a2["tca"]) + dt.timedelta(minutes=30)
     empty = events.iloc[0:0]
-    m4 = alerts.publish(spark, settings, empty, start4, "run-4")
+    m4 = publish(spark, settings, empty, start4, "run-4")
     assert (m4["events"], m4["alerts_closed"], m4["emitted_files"]) == (0, 1, 2)
-    m4b = alerts.publish(spark, settings, empty, start4, "run-4")  # a retry of the finished run
+    m4b = publish(spark, settings, empty, start4, "run-4")  # a retry of the finished run
     assert (m4b["alerts_closed"], m4b["emitted_files"]) == (0, 0)
     [a3] = table(spark, settings, "alerts")
-    assert (a3["status"], a3["version"], a3["close_reason"], a3["level"]) == ("closed", 3, alerts.CLOSE_TCA_PASSED, "red")
+    assert (a3["status"], a3["version"], a3["close_reason"], a3["level"]) == ("closed", 3, CLOSE_TCA_PASSED, "red")
 
     # exactly one CDM + JSON per change, the history in alert_events, each CDM parsing back to it
     history = table(spark, settings, "alert_events")
@@ -186,15 +185,16 @@ def test_crash_between_outbox_and_merge(spark, settings, events, monkeypatch):
     write_inputs(spark, settings)
 
     def crash_at(point, evs, run_id, start=SCREEN_START):
-        monkeypatch.setattr(runtime, "KILL_AT", {point})
-        with pytest.raises(runtime.SimulatedCrash, match=point):
-            alerts.publish(spark, settings, evs, start, run_id, screen_end=SCREEN_END)
-        monkeypatch.setattr(runtime, "KILL_AT", set())
+        monkeypatch.setattr(faults, "KILL_AT", {point})
+        with pytest.raises(faults.SimulatedCrash, match=point):
+            publish(spark, settings, evs, start, run_id, screen_end=SCREEN_END)
+        monkeypatch.setattr(faults, "KILL_AT", set())
 
     # killed after the files, before the MERGEs; the retry (same run) records them, writes nothing
     crash_at("conjunction:after-outbox", events, "run-1")
-    assert len(outbox(settings)) == 2 and table(spark, settings, "alerts") == [] == table(spark, settings, "alert_events")
-    m = alerts.publish(spark, settings, events, SCREEN_START, "run-1", screen_end=SCREEN_END)
+    assert (len(outbox(settings)) == 2
+            and table(spark, settings, "alerts") == [] == table(spark, settings, "alert_events"))
+    m = publish(spark, settings, events, SCREEN_START, "run-1", screen_end=SCREEN_END)
     assert (m["alerts_recovered"], m["alerts_new"], m["emitted_files"]) == (1, 0, 0)
     [a1] = table(spark, settings, "alerts")
     assert (a1["version"], a1["status"], a1["run_id"]) == (1, "new", "run-1")
@@ -204,7 +204,7 @@ def test_crash_between_outbox_and_merge(spark, settings, events, monkeypatch):
     # as emitted (adopted from its JSON twin) and the new results become v3
     crash_at("conjunction:after-outbox", moved(events), "run-2")
     assert len(outbox(settings)) == 4
-    m = alerts.publish(spark, settings, moved(events, miss_km=0.06), SCREEN_START, "run-2", screen_end=SCREEN_END)
+    m = publish(spark, settings, moved(events, miss_km=0.06), SCREEN_START, "run-2", screen_end=SCREEN_END)
     assert (m["alerts_recovered"], m["alerts_updated"], m["emitted_files"]) == (1, 1, 2)
     history = table(spark, settings, "alert_events")
     assert [(h["version"], h["status"]) for h in history] == [(1, "new"), (2, "updated"), (3, "updated")]
@@ -218,7 +218,7 @@ def test_crash_between_outbox_and_merge(spark, settings, events, monkeypatch):
     crash_at("conjunction:after-alert-events", moved(events, miss_km=0.2), "run-3")
     assert len(outbox(settings)) == 8 and len(table(spark, settings, "alert_events")) == 4
     assert table(spark, settings, "alerts")[0]["version"] == 3
-    m = alerts.publish(spark, settings, moved(events, miss_km=0.2), SCREEN_START, "run-3", screen_end=SCREEN_END)
+    m = publish(spark, settings, moved(events, miss_km=0.2), SCREEN_START, "run-3", screen_end=SCREEN_END)
     assert (m["alerts_recovered"], m["emitted_files"]) == (1, 0)
     [a4] = table(spark, settings, "alerts")
     assert (a4["version"], a4["miss_m"]) == (4, pytest.approx(a1["miss_m"] + 200.0))
@@ -239,9 +239,9 @@ def test_invalid_geometry_is_flagged_not_given_a_pc(spark, settings):
     ev = pd.DataFrame([{"primary_id": 101, "secondary_id": 901, "tca_unix": EPOCH.timestamp(),
                         "miss_km": float(np.linalg.norm(r2 - r)), "rel_speed_km_s": float(np.linalg.norm(v2 - v)),
                         "r_km": rtn[0], "t_km": rtn[1], "n_km": rtn[2],
-                        **{f"p_{c}": x for c, x in zip(alerts.STATE_COLS, np.r_[r, v])},
-                        **{f"s_{c}": x for c, x in zip(alerts.STATE_COLS, np.r_[r2, v2])}}])
-    m = alerts.publish(spark, settings, ev, SCREEN_START, "run-1", screen_end=SCREEN_END)
+                        **{f"p_{c}": x for c, x in zip(STATE_COLS, np.r_[r, v])},
+                        **{f"s_{c}": x for c, x in zip(STATE_COLS, np.r_[r2, v2])}}])
+    m = publish(spark, settings, ev, SCREEN_START, "run-1", screen_end=SCREEN_END)
     assert (m["pc_invalid"], m["yellow"], m["alerts_new"]) == (1, 1, 1)
     [c] = table(spark, settings, "conjunctions")
     assert c["pc"] is None and c["pc_valid"] is False and c["pc_flag"] == "long encounter (low relative velocity)"

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 from pathlib import Path
 
 import pytest
 
+from jobs import catalog as job
 from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import screening
-from sda.pipeline import runtime
+from sda.pipeline import arguments
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 
 
-def load_job():
-    return importlib.import_module("jobs.catalog")  # jobs/ is a package on pytest's path
-
-
 def args(run_id, path=None):
-    return argparse.Namespace(start=EPOCH, end=EPOCH + dt.timedelta(hours=1), run_id=run_id, file=str(path) if path else None)
+    return argparse.Namespace(start=EPOCH, end=EPOCH + dt.timedelta(hours=1), run_id=run_id,
+                              file=str(path) if path else None)
 
 
 def tle(norad_id, epoch=EPOCH, altitude=700.0):
@@ -40,7 +37,6 @@ def write_file(path: Path, text: str) -> Path:
 
 
 def test_catalog_load_quarantines_bad_records_and_is_idempotent(spark, settings, tmp_path):
-    job = load_job()
     ensure_tables(spark, settings)
     good = [tle(n) for n in (1001, 1002, 1003)]
     bad_checksum = tle(1004)
@@ -78,12 +74,12 @@ def test_catalog_load_quarantines_bad_records_and_is_idempotent(spark, settings,
     newer = tle(1001, EPOCH + dt.timedelta(hours=6))
     path2 = write_file(tmp_path / "cat" / "two.tle", f"{newer[0]}\n{newer[1]}\n")
     assert job.run(spark, settings, args("r3", path2))["inserted"] == 1
-    epochs = [r["epoch"] for r in TABLES["catalog"].read(spark, settings).where("norad_id = 1001").orderBy("epoch").collect()]
+    history = TABLES["catalog"].read(spark, settings).where("norad_id = 1001").orderBy("epoch")
+    epochs = [r["epoch"] for r in history.collect()]
     assert len(epochs) == 2 and epochs[1] - epochs[0] == dt.timedelta(hours=6)
 
 
 def test_sgp4_refused_element_set_is_quarantined(spark, settings, tmp_path):
-    job = load_job()
     ensure_tables(spark, settings)
     l1, l2 = tle(2001)
     # eccentricity field " 0010000" -> "9990000" (0.999): SGP4 accepts the text but not the orbit;
@@ -99,7 +95,6 @@ def test_sgp4_refused_element_set_is_quarantined(spark, settings, tmp_path):
 
 
 def test_missing_file_is_a_clear_error(spark, settings, tmp_path):
-    job = load_job()
     ensure_tables(spark, settings)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         job.run(spark, settings, args("r1", tmp_path / "nope.tle"))
@@ -108,11 +103,10 @@ def test_missing_file_is_a_clear_error(spark, settings, tmp_path):
 
 
 def test_checksum():
-    job = load_job()
     line = "1 25544U 98067A   20194.88612269 -.00002218  00000-0 -31515-4 0  9992"
     assert job.tle_checksum_ok(line)
     assert not job.tle_checksum_ok(corrupt_checksum(line))
-    assert runtime.RUN_ID_RE.match("r1")
+    assert arguments.RUN_ID_RE.match("r1")
 
 
 # --- element sets as Space-Track and CelesTrak write them (checksums computed once and pasted) -----
@@ -140,7 +134,6 @@ def utc(ts):
 
 
 def test_checksum_of_space_track_and_alpha5_lines():
-    job = load_job()
     for line in (*VANGUARD, *T1234, *Z9999, *A0001):
         assert job.tle_checksum_ok(line), line
         assert not job.tle_checksum_ok(corrupt_checksum(line))
@@ -150,7 +143,6 @@ def test_checksum_of_space_track_and_alpha5_lines():
 
 
 def test_epoch_history_across_files_and_reloads(spark, settings, tmp_path):
-    job = load_job()
     ensure_tables(spark, settings)
     later = EPOCH + dt.timedelta(days=1, hours=3)
     ids = (3001, 3002, 3003)
@@ -176,7 +168,6 @@ def test_epoch_history_across_files_and_reloads(spark, settings, tmp_path):
 
 
 def test_space_track_and_alpha5_lines_load_and_checksums_are_still_checked(spark, settings, tmp_path):
-    job = load_job()
     ensure_tables(spark, settings)
     text = (
         "\ufeff0 VANGUARD 1\r\n" + "\r\n".join(VANGUARD) + "\r\n"
@@ -196,13 +187,15 @@ def test_space_track_and_alpha5_lines_load_and_checksums_are_still_checked(spark
     assert rows[5]["line1"] == VANGUARD[0].replace("1     5U", "1 00005U")  # canonical, same checksum
     assert rows[271234]["name"] == "ALPHA T" and rows[271234]["line1"] == T1234[0]
     assert utc(rows[339999]["epoch"]) == ALPHA5_EPOCH
-    reasons = sorted(r["reason"] for r in TABLES["quarantine"].read(spark, settings).where("stage = 'catalog'").collect())
+    quarantined = TABLES["quarantine"].read(spark, settings).where("stage = 'catalog'")
+    reasons = sorted(r["reason"] for r in quarantined.collect())
     assert any("norad 100001: TLE checksum mismatch" in r for r in reasons)
     assert any("line 14: TLE line 1 has 68 characters, not 69" in r for r in reasons)
 
 
 def celestrak_argv(run_id, *extra):
-    return ["--start", EPOCH.isoformat(), "--end", (EPOCH + dt.timedelta(hours=1)).isoformat(), "--run-id", run_id, *extra]
+    end = EPOCH + dt.timedelta(hours=1)
+    return ["--start", EPOCH.isoformat(), "--end", end.isoformat(), "--run-id", run_id, *extra]
 
 
 def catalog_run_metrics(spark, settings):
@@ -210,12 +203,12 @@ def catalog_run_metrics(spark, settings):
 
 
 def test_celestrak_group_is_kept_in_landing_and_loaded(spark, settings, monkeypatch):
-    job = load_job()
     # CelesTrak's FORMAT=tle: names padded to 24 characters, CRLF line ends
     served = "".join(f"{name:<24}\r\n{l1}\r\n{l2}\r\n" for name, (l1, l2) in
                      (("ISS (ZARYA)", ISS), ("VANGUARD 1", VANGUARD), ("ALPHA T", T1234)))
     asked = []
-    monkeypatch.setattr(job, "fetch_celestrak", lambda group, fmt="tle", timeout_s=30.0: asked.append((group, fmt)) or served)
+    monkeypatch.setattr(job, "fetch_celestrak",
+                        lambda group, fmt="tle", timeout_s=30.0: asked.append((group, fmt)) or served)
     metrics = job.main(celestrak_argv("ct1", "--celestrak", "active"), settings=settings, spark=spark)
     assert asked == [("active", "tle")]
     [kept] = (settings.landing / "catalog").iterdir()
@@ -233,8 +226,6 @@ def test_celestrak_group_is_kept_in_landing_and_loaded(spark, settings, monkeypa
 def test_celestrak_offline_fails_clearly_and_writes_nothing(spark, settings, monkeypatch, capsys):
     import urllib.error
     import urllib.request
-
-    job = load_job()
 
     def offline(url, *a, **k):
         raise urllib.error.URLError(OSError(101, "Network is unreachable"))
@@ -259,7 +250,6 @@ def test_celestrak_offline_fails_clearly_and_writes_nothing(spark, settings, mon
 
 
 def test_file_and_celestrak_are_alternatives(spark, settings, tmp_path, capsys):
-    job = load_job()
     with pytest.raises(SystemExit) as stop:
         job.main(celestrak_argv("x1", "--file", str(tmp_path / "a.tle"), "--celestrak", "active"),
                  settings=settings, spark=spark)
@@ -268,5 +258,5 @@ def test_file_and_celestrak_are_alternatives(spark, settings, tmp_path, capsys):
         with pytest.raises(SystemExit) as stop:
             job.main(celestrak_argv("x2", "--celestrak", bad), settings=settings, spark=spark)
         assert stop.value.code == 2 and "letters, digits and '-'" in capsys.readouterr().err
-    with pytest.raises(runtime.StageArgumentError, match="alternatives"):
+    with pytest.raises(arguments.StageArgumentError, match="alternatives"):
         job.run(spark, settings, argparse.Namespace(**vars(args("x3", tmp_path / "a.tle")), celestrak="active"))

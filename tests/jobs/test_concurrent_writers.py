@@ -1,5 +1,5 @@
 """Two writers commit to one table at once (a scheduled run beside a backfill or a replay): Delta
-refuses the loser's commit, and every sink retries its MERGE (``runtime.with_conflict_retry``), so
+refuses the loser's commit, and every sink retries its MERGE (``sinks.with_conflict_retry``), so
 both effects land and nothing is lost or doubled.
 
 The race is made deterministic: writer A's source rows pass through a UDF that waits until writer B
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from sda.lake.tables import TABLES, ensure_tables
-from sda.pipeline import runtime
+from sda.pipeline import sinks
 
 SCHEMA = "stage string, source_table string, version long, run_id string"
 
@@ -50,7 +50,8 @@ def _race(spark, settings, tmp_path: Path) -> dict:
 
     def writer_a():
         try:
-            runtime.upsert(spark, _rows(spark, [("correlate", "observations_dedup", 7, "run-a")], gate), "progress", settings)
+            rows = _rows(spark, [("correlate", "observations_dedup", 7, "run-a")], gate)
+            sinks.upsert(spark, rows, "progress", settings)
             outcome["a"] = "ok"
         except Exception as exc:  # noqa: BLE001 - reported to the test
             outcome["a"] = exc
@@ -58,17 +59,18 @@ def _race(spark, settings, tmp_path: Path) -> dict:
     a = threading.Thread(target=writer_a)
     a.start()
     time.sleep(3)  # A has started its MERGE and waits in the UDF
-    runtime.upsert(spark, _rows(spark, [("dedup", "observations", 4, "run-b")]), "progress", settings)
+    sinks.upsert(spark, _rows(spark, [("dedup", "observations", 4, "run-b")]), "progress", settings)
     gate.touch()
     a.join(timeout=300)
     assert not a.is_alive()
-    outcome["rows"] = sorted((r["stage"], r["version"], r["run_id"]) for r in TABLES["progress"].read(spark, settings).collect())
+    progress = TABLES["progress"].read(spark, settings).collect()
+    outcome["rows"] = sorted((r["stage"], r["version"], r["run_id"]) for r in progress)
     return outcome
 
 
 def test_a_conflicting_merge_is_retried_and_both_writes_land(spark, settings, tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(runtime, "CONFLICT_BACKOFF_S", 0.5)
-    with caplog.at_level(logging.WARNING, logger=runtime.log.name):
+    monkeypatch.setattr(sinks, "CONFLICT_BACKOFF_S", 0.5)
+    with caplog.at_level(logging.WARNING, logger=sinks.log.name):
         outcome = _race(spark, settings, tmp_path)
     assert outcome["a"] == "ok", outcome["a"]
     assert outcome["rows"] == [("correlate", 7, "run-a"), ("dedup", 4, "run-b")]
@@ -77,7 +79,7 @@ def test_a_conflicting_merge_is_retried_and_both_writes_land(spark, settings, tm
 
 
 def test_without_the_retry_the_same_race_fails_the_loser(spark, settings, tmp_path, monkeypatch):
-    monkeypatch.setattr(runtime, "CONFLICT_ATTEMPTS", 1)
+    monkeypatch.setattr(sinks, "CONFLICT_ATTEMPTS", 1)
     outcome = _race(spark, settings, tmp_path)
-    assert isinstance(outcome["a"], Exception) and runtime.is_conflict(outcome["a"]), outcome["a"]
+    assert isinstance(outcome["a"], Exception) and sinks.is_conflict(outcome["a"]), outcome["a"]
     assert outcome["rows"] == [("dedup", 4, "run-b")]

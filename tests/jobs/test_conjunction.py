@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import json
 
 import pytest
 
-from sda.alerts import plan as alerts
+from jobs import conjunction as job
+from sda.alerts.assessment import alert_level
 from sda.alerts.cdm import parse_cdm
+from sda.alerts.outbox import write_if_absent
+from sda.alerts.plan import CLOSE_NOT_FOUND
 from sda.lake import schemas
 from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import screening
+from tests.seed import append_rows, catalog_row
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
@@ -34,10 +37,6 @@ ELEMENTS = {  # as tests/include/test_screening.py: 101/102 cross at the node at
 }
 
 
-def load_job():
-    return importlib.import_module("jobs.conjunction")  # jobs/ is a package on pytest's path
-
-
 def args(run_id):
     return argparse.Namespace(start=EPOCH - dt.timedelta(hours=4), end=EPOCH - dt.timedelta(hours=3), run_id=run_id,
                               screen_start=None, horizon_h=6.0)
@@ -49,19 +48,20 @@ def write_catalog(spark, settings):
         l1, l2 = screening.tle_from_elements(norad_id, EPOCH, *elements)
         [sat] = screening.satrecs_from_lines([l1], [l2])
         a, e, re = sat.a * sat.radiusearthkm, sat.ecco, sat.radiusearthkm
-        rows.append((norad_id, f"OBJ {norad_id}", EPOCH, l1, l2, a * (1 - e) - re, a * (1 + e) - re, "test", EPOCH, "test"))
+        rows.append(catalog_row(norad_id, EPOCH, (l1, l2), a * (1 - e) - re, a * (1 + e) - re))
     # an older, far-away element set of 101: screening must use the newest epoch only
-    l1, l2 = screening.tle_from_elements(101, EPOCH - dt.timedelta(days=3), 1500.0, 0.0001, 10.0, 0.0, 0.0, 0.0)
-    rows.append((101, "OBJ 101", EPOCH - dt.timedelta(days=3), l1, l2, 1500.0, 1500.0, "test", EPOCH, "test"))
-    spark.createDataFrame(rows, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+    older = EPOCH - dt.timedelta(days=3)
+    lines = screening.tle_from_elements(101, older, 1500.0, 0.0001, 10.0, 0.0, 0.0, 0.0)
+    rows.append(catalog_row(101, older, lines, 1500.0, 1500.0, load_time=EPOCH))
+    append_rows(spark, settings, "catalog", rows)
 
 
 def snapshot(spark, settings, table):
-    return sorted(tuple(v for k, v in r.asDict().items() if k != "run_id") for r in TABLES[table].read(spark, settings).collect())
+    return sorted(tuple(v for k, v in r.asDict().items() if k != "run_id")
+                  for r in TABLES[table].read(spark, settings).collect())
 
 
 def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, settings):
-    job = load_job()
     ensure_tables(spark, settings)
     write_catalog(spark, settings)
 
@@ -78,7 +78,8 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         assert metrics[key] == ref_metrics[key], key
 
     rows = {r["event_id"]: r for r in TABLES["conjunctions"].read(spark, settings).collect()}
-    expected = {screening.event_key(e.primary_id, e.secondary_id, e.tca_unix, e.flag): e for e in reference.itertuples()}
+    expected = {screening.event_key(e.primary_id, e.secondary_id, e.tca_unix, e.flag): e
+                for e in reference.itertuples()}
     assert set(rows) == set(expected) and len(rows) == metrics["events"] >= 3
     # the slow pair 201/202 never leaves the threshold: one persistent row, not one per minimum
     [slow] = [r for r in rows.values() if r["primary_id"] == 201]
@@ -127,17 +128,16 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
 
 def test_alert_levels_and_atomic_outbox(tmp_path, settings):
     # the job's levels and outbox writes are sda.alerts.plan' (tests/include/test_alerts.py has the details)
-    assert alerts.alert_level(2e-4, 4000.0, settings)[0] == "red"
-    assert alerts.alert_level(1e-9, 250.0, settings)[0] == "yellow"
-    assert alerts.alert_level(1e-9, 1500.0, settings)[0] == "none"
+    assert alert_level(2e-4, 4000.0, settings)[0] == "red"
+    assert alert_level(1e-9, 250.0, settings)[0] == "yellow"
+    assert alert_level(1e-9, 1500.0, settings)[0] == "none"
     path = tmp_path / "box" / "a.cdm"
-    assert alerts.write_if_absent(path, "x\n") is True
-    assert alerts.write_if_absent(path, "y\n") is False and path.read_text() == "x\n"
+    assert write_if_absent(path, "x\n") is True
+    assert write_if_absent(path, "y\n") is False and path.read_text() == "x\n"
     assert [p.name for p in path.parent.iterdir()] == ["a.cdm"]
 
 
 def test_cli_arguments():
-    job = load_job()
     ns = job.parser().parse_args(["--start", "2026-11-21T00:00Z", "--end", "2026-11-21T01:00Z", "--run-id", "r",
                                   "--screen-start", "2026-11-21T02:00:00Z", "--horizon-h", "6"])
     ns = job._validate(ns)
@@ -156,12 +156,10 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     the alert as no longer found -- that screening covered both objects at its TCA. A co-located pair
     (403 and a copy of its element set, 404) is one persistent event and one alert, emitted once. The
     open events recorded after the third run are those of one full screening of the final catalogue."""
-    job = load_job()
     ensure_tables(spark, settings)
     write_catalog(spark, settings)
-    l1, l2 = screening.tle_from_elements(404, EPOCH, *ELEMENTS[403])
-    rows = [(404, "OBJ 404", EPOCH, l1, l2, 400.0, 400.0, "test", EPOCH, "test")]
-    spark.createDataFrame(rows, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+    lines = screening.tle_from_elements(404, EPOCH, *ELEMENTS[403])
+    append_rows(spark, settings, "catalog", [catalog_row(404, EPOCH, lines, 400.0, 400.0)])
 
     def at(run_id, minutes):
         a = args(run_id)
@@ -180,7 +178,8 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     second = job.run(spark, settings, at("inc-2", 1))
     assert second["mode"] == "incremental" and second["changed_element_sets"] == 0
     assert second["parts"] == [{"start": first_end(1) - 60.0, "end": first_end(1), "step_s": 30.0, "focus": None}]
-    assert (second["alerts_new"], second["alerts_updated"], second["alerts_closed"], second["emitted_files"]) == (0, 0, 0, 0)
+    assert (second["alerts_new"], second["alerts_updated"], second["alerts_closed"],
+            second["emitted_files"]) == (0, 0, 0, 0)
     assert second["events"] == first["events"] and second["events_reassessed_state"] == 0
 
     # 101 observed since its epoch (a gold object_state window): the kept events of 101 get a new Pc
@@ -189,24 +188,25 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     state.update(norad_id=101, window_start=EPOCH, window_end=EPOCH + dt.timedelta(hours=1),  # after its epoch
                  observations=12, residual_rms_m=40.0, last_observed=EPOCH + dt.timedelta(minutes=10),
                  final=True, run_id="obs")
-    spark.createDataFrame([tuple(state[f] for f in schemas.OBJECT_STATE.fieldNames())], schemas.OBJECT_STATE) \
-        .write.format("delta").mode("append").save(TABLES["object_state"].path(settings))
+    append_rows(spark, settings, "object_state", [tuple(state[f] for f in schemas.OBJECT_STATE.fieldNames())])
     restated = job.run(spark, settings, at("inc-2b", 1))
-    events_101 = sum(1 for r in TABLES["screening_events"].read(spark, settings).collect() if 101 in (r["primary_id"], r["secondary_id"]))
+    events_101 = sum(1 for r in TABLES["screening_events"].read(spark, settings).collect()
+                     if 101 in (r["primary_id"], r["secondary_id"]))
     assert restated["mode"] == "incremental" and restated["events_reassessed_state"] == events_101 >= 1
-    updated = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}[(101, 102)]
+    updated = {(r["primary_id"], r["secondary_id"]): r
+               for r in TABLES["alerts"].read(spark, settings).collect()}[(101, 102)]
     assert updated["p_cov_source"].startswith("observed") and (updated["status"], updated["version"]) == ("updated", 2)
 
     renewed = EPOCH + dt.timedelta(minutes=1)
-    l1, l2 = screening.tle_from_elements(102, renewed, *ELEMENTS[102])
-    rows = [(102, "OBJ 102", renewed, l1, l2, 702.0, 702.0, "test", renewed, "test")]
-    spark.createDataFrame(rows, schemas.CATALOG).write.format("delta").mode("append").save(TABLES["catalog"].path(settings))
+    lines = screening.tle_from_elements(102, renewed, *ELEMENTS[102])
+    append_rows(spark, settings, "catalog", [catalog_row(102, renewed, lines, 702.0, 702.0)])
     third = job.run(spark, settings, at("inc-3", 2))
     assert third["mode"] == "incremental" and third["changed_element_sets"] == 1
     alerts_now = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
     closed = alerts_now[(101, 102)]
-    assert (closed["status"], closed["close_reason"], closed["version"]) == ("closed", alerts.CLOSE_NOT_FOUND, 3)
-    assert (alerts_now[(403, 404)]["status"], alerts_now[(403, 404)]["version"]) == ("new", 1)  # updated, not re-emitted
+    assert (closed["status"], closed["close_reason"], closed["version"]) == ("closed", CLOSE_NOT_FOUND, 3)
+    # updated, not re-emitted
+    assert (alerts_now[(403, 404)]["status"], alerts_now[(403, 404)]["version"]) == ("new", 1)
     [persistent] = [r for r in TABLES["conjunctions"].read(spark, settings).collect() if r["primary_id"] == 403]
     assert persistent["run_id"] == "inc-3"  # the row follows the latest screening
 

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib
 import math
 from pathlib import Path
 
-import pytest
-
+from jobs import dedup
 from sda.lake import schemas
 from sda.lake.tables import TABLES, ensure_tables
-from sda.pipeline import runtime
+from sda.pipeline import sinks
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc
 BASE = dt.datetime(2026, 11, 21, 6, 0, 0, tzinfo=UTC)  # a 10 s window boundary (dedup_window_s = 10)
 ARCSEC = math.radians(1 / 3600)
-
-
-@pytest.fixture(scope="module")
-def dedup():
-    return importlib.import_module("jobs.dedup")  # jobs/ is a package on pytest's path
 
 
 def obs(obs_id, sensor_id, kind, dt_s, batch=1, **values):
@@ -58,16 +51,17 @@ ROWS = {
         obs("k", "ISL-01", "isl", 0.010, x_m=7_001_000.0, y_m=0.0, z_m=0.0),  # 1000 m from i, 700 m from j
     ]
 }
-EXPECTED = sorted([("a", 2), ("c", 1), ("d", 1), ("x1", 2), ("e", 1), ("m1", 2), ("f", 2), ("h", 1), ("i", 2), ("k", 1)])
+EXPECTED = sorted([("a", 2), ("c", 1), ("d", 1), ("x1", 2), ("e", 1), ("m1", 2), ("f", 2), ("h", 1), ("i", 2),
+                   ("k", 1)])
 
 
 def add_silver(spark, settings, ids):
     ensure_tables(spark, settings)
     rows = [tuple(ROWS[i][f.name] for f in schemas.OBSERVATION.fields) for i in ids]
-    runtime.merge_new(spark, spark.createDataFrame(rows, schemas.OBSERVATION), "observations", settings)
+    sinks.merge_new(spark, spark.createDataFrame(rows, schemas.OBSERVATION), "observations", settings)
 
 
-def run_dedup(dedup, spark, settings, run_id):
+def run_dedup(spark, settings, run_id):
     return dedup.main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", run_id],
                       settings=settings, spark=spark)
 
@@ -76,12 +70,13 @@ def result(spark, settings):
     return sorted((r["obs_id"], r["copies"]) for r in TABLES["observations_dedup"].read(spark, settings).collect())
 
 
-def test_exact_and_near_duplicates_collapse_and_sensors_stay_apart(dedup, spark, settings):
+def test_exact_and_near_duplicates_collapse_and_sensors_stay_apart(spark, settings):
     add_silver(spark, settings, list(ROWS))
-    metrics = run_dedup(dedup, spark, settings, "dedup-1")
+    metrics = run_dedup(spark, settings, "dedup-1")
 
     assert result(spark, settings) == EXPECTED
-    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"], metrics["duplicates"]) == (15, 10, 0, 5)
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
+            metrics["duplicates"]) == (15, 10, 0, 5)
     assert metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"]
     kept = {r["obs_id"]: r for r in TABLES["observations_dedup"].read(spark, settings).collect()}
     # the representative is the silver row itself, with its lineage
@@ -89,19 +84,19 @@ def test_exact_and_near_duplicates_collapse_and_sensors_stay_apart(dedup, spark,
 
     # replaying the same silver rows (exact duplicates by obs_id) changes nothing
     add_silver(spark, settings, list(ROWS))
-    again = run_dedup(dedup, spark, settings, "dedup-2")
+    again = run_dedup(spark, settings, "dedup-2")
     assert again["records_in"] == 0 and result(spark, settings) == EXPECTED
 
 
-def test_result_does_not_depend_on_arrival_order(dedup, spark, settings):
+def test_result_does_not_depend_on_arrival_order(spark, settings):
     # the copies arrive first, their originals (earlier event times) one run later
     add_silver(spark, settings, ["b", "x2", "g", "j", "m2", "k", "d"])
-    first = run_dedup(dedup, spark, settings, "dedup-1")
+    first = run_dedup(spark, settings, "dedup-1")
     assert result(spark, settings) == sorted([("b", 1), ("x2", 1), ("g", 1), ("j", 1), ("m2", 1), ("k", 1), ("d", 1)])
     assert (first["records_in"], first["records_out"], first["duplicates"]) == (7, 7, 0)
 
     add_silver(spark, settings, ["a", "c", "x1", "e", "f", "h", "i", "m1"])
-    second = run_dedup(dedup, spark, settings, "dedup-2")
+    second = run_dedup(spark, settings, "dedup-2")
     assert result(spark, settings) == EXPECTED  # b, x2 (across a window boundary), g, j, m2 replaced
     assert (second["records_in"], second["records_out"], second["duplicates"]) == (8, 8, 0)
     assert second["rows_deleted"] == 5
@@ -110,5 +105,5 @@ def test_result_does_not_depend_on_arrival_order(dedup, spark, settings):
     other = dataclasses.replace(settings, lakehouse=settings.lakehouse.parent / "lakehouse-2")
     add_silver(spark, other, ["m1", "k", "h", "c", "a"])
     add_silver(spark, other, ["x2", "x1", "j", "i", "g", "f", "e", "d", "b", "m2"])
-    run_dedup(dedup, spark, other, "dedup-1")
+    run_dedup(spark, other, "dedup-1")
     assert result(spark, other) == EXPECTED

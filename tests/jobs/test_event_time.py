@@ -14,7 +14,8 @@ from sda.config.settings import load_settings
 from sda.lake import schemas
 from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
 from tests import chain
-from tests.jobs.test_correlate import EPOCH, append, catalog_row, observation
+from tests.jobs.test_correlate import EPOCH, catalog_row, observation
+from tests.seed import append_rows
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)  # on an hour: state windows [T0, T0 + 1 h), ...
@@ -36,10 +37,20 @@ def land_batch(spark, settings, batch: int, payloads: list[str]) -> None:
     """Bronze rows as ingest batch ``batch`` would append them."""
     ingest = T0 + dt.timedelta(hours=2, minutes=batch)
     name = f"isl/batch{batch}.bcn"
-    rows = [(hashlib.sha256(f"{name}:{i}".encode()).hexdigest(), "isl", name, i, p, ingest, ingest.date(), "ingest", batch)
-            for i, p in enumerate(payloads)]
-    spark.createDataFrame(rows, schemas.BRONZE).write.format("delta").mode("append").save(
-        BRONZE_BY_KIND["isl"].path(settings))
+    rows = [(hashlib.sha256(f"{name}:{i}".encode()).hexdigest(), "isl", name, i, p, ingest, ingest.date(), "ingest",
+             batch) for i, p in enumerate(payloads)]
+    append_rows(spark, settings, BRONZE_BY_KIND["isl"], rows)
+
+
+def isl_rows(batch: int, items) -> list[tuple]:
+    """observations_dedup rows of ingest batch ``batch``: exact ISL fixes of (obs_id, norad_id, seconds
+    after EPOCH)."""
+    rows = []
+    for obs_id, norad, seconds in items:
+        measured = observation(obs_id, "isl", norad, EPOCH + dt.timedelta(seconds=seconds))
+        row = dict(zip(schemas.DEDUPED.fieldNames(), measured))
+        rows.append(tuple({**row, "ingest_batch": batch}[f] for f in schemas.DEDUPED.fieldNames()))
+    return rows
 
 
 def utc(t: dt.datetime) -> dt.datetime:
@@ -85,17 +96,13 @@ def _seconds(t) -> int:
 def test_windows_provisional_then_final_and_passes_merge(spark, event_settings):
     s = event_settings
     ensure_tables(spark, s)
-    append(spark, s, "catalog", [catalog_row(11, EPOCH), catalog_row(12, EPOCH)], schemas.CATALOG)
+    append_rows(spark, s, "catalog", [catalog_row(11, EPOCH), catalog_row(12, EPOCH)])
 
     def deliver(batch, items):
-        rows = []
-        for obs_id, norad, seconds in items:
-            row = dict(zip(schemas.DEDUPED.fieldNames(), observation(obs_id, "isl", norad, EPOCH + dt.timedelta(seconds=seconds))))
-            rows.append(tuple({**row, "ingest_batch": batch}[f] for f in schemas.DEDUPED.fieldNames()))
-        append(spark, s, "observations_dedup", rows, schemas.DEDUPED)
+        append_rows(spark, s, "observations_dedup", isl_rows(batch, items))
         newest = EPOCH + dt.timedelta(seconds=max(sec for _, _, sec in items))
         oldest = EPOCH + dt.timedelta(seconds=min(sec for _, _, sec in items))
-        append(spark, s, "watermarks", [("ISL-01", "isl", batch, newest, oldest, len(items), "test")], schemas.WATERMARKS)
+        append_rows(spark, s, "watermarks", [("ISL-01", "isl", batch, newest, oldest, len(items), "test")])
         return chain.run_stage(spark, s, "correlate", f"run-{batch}")
 
     def state():
@@ -135,17 +142,13 @@ def test_observations_dedup_withdraws_are_undone_downstream(spark, event_setting
     its change feed): correlate must drop the old one from gold and recompute its windows and passes."""
     s = event_settings
     ensure_tables(spark, s)
-    append(spark, s, "catalog", [catalog_row(11, EPOCH)], schemas.CATALOG)
+    append_rows(spark, s, "catalog", [catalog_row(11, EPOCH)])
 
     def add(batch, items):
-        rows = []
-        for obs_id, seconds in items:
-            row = dict(zip(schemas.DEDUPED.fieldNames(), observation(obs_id, "isl", 11, EPOCH + dt.timedelta(seconds=seconds))))
-            rows.append(tuple({**row, "ingest_batch": batch}[f] for f in schemas.DEDUPED.fieldNames()))
+        rows = isl_rows(batch, [(obs_id, 11, seconds) for obs_id, seconds in items])
         if rows:
-            append(spark, s, "observations_dedup", rows, schemas.DEDUPED)
-        append(spark, s, "watermarks", [("ISL-01", "isl", batch, EPOCH + dt.timedelta(seconds=60), EPOCH, 1, "t")],
-               schemas.WATERMARKS)
+            append_rows(spark, s, "observations_dedup", rows)
+        append_rows(spark, s, "watermarks", [("ISL-01", "isl", batch, EPOCH + dt.timedelta(seconds=60), EPOCH, 1, "t")])
 
     def withdraw(obs_id):
         spark.sql(f"DELETE FROM delta.`{TABLES['observations_dedup'].path(s)}` WHERE obs_id = '{obs_id}'").collect()
@@ -154,7 +157,8 @@ def test_observations_dedup_withdraws_are_undone_downstream(spark, event_setting
         correlated = sorted(r["obs_id"] for r in TABLES["correlated"].read(spark, s).collect())
         passes = {(_seconds(r["pass_start"]), _seconds(r["pass_end"])): r["observations"]
                   for r in TABLES["passes"].read(spark, s).collect()}
-        windows = {_seconds(r["window_start"]): r["observations"] for r in TABLES["object_state"].read(spark, s).collect()}
+        windows = {_seconds(r["window_start"]): r["observations"]
+                   for r in TABLES["object_state"].read(spark, s).collect()}
         return correlated, passes, windows
 
     add(1, [("a", 0), ("b", 60)])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 from pathlib import Path
 
 import pytest
 
+from jobs import ingest
 from sda.lake.tables import TABLES
 from sda.transforms import wire
 
@@ -16,10 +16,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 START, END = "2026-11-21T06:00:00Z", "2099-01-01T00:00:00Z"
 
 RADAR_OK_0 = ('{"sensor": "EGLIN", "frame": 1, "sent": "2026-11-21T06:00:05.000Z", "dets": ['
-              '{"t": "2026-11-21T06:00:01.250Z", "range_km": 1234.5, "az_deg": 180.0, "el_deg": 30.0, "rr_km_s": -2.5, "snr_db": 18.0}, '
-              '{"t": "2026-11-21T06:00:02.250Z", "range_km": 1235.5, "az_deg": 180.5, "el_deg": 30.5, "rr_km_s": -2.4}]}')
+              '{"t": "2026-11-21T06:00:01.250Z", "range_km": 1234.5, "az_deg": 180.0, "el_deg": 30.0, '
+              '"rr_km_s": -2.5, "snr_db": 18.0}, '
+              '{"t": "2026-11-21T06:00:02.250Z", "range_km": 1235.5, "az_deg": 180.5, "el_deg": 30.5, '
+              '"rr_km_s": -2.4}]}')
 RADAR_BAD_NUMBER = ('{"sensor": "EGLIN", "frame": 2, "sent": "2026-11-21T06:00:15.000Z", "dets": ['
-                    '{"t": "2026-11-21T06:00:11.250Z", "range_km": 1234.5, "az_deg": "abc", "el_deg": 30.0, "rr_km_s": -2.5}]}')
+                    '{"t": "2026-11-21T06:00:11.250Z", "range_km": 1234.5, "az_deg": "abc", "el_deg": 30.0, '
+                    '"rr_km_s": -2.5}]}')
 RADAR_OK_3 = ('{"sensor": "BEALE", "frame": 7, "sent": "2026-11-21T06:00:05.000Z", "dets": ['
               '{"t": "2026-11-21T06:00:03.000Z", "range_km": 900, "az_deg": 10.0, "el_deg": 45.0, "rr_km_s": 1.0}]}')
 RADAR_FILE = b"\n".join([RADAR_OK_0.encode(), b"{not json", RADAR_BAD_NUMBER.encode(), RADAR_OK_3.encode(),
@@ -36,11 +39,6 @@ BAD_HEADER_FILE = b"stn,time,ra,dec\n" + OPTICAL_OK.encode() + b"\n"
 
 ISL_OK = "BCN|src=ISL-01|seq=1|t_ms=1795240801250|x_m=7000000|y_m=0|z_m=0|vx_ms=0|vy_ms=7500|vz_ms=0"
 ISL_FILE = "\n".join([ISL_OK, "BCN|src=ISL-01|seq=2|t_ms=1795240802250", "HELLO"]).encode() + b"\n"
-
-
-@pytest.fixture(scope="module")
-def ingest():
-    return importlib.import_module("jobs.ingest")  # jobs/ is a package on pytest's path
 
 
 def _land(landing: Path, rel: str, data: bytes) -> Path:
@@ -69,7 +67,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _run(ingest, spark, settings, run_id, end=END):
+def _run(spark, settings, run_id, end=END):
     return ingest.main(["--start", START, "--end", end, "--run-id", run_id], settings=settings, spark=spark)
 
 
@@ -163,7 +161,7 @@ def test_file_records_drops_trailing_blank_lines_only():
     assert [(r.record_no, r.reason) for r in records] == [(0, None), (1, "blank line"), (2, None)]
 
 
-def test_candidate_files(ingest):
+def test_candidate_files():
     assert ingest.is_candidate(Path("a.jsonl"), "radar")
     assert ingest.is_candidate(Path("2026/11/a.jsonl"), "radar")
     assert not ingest.is_candidate(Path(".a.jsonl"), "radar")
@@ -174,11 +172,12 @@ def test_candidate_files(ingest):
 
 # --- the job ---------------------------------------------------------------------------------------
 
-def test_ingest_conserves_records_and_keeps_reasons_and_bytes(ingest, spark, settings, landed):
-    metrics = _run(ingest, spark, settings, "run-1")
+def test_ingest_conserves_records_and_keeps_reasons_and_bytes(spark, settings, landed):
+    metrics = _run(spark, settings, "run-1")
 
     assert metrics["files_new"] == 4
-    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"], metrics["duplicates"]) == (13, 4, 9, 0)
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
+            metrics["duplicates"]) == (13, 4, 9, 0)
     assert metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"]
     _assert_ingested_once(spark, settings)
     bronze = TABLES["radar_frames"].read(spark, settings).collect()
@@ -186,76 +185,75 @@ def test_ingest_conserves_records_and_keeps_reasons_and_bytes(ingest, spark, set
     assert {r["ingest_date"] for r in bronze} == {r["ingest_time"].date() for r in bronze}
 
 
-def test_rerun_ingests_nothing_new_and_later_files_wait_for_their_interval(ingest, spark, settings, landed):
+def test_rerun_ingests_nothing_new_and_later_files_wait_for_their_interval(spark, settings, landed):
     late_bytes = RADAR_OK_3.encode() + b"\n"
     late = _land(landed, "radar/late.jsonl", late_bytes)
     end_ts = 4_000_000_000  # 2096-10-02T07:06:40Z: the --end of the first two runs, before END
     os.utime(late, (end_ts + 3600, end_ts + 3600))
 
-    first = _run(ingest, spark, settings, "run-1", end="2096-10-02T07:06:40Z")
+    first = _run(spark, settings, "run-1", end="2096-10-02T07:06:40Z")
     assert first["files_new"] == 4  # late.jsonl's mtime is after --end
-    again = _run(ingest, spark, settings, "run-2", end="2096-10-02T07:06:40Z")
+    again = _run(spark, settings, "run-2", end="2096-10-02T07:06:40Z")
     assert (again["files_new"], again["records_in"], again["files_already_ingested"]) == (0, 0, 4)
     _assert_ingested_once(spark, settings)
 
-    later = _run(ingest, spark, settings, "run-3")
+    later = _run(spark, settings, "run-3")
     assert (later["files_new"], later["records_in"], later["records_out"]) == (1, 1, 1)
     rows = [r for r in _bronze(spark, settings, "radar") if r[0] == "radar/late.jsonl"]
     assert rows == [("radar/late.jsonl", 0, _sha(f"{_sha(late_bytes)}:0".encode()), RADAR_OK_3)]
 
 
-def test_known_files_are_not_read_again_and_a_touched_file_is_judged_by_content(ingest, spark, settings, landed,
-                                                                               monkeypatch):
-    _run(ingest, spark, settings, "run-1")
+def test_known_files_are_not_read_again_and_a_touched_file_is_judged_by_content(spark, settings, landed, monkeypatch):
+    _run(spark, settings, "run-1")
     read = []
     load = ingest.load_file
     monkeypatch.setattr(ingest, "load_file", lambda landing, rel, kind: read.append(rel) or load(landing, rel, kind))
     _land(landed, "isl/new.bcn", ISL_FILE.replace(b"seq=1", b"seq=5"))
-    metrics = _run(ingest, spark, settings, "run-2")
+    metrics = _run(spark, settings, "run-2")
     assert read == ["isl/new.bcn"]  # the four known files: not opened
     assert (metrics["files_seen"], metrics["files_new"], metrics["files_already_ingested"]) == (5, 1, 4)
     # same bytes, new mtime: read and hashed again, and known by its content
     touched = landed / "radar" / "a.jsonl"
     os.utime(touched, (touched.stat().st_atime, touched.stat().st_mtime + 10))
     read.clear()
-    metrics = _run(ingest, spark, settings, "run-3")
+    metrics = _run(spark, settings, "run-3")
     assert read == ["radar/a.jsonl"]
     assert (metrics["files_new"], metrics["records_in"], metrics["files_already_ingested"]) == (0, 0, 5)
     read.clear()
-    _run(ingest, spark, settings, "run-4")
+    _run(spark, settings, "run-4")
     assert read == []  # the ledger learnt the new mtime
     ledger = [(r["file_path"], r["file_sha256"]) for r in TABLES["ingested_files"].read(spark, settings).collect()]
     assert sorted(ledger) == sorted({(r[0], r[1]) for r in ledger}) and len(ledger) == 5  # one row per file
     assert [r[1] for r in _bronze(spark, settings, "radar")] == [0, 3]  # a.jsonl's two good records, once
 
 
-def test_changed_file_is_ingested_again_as_new_content(ingest, spark, settings, landed):
-    _run(ingest, spark, settings, "run-1")
+def test_changed_file_is_ingested_again_as_new_content(spark, settings, landed):
+    _run(spark, settings, "run-1")
     _land(landed, "isl/b.bcn", ISL_FILE + ISL_OK.replace("seq=1", "seq=9").encode() + b"\n")
-    metrics = _run(ingest, spark, settings, "run-2")
+    metrics = _run(spark, settings, "run-2")
     assert (metrics["files_new"], metrics["records_in"], metrics["records_out"], metrics["quarantined"]) == (1, 4, 2, 2)
 
 
-def test_crash_before_ledger_done_then_rerun_neither_loses_nor_duplicates(ingest, spark, settings, landed, monkeypatch):
+def test_crash_before_ledger_done_then_rerun_neither_loses_nor_duplicates(spark, settings, landed, monkeypatch):
     def crash(*args, **kwargs):
         raise RuntimeError("simulated crash after the bronze append")
 
     monkeypatch.setattr(ingest, "mark_done", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        _run(ingest, spark, settings, "run-1")
+        _run(spark, settings, "run-1")
     statuses = {r["status"] for r in TABLES["ingested_files"].read(spark, settings).collect()}
     assert statuses == {"planned"}
     assert len(_bronze(spark, settings, "radar")) == 2  # the appends happened
     monkeypatch.undo()
 
-    metrics = _run(ingest, spark, settings, "run-1-retry")
+    metrics = _run(spark, settings, "run-1-retry")
     assert (metrics["files_replayed"], metrics["files_new"], metrics["records_in"]) == (4, 0, 13)
     _assert_ingested_once(spark, settings)
     # the replayed rows are the planned ones: same ingest time and run id as the crashed attempt
     assert {r["run_id"] for r in TABLES["isl_beacons"].read(spark, settings).collect()} == {"run-1"}
 
 
-def test_crash_between_two_bronze_appends_then_rerun(ingest, spark, settings, landed, monkeypatch):
+def test_crash_between_two_bronze_appends_then_rerun(spark, settings, landed, monkeypatch):
     real_append = ingest.append_bronze
     calls = []
 
@@ -267,10 +265,10 @@ def test_crash_between_two_bronze_appends_then_rerun(ingest, spark, settings, la
 
     monkeypatch.setattr(ingest, "append_bronze", append_then_crash)
     with pytest.raises(RuntimeError, match="between appends"):
-        _run(ingest, spark, settings, "run-1")
+        _run(spark, settings, "run-1")
     monkeypatch.undo()
     assert calls == ["radar", "optical"]
 
-    _run(ingest, spark, settings, "run-1-retry")
-    _run(ingest, spark, settings, "run-1-retry-2")
+    _run(spark, settings, "run-1-retry")
+    _run(spark, settings, "run-1-retry-2")
     _assert_ingested_once(spark, settings)

@@ -5,26 +5,22 @@ nothing, bad table names are refused."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import os
 import re
 from pathlib import Path
 
 import pytest
 
-from sda.lake.tables import TABLES
-from sda.pipeline import runtime
+from jobs import maintenance as job
+from sda.lake.tables import TABLES, ensure_tables
+from sda.pipeline import changefeed
+from tests.seed import append_rows
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 H = dt.timedelta(hours=1)
 INTERVAL = ["--start", "2026-11-21T00:00:00Z", "--end", "2026-11-22T00:00:00Z"]
-
-
-@pytest.fixture(scope="module")
-def job():
-    return importlib.import_module("jobs.maintenance")  # jobs/ is a package on pytest's path
 
 
 def argv(run_id, *extra):
@@ -39,7 +35,7 @@ def data_files(table_dir: Path) -> set[str]:
 
 # --- pure decisions ------------------------------------------------------------------------------------
 
-def test_retention_needed_hand_computed(job):
+def test_retention_needed_hand_computed():
     now = dt.datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
     # a consumer needs a version committed 200 h ago: 200 h + 1 h margin beats the configured 168 h
     assert job.retention_needed(now, now - 200 * H, 168) == 201
@@ -52,7 +48,7 @@ def test_retention_needed_hand_computed(job):
     assert job.retention_needed(now, now - 200 * H, 240) == 240
 
 
-def test_consumer_guard(job):
+def test_consumer_guard():
     commits = {0: T0, 1: T0 + H, 2: T0 + 2 * H, 3: T0 + 3 * H}
     # dedup consumed through version 1: it reads version 2 next, committed at T0 + 2 h
     assert job.consumer_guard("t", {"dedup": 1}, commits) == job.Guard(2, T0 + 2 * H, "dedup")
@@ -73,7 +69,7 @@ def test_consumer_guard(job):
     assert job.consumer_guard("t", {"a": 1}, skewed).needed_since == T0 + H
 
 
-def test_interval_hours(job):
+def test_interval_hours():
     assert job.interval_hours("interval 7 days", 1) == 168
     assert job.interval_hours("interval 30 days", 1) == 720
     assert job.interval_hours("12 hours", 1) == 12
@@ -82,21 +78,22 @@ def test_interval_hours(job):
     assert job.interval_hours(None, 99) == 99
 
 
-def test_compaction_candidates(job):
+def test_compaction_candidates():
     files = ["file:/t/d=1/a.parquet", "file:/t/d=1/b.parquet", "file:/t/d=2/c.parquet", "file:/t/d=3/e.parquet",
              "file:/t/d=3/f.parquet", "file:/t/d=3/g.parquet"]
     assert job.compaction_candidates(files) == 5  # d=2 has one file: nothing to bin with
     assert job.compaction_candidates([]) == 0
 
 
-def test_conflicts_are_retried_with_back_off(job):
+def test_conflicts_are_retried_with_back_off():
     sleeps: list[float] = []
     calls = {"n": 0}
 
     def flaky():
         calls["n"] += 1
         if calls["n"] < 3:
-            raise RuntimeError("[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] ConcurrentAppendException: Files were added")
+            raise RuntimeError("[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] ConcurrentAppendException: "
+                               "Files were added")
         return "done"
 
     assert job.with_conflict_retry(flaky, "OPTIMIZE t", backoff_s=5, sleep=sleeps.append) == "done"
@@ -121,7 +118,7 @@ def test_conflicts_are_retried_with_back_off(job):
     assert sleeps == []
 
 
-def test_declared_consumers_match_the_jobs(job):
+def test_declared_consumers_match_the_jobs():
     """Every job that reads a change feed is declared, on tables it reads according to the topology."""
     from sda.pipeline.topology import STAGE_BY_NAME
 
@@ -141,7 +138,7 @@ def test_declared_consumers_match_the_jobs(job):
 # --- arguments -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("tables", ["nosuch", "radar_frames,nosuch", " , "])
-def test_unknown_table_is_refused(job, settings, capsys, tables):
+def test_unknown_table_is_refused(settings, capsys, tables):
     with pytest.raises(SystemExit) as exc:
         job.main(argv("maint-bad", "--tables", tables), settings=settings, spark=object())  # never reaches Spark
     assert exc.value.code == 2
@@ -164,26 +161,25 @@ def bronze_rows(n_appends=5, per_append=3):
 
 
 def append_each(spark, settings, table, batches):
-    spec = TABLES[table]
+    """One commit, and one data file, per batch."""
     for batch in batches:
-        spark.createDataFrame(batch, spec.schema).coalesce(1).write.format("delta").mode("append").save(spec.path(settings))
+        append_rows(spark, settings, table, batch, one_file=True)
 
 
 def record_progress(spark, settings, stage, table, version):
     """ops.progress as the stage's run would leave it after consuming ``table`` through ``version``."""
-    runtime.commit_progress(spark, stage, {table: version}, f"{stage}-run", settings)
+    changefeed.commit_progress(spark, stage, {table: version}, f"{stage}-run", settings)
 
 
 def table_rows(spark, settings, table, version=None):
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
-    return sorted(tuple(r) for r in reader.load(TABLES[table].path(settings)).select("bronze_id", "record_no", "payload", "ingest_date").collect())
+    rows = reader.load(TABLES[table].path(settings)).select("bronze_id", "record_no", "payload", "ingest_date")
+    return sorted(tuple(r) for r in rows.collect())
 
 
-def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(job, spark, settings):
-    from sda.lake.tables import ensure_tables
-
+def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(spark, settings):
     ensure_tables(spark, settings)
     batches = bronze_rows()
     append_each(spark, settings, "radar_frames", batches)
@@ -191,7 +187,7 @@ def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(job, spark, set
     before_files = data_files(table_dir)
     assert len(before_files) == 5  # one file per append
     expected = sorted((r[0], r[3], r[4], r[6]) for batch in batches for r in batch)
-    version_before = runtime.table_version(spark, "radar_frames", settings)
+    version_before = changefeed.table_version(spark, "radar_frames", settings)
 
     metrics = job.main(argv("maint-1", "--tables", "radar_frames"), settings=settings, spark=spark)
     t = metrics["tables"]["radar_frames"]
@@ -208,7 +204,8 @@ def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(job, spark, set
 
     # once normalize has consumed everything, VACUUM runs with the configured retention: the files
     # OPTIMIZE just replaced are younger than 168 h and stay, so time travel still works
-    record_progress(spark, settings, "normalize", "radar_frames", runtime.table_version(spark, "radar_frames", settings))
+    record_progress(spark, settings, "normalize", "radar_frames",
+                    changefeed.table_version(spark, "radar_frames", settings))
     listing = spark.conf.get(job.LISTING_PARALLELISM)
     metrics = job.main(argv("maint-2", "--tables", "radar_frames"), settings=settings, spark=spark)
     assert spark.conf.get(job.LISTING_PARALLELISM) == listing  # lowered for VACUUM only
@@ -220,9 +217,7 @@ def test_compaction_keeps_rows_and_vacuum_waits_for_the_consumer(job, spark, set
     assert table_rows(spark, settings, "radar_frames", version=version_before) == expected
 
 
-def test_plan_widens_retention_for_a_lagging_consumer(job, spark, settings):
-    from sda.lake.tables import ensure_tables
-
+def test_plan_widens_retention_for_a_lagging_consumer(spark, settings):
     ensure_tables(spark, settings, ["progress", "radar_frames"])
     append_each(spark, settings, "radar_frames", bronze_rows(n_appends=3, per_append=1))  # versions 1, 2, 3
     record_progress(spark, settings, "normalize", "radar_frames", 1)  # next read: version 2
@@ -240,16 +235,15 @@ def test_plan_widens_retention_for_a_lagging_consumer(job, spark, settings):
     assert (plan.retention_h, plan.widened) == (168, False)
 
 
-def test_dry_run_changes_nothing(job, spark, settings):
-    from sda.lake.tables import ensure_tables
-
+def test_dry_run_changes_nothing(spark, settings):
     ensure_tables(spark, settings)
     spec = TABLES["quarantine"]
     now = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
-    batches = [[(f"q{i}", "ingest", "unreadable", "radar", f"f{i}", i, None, None, b"?", now, f"ingest-{i}")] for i in range(4)]
+    batches = [[(f"q{i}", "ingest", "unreadable", "radar", f"f{i}", i, None, None, b"?", now, f"ingest-{i}")]
+               for i in range(4)]
     append_each(spark, settings, "quarantine", batches)
     table_dir = Path(spec.path(settings))
-    files, version = data_files(table_dir), runtime.table_version(spark, "quarantine", settings)
+    files, version = data_files(table_dir), changefeed.table_version(spark, "quarantine", settings)
 
     metrics = job.main(argv("maint-dry", "--tables", "quarantine", "--dry-run"), settings=settings, spark=spark)
     t = metrics["tables"]["quarantine"]
@@ -257,7 +251,7 @@ def test_dry_run_changes_nothing(job, spark, settings):
     assert (t["files_before"], t["compaction_candidates"]) == (4, 4)
     assert "files_after" not in t and "files_removed" not in t
     assert (t["retention_h"], t["files_vacuumed"]) == (168, 0)  # quarantine has no change-feed consumer
-    assert runtime.table_version(spark, "quarantine", settings) == version
+    assert changefeed.table_version(spark, "quarantine", settings) == version
     assert data_files(table_dir) == files
     rows = spec.read(spark, settings).select("quarantine_id").collect()
     assert sorted(r[0] for r in rows) == ["q0", "q1", "q2", "q3"]

@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import importlib
 import json
 import math
 from pathlib import Path
 
 import pytest
 
-from sda.lake import schemas
+from jobs import normalize
 from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
+from tests.seed import append_rows
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 UTC = dt.timezone.utc
 INGEST = dt.datetime(2026, 11, 21, 6, 5, 0, tzinfo=UTC)
 T1 = dt.datetime(2026, 11, 21, 6, 0, 1, 250000, tzinfo=UTC)
 T1_MS = 1795240801250  # T1 in unix milliseconds
-
-
-@pytest.fixture(scope="module")
-def normalize():
-    return importlib.import_module("jobs.normalize")  # jobs/ is a package on pytest's path
 
 
 def _sha(text: str) -> str:
@@ -52,12 +47,11 @@ def write_bronze(spark, settings, kind, source_file, payloads, ingest_time=INGES
     rows = [(_sha(f"{source_file}:{no}"), kind, source_file, no, payload, ingest_time, ingest_time.date(), "ingest-run",
              batch)
             for no, payload in enumerate(payloads)]
-    spark.createDataFrame(rows, schemas.BRONZE).write.format("delta").mode("append").save(
-        BRONZE_BY_KIND[kind].path(settings))
+    append_rows(spark, settings, BRONZE_BY_KIND[kind], rows)
     return [r[0] for r in rows]
 
 
-def _run(normalize, spark, settings, run_id="norm-1"):
+def _run(spark, settings, run_id="norm-1"):
     return normalize.main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", run_id],
                           settings=settings, spark=spark)
 
@@ -80,14 +74,15 @@ def _conserved(m):
     assert m["records_in"] == m["records_out"] + m["quarantined"] + m["duplicates"]
 
 
-def test_unit_conversion_per_kind(normalize, spark, settings):
+def test_unit_conversion_per_kind(spark, settings):
     radar_ids = write_bronze(spark, settings, "radar", "radar/f.jsonl", [frame(dets=[det()])])
     write_bronze(spark, settings, "optical", "optical/o.csv", [optical()])
     write_bronze(spark, settings, "isl", "isl/b.bcn", [beacon()])
 
-    metrics = _run(normalize, spark, settings)
+    metrics = _run(spark, settings)
 
-    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"], metrics["duplicates"]) == (3, 3, 0, 0)
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
+            metrics["duplicates"]) == (3, 3, 0, 0)
     radar, isl, socorro = _silver(spark, settings)  # sorted by sensor id: EGLIN, ISL-01, SOCORRO
     assert (radar["sensor_id"], radar["sensor_kind"]) == ("EGLIN", "radar")
     assert radar["range_m"] == 1234500.0
@@ -107,7 +102,8 @@ def test_unit_conversion_per_kind(normalize, spark, settings):
     assert socorro["site_alt_m"] == 1510.0 and socorro["range_m"] is None
 
     assert isl["sensor_kind"] == "isl"
-    assert (isl["x_m"], isl["y_m"], isl["z_m"], isl["vx_ms"], isl["vy_ms"], isl["vz_ms"]) == (7e6, 0.0, 0.0, 0.0, 7500.0, 0.0)
+    state = (isl["x_m"], isl["y_m"], isl["z_m"], isl["vx_ms"], isl["vy_ms"], isl["vz_ms"])
+    assert state == (7e6, 0.0, 0.0, 0.0, 7500.0, 0.0)
     assert _utc(isl["event_time"]) == T1
     assert isl["site_lat_deg"] is None
 
@@ -116,7 +112,7 @@ def test_unit_conversion_per_kind(normalize, spark, settings):
     assert radar["obs_id"] == _sha("|".join(["EGLIN", "radar", "1795240801250000", *wire_values]))
 
 
-def test_each_impossible_value_is_quarantined_with_its_reason(normalize, spark, settings):
+def test_each_impossible_value_is_quarantined_with_its_reason(spark, settings):
     late = "2026-11-21T06:10:01.000Z"  # ingest 06:05:00 + 300 s clock skew = 06:10:00
     dets = [
         det(),                                  # 0 good
@@ -129,17 +125,19 @@ def test_each_impossible_value_is_quarantined_with_its_reason(normalize, spark, 
         det(rr_km_s=12.5),                      # 7
         det(t=late),                            # 8
         det(range_km=100000.0, el_deg=1.0, az_deg=0.0, rr_km_s=-12.0),  # 9 every limit, inclusive: good
-        det(t="2026-11-21T04:04:59.000Z"),      # 10 two hours old: kept (lateness is judged by event-time windows downstream)
+        det(t="2026-11-21T04:04:59.000Z"),      # 10 two hours old: kept (lateness is judged by event-time
+                                                #    windows downstream)
     ]
     write_bronze(spark, settings, "radar", "radar/f.jsonl", [frame(dets=dets), frame(sensor="NOPE", dets=[det()])])
     write_bronze(spark, settings, "optical", "optical/o.csv", [
-        optical(dec="91.0"), optical(ra="24.0"), optical(ra="-0.5"), optical(station="EGLIN"), optical(ra="23.9", dec="-90"),
+        optical(dec="91.0"), optical(ra="24.0"), optical(ra="-0.5"), optical(station="EGLIN"),
+        optical(ra="23.9", dec="-90"),
     ])
     write_bronze(spark, settings, "isl", "isl/b.bcn", [
         beacon(x=6000000), beacon(x=100001000), beacon(vy=12500), beacon(src="ISL-09"), beacon(x=6378000, vy=12000),
     ])
 
-    metrics = _run(normalize, spark, settings)
+    metrics = _run(spark, settings)
 
     assert _quarantine(spark, settings) == sorted([
         ("radar/f.jsonl", 0, 1, "range 0.0 km outside (0, 100000]"),
@@ -149,7 +147,8 @@ def test_each_impossible_value_is_quarantined_with_its_reason(normalize, spark, 
         ("radar/f.jsonl", 0, 5, "azimuth 360.0 deg outside [0, 360)"),
         ("radar/f.jsonl", 0, 6, "azimuth -1.0 deg outside [0, 360)"),
         ("radar/f.jsonl", 0, 7, "range rate 12.5 km/s beyond 12 km/s"),
-        ("radar/f.jsonl", 0, 8, "event time 2026-11-21 06:10:01 is more than 300.0 s after ingest time 2026-11-21 06:05:00"),
+        ("radar/f.jsonl", 0, 8,
+         "event time 2026-11-21 06:10:01 is more than 300.0 s after ingest time 2026-11-21 06:05:00"),
         ("radar/f.jsonl", 1, 0, "unknown sensor id NOPE"),
         ("optical/o.csv", 0, None, "declination 91.0 deg outside [-90, 90]"),
         ("optical/o.csv", 1, None, "right ascension 24.0 h outside [0, 24)"),
@@ -162,25 +161,27 @@ def test_each_impossible_value_is_quarantined_with_its_reason(normalize, spark, 
     ])
     # the good detections of the bad frame are kept: a bad detection refuses only itself
     kept = sorted((r["sensor_id"], r["range_m"], r["x_m"], r["dec_rad"]) for r in _silver(spark, settings))
-    assert kept == [("EGLIN", 1234500.0, None, None), ("EGLIN", 1234500.0, None, None), ("EGLIN", 100000000.0, None, None),
-                    ("ISL-01", None, 6378000.0, None), ("SOCORRO", None, None, pytest.approx(-math.pi / 2))]
-    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"], metrics["duplicates"]) == (22, 5, 17, 0)
+    assert kept == [("EGLIN", 1234500.0, None, None), ("EGLIN", 1234500.0, None, None),
+                    ("EGLIN", 100000000.0, None, None), ("ISL-01", None, 6378000.0, None),
+                    ("SOCORRO", None, None, pytest.approx(-math.pi / 2))]
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
+            metrics["duplicates"]) == (22, 5, 17, 0)
     _conserved(metrics)
     raw = TABLES["quarantine"].read(spark, settings).where("source_file = 'isl/b.bcn' AND record_no = 3").first()["raw"]
     assert bytes(raw) == beacon(src="ISL-09").encode()
 
 
-def test_redelivered_copies_share_obs_id_and_count_as_duplicates(normalize, spark, settings):
+def test_redelivered_copies_share_obs_id_and_count_as_duplicates(spark, settings):
     # the same detection re-sent in another frame (other frame number, send time and file), and a
     # second detection that is new
     write_bronze(spark, settings, "radar", "radar/a.jsonl", [frame(dets=[det()])])
     write_bronze(spark, settings, "optical", "optical/o.csv", [optical(), optical()])  # a row repeated in one file
-    first = _run(normalize, spark, settings, "norm-1")
+    first = _run(spark, settings, "norm-1")
     assert (first["records_in"], first["records_out"], first["duplicates"]) == (3, 2, 1)
 
     resent = frame(number=99, sent="2026-11-21T06:01:00.000Z", dets=[det(), det(t="2026-11-21T06:00:11.250Z")])
     write_bronze(spark, settings, "radar", "radar/b.jsonl", [resent])
-    second = _run(normalize, spark, settings, "norm-2")
+    second = _run(spark, settings, "norm-2")
     assert (second["records_in"], second["records_out"], second["quarantined"], second["duplicates"]) == (2, 1, 0, 1)
     _conserved(second)
 
@@ -192,7 +193,7 @@ def test_redelivered_copies_share_obs_id_and_count_as_duplicates(normalize, spar
     assert len([r for r in silver if r["sensor_id"] == "SOCORRO"]) == 1
 
 
-def test_retry_after_crash_before_progress_commit_is_a_no_op(normalize, spark, settings, monkeypatch):
+def test_retry_after_crash_before_progress_commit_is_a_no_op(spark, settings, monkeypatch):
     write_bronze(spark, settings, "radar", "radar/a.jsonl", [frame(dets=[det(), det(range_km=-1.0)])])
     write_bronze(spark, settings, "isl", "isl/b.bcn", [beacon(), beacon(seq=2)])  # seq is not a measurement
 
@@ -201,15 +202,15 @@ def test_retry_after_crash_before_progress_commit_is_a_no_op(normalize, spark, s
 
     monkeypatch.setattr(normalize.runtime, "commit_progress", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        _run(normalize, spark, settings, "norm-1")
+        _run(spark, settings, "norm-1")
     monkeypatch.undo()
     before = (_silver(spark, settings), _quarantine(spark, settings))
 
-    retry = _run(normalize, spark, settings, "norm-1-retry")
+    retry = _run(spark, settings, "norm-1-retry")
     assert (retry["records_in"], retry["records_out"], retry["quarantined"], retry["duplicates"]) == (4, 2, 1, 1)
     assert (_silver(spark, settings), _quarantine(spark, settings)) == before
     assert len(before[0]) == 2 and len(before[1]) == 1
     assert all(r["run_id"] == "norm-1" for r in before[0])
 
-    nothing = _run(normalize, spark, settings, "norm-2")
+    nothing = _run(spark, settings, "norm-2")
     assert nothing["records_in"] == 0

@@ -3,25 +3,23 @@ fail-severity check breaks."""
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from urllib.parse import unquote
 
 import pytest
 
+from jobs import quality as job
 from sda.lake import schemas
 from sda.lake.tables import TABLES, ensure_tables
-from sda.pipeline import runtime
+from sda.pipeline import sinks
+from tests.seed import append_rows
 
 ARGS = ["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--layer", "silver"]
 
 
-def load_job():
-    return importlib.import_module("jobs.quality")  # jobs/ is a package on pytest's path
-
-
-def silver(spark, run_id, rows):
+def silver_rows(run_id, rows):
+    """Silver radar observations of run ``run_id``, one per (obs_id, range_m)."""
     import datetime as dt
 
     t0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
@@ -29,19 +27,21 @@ def silver(spark, run_id, rows):
     for obs_id, range_m in rows:
         row = {f.name: None for f in schemas.OBSERVATION.fields}
         row.update(obs_id=obs_id, sensor_id="EGLIN", sensor_kind="radar", event_time=t0, event_date=t0.date(),
-                   ingest_time=t0, ingest_batch=1, range_m=range_m, az_rad=3.0, el_rad=math.radians(20), range_rate_ms=100.0,
-                   bronze_id=f"b-{obs_id}", source_file="radar/f", run_id=run_id)
+                   ingest_time=t0, ingest_batch=1, range_m=range_m, az_rad=3.0, el_rad=math.radians(20),
+                   range_rate_ms=100.0, bronze_id=f"b-{obs_id}", source_file="radar/f", run_id=run_id)
         out.append(tuple(row[f.name] for f in schemas.OBSERVATION.fields))
-    return spark.createDataFrame(out, schemas.OBSERVATION)
+    return out
+
+
+def silver(spark, run_id, rows):
+    return spark.createDataFrame(silver_rows(run_id, rows), schemas.OBSERVATION)
 
 
 def test_gate_fails_only_on_this_runs_rows(spark, settings, capsys):
-    job = load_job()
     ensure_tables(spark, settings)
     # an older run's duplicate is not this run's business
-    path = TABLES["observations"].path(settings)
-    silver(spark, "old", [("o1", 1e6), ("o1", 1e6)]).write.format("delta").mode("append").save(path)
-    runtime.merge_new(spark, silver(spark, "new", [("n1", 1e6), ("n2", -3.0)]), "observations", settings)
+    append_rows(spark, settings, "observations", silver_rows("old", [("o1", 1e6), ("o1", 1e6)]))
+    sinks.merge_new(spark, silver(spark, "new", [("n1", 1e6), ("n2", -3.0)]), "observations", settings)
 
     metrics = job.main(ARGS + ["--run-id", "new"], settings=settings, spark=spark)
     assert metrics["gate_passed"]
@@ -69,9 +69,8 @@ def test_gate_fails_only_on_this_runs_rows(spark, settings, capsys):
 
 
 def test_several_layers_in_one_run(spark, settings):
-    job = load_job()
     ensure_tables(spark, settings)
-    runtime.merge_new(spark, silver(spark, "r2", [("m1", 1e6)]), "observations", settings)
+    sinks.merge_new(spark, silver(spark, "r2", [("m1", 1e6)]), "observations", settings)
     metrics = job.main(ARGS[:-1] + ["bronze,silver", "--run-id", "r2"], settings=settings, spark=spark)
     assert metrics["layer"] == "bronze,silver" and metrics["gate_passed"]
     assert metrics["tables"]["radar_frames"] == {"skipped": "no rows from this run"}
@@ -80,6 +79,6 @@ def test_several_layers_in_one_run(spark, settings):
 
 def test_bad_layer_is_an_argument_error(spark, settings):
     with pytest.raises(SystemExit) as exc:
-        load_job().main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", "r",
-                         "--layer", "silver,platinum"], settings=settings, spark=spark)
+        job.main(["--start", "2026-11-21T06:00:00Z", "--end", "2026-11-21T06:15:00Z", "--run-id", "r",
+                  "--layer", "silver,platinum"], settings=settings, spark=spark)
     assert exc.value.code == 2
