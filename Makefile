@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := var/jars/.resolved
 
-.PHONY: setup run test test-fast simulate bench clean help
+.PHONY: setup run lint test test-fast simulate bench clean help
 
 help:
 	@echo "make run        install, start Airflow with the pipeline, feed simulated sensors, process end to end"
 	@echo "make test       install and run the whole test suite (what CI runs)"
 	@echo "make test-fast  the suite without the slow end-to-end tests"
+	@echo "make lint       ruff and the import-layer contracts (make test runs it first)"
 	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/)"
 	@echo "make clean      delete run output under var/ (keeps the venv and the jar cache)"
 
@@ -40,10 +41,15 @@ run: setup
 TEST_WORKERS ?= 3
 PYTEST_WORKERS = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
-test: setup
+# ruff (pyproject.toml [tool.ruff]) and the package layers of include/sda (pyproject.toml [tool.importlinter]).
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-logo --no-cache
+
+test: lint
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_WORKERS)
 
-test-fast: setup
+test-fast: lint
 	$(PY) -m pytest -ra -m "not slow" $(PYTEST_WORKERS)
 
 # Benchmarks print their figures and write them to bench/results/<name>.json (long: see each docstring).
