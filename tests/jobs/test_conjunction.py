@@ -100,7 +100,7 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         else:
             assert row["pc"] is None and row["pc_flag"]
 
-    # exactly one alert: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts.plan)
+    # exactly one alert: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts.assessment)
     [alert] = TABLES["alerts"].read(spark, settings).collect()
     assert (alert["primary_id"], alert["secondary_id"]) == (101, 102)
     assert alert["level"] == "red" and alert["miss_m"] < 200 and "red threshold" in alert["reason"]
@@ -127,7 +127,7 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
 
 
 def test_alert_levels_and_atomic_outbox(tmp_path, settings):
-    # the job's levels and outbox writes are sda.alerts.plan' (tests/include/test_alerts.py has the details)
+    # levels and outbox writes: sda.alerts.assessment and sda.alerts.publish (tests/include/test_alerts.py: details)
     assert alert_level(2e-4, 4000.0, settings)[0] == "red"
     assert alert_level(1e-9, 250.0, settings)[0] == "yellow"
     assert alert_level(1e-9, 1500.0, settings)[0] == "none"

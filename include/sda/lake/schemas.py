@@ -258,7 +258,7 @@ CONJUNCTION = T.StructType(
         T.StructField("pc", T.DoubleType()),
         T.StructField("pc_valid", T.BooleanType(), False),
         T.StructField("pc_flag", T.StringType()),  # null | low relative velocity | long encounter (...) | ...
-        T.StructField("level", T.StringType(), False),  # red | yellow | none (sda.alerts.plan.alert_level)
+        T.StructField("level", T.StringType(), False),  # red | yellow | none (sda.alerts.assessment.alert_level)
         T.StructField("run_id", T.StringType(), False),
         # null: a closest approach (a range-rate root); "persistent: ..." a pair within the threshold at
         # a window edge with no approach inside, or all along (sda.orbit.screening.pair_events): one row per

@@ -244,9 +244,22 @@ def _conjunction_checks(table: str, settings: "Settings") -> list[Check]:
                 min_value=0.0, max_value=horizon_s),
         between("rel_speed_non_negative", "rel_speed_ms", "quarantine", "relative speed is a magnitude (>= 0)",
                 min_value=0.0),
-        # Pc (sda.alerts.plan): null where the 2-D method is invalid (GX and row_ok ignore nulls)
+        # Pc (sda.alerts.assessment): null where the 2-D method is invalid (GX and row_ok ignore nulls)
         between("pc_is_probability", "pc", "quarantine", "Pc in [0, 1]", min_value=0.0, max_value=1.0),
         *not_null(["pc_valid", "level"]),
+    ]
+
+
+def _alert_checks(table: str, settings: "Settings", key: Check, level_description: str) -> list[Check]:
+    """gold alerts and alert_events: the conjunction's checks, the alert's columns, its key, level and status."""
+    return [
+        *_conjunction_checks(table, settings),
+        *not_null(["alert_id", "version", "status", "content_hash", "cdm_file", "json_file"]),
+        key,
+        in_set("level_known", "level", ["red", "yellow", "none"], "quarantine", level_description),
+        in_set("status_known", "status", ["new", "updated", "closed"], "quarantine",
+               "alert status is new, updated or closed"),
+        between("version_positive", "version", "quarantine", "versions count from 1", min_value=1),
     ]
 
 
@@ -275,28 +288,13 @@ def suite_checks(table: str, settings: "Settings", columns: list[str] | None = N
     elif table == "alerts":
         # screen_start is that of the screening the row's values come from (kept when an alert is closed
         # after its TCA or not found again), so the TCA-in-window check holds for closed alerts too
-        checks = [
-            *_conjunction_checks(table, settings),
-            *not_null(["alert_id", "version", "status", "content_hash", "cdm_file", "json_file"]),
-            unique("alert_id", "fail", "one row per alert (the key)"),
-            in_set("level_known", "level", ["red", "yellow", "none"], "quarantine",
-                   "alert level is red or yellow (none only once closed)"),
-            in_set("status_known", "status", ["new", "updated", "closed"], "quarantine",
-                   "alert status is new, updated or closed"),
-            between("version_positive", "version", "quarantine", "versions count from 1", min_value=1),
-        ]
+        checks = _alert_checks(table, settings, unique("alert_id", "fail", "one row per alert (the key)"),
+                               "alert level is red or yellow (none only once closed)")
     elif table == "alert_events":
         # one row per emitted change (key alert_id + version; GX has no two-column uniqueness check here)
-        checks = [
-            *_conjunction_checks(table, settings),
-            *not_null(["alert_id", "version", "status", "content_hash", "cdm_file", "json_file"]),
-            unique("cdm_file", "fail", "one row per emitted CDM (each (alert_id, version) has its own file)"),
-            in_set("level_known", "level", ["red", "yellow", "none"], "quarantine",
-                   "alert level is red, yellow or none"),
-            in_set("status_known", "status", ["new", "updated", "closed"], "quarantine",
-                   "alert status is new, updated or closed"),
-            between("version_positive", "version", "quarantine", "versions count from 1", min_value=1),
-        ]
+        checks = _alert_checks(table, settings, unique("cdm_file", "fail", "one row per emitted CDM (each (alert_id, "
+                                                       "version) has its own file)"),
+                               "alert level is red, yellow or none")
     else:
         raise KeyError(f"no data-quality suite for table {table!r}; suites exist for {', '.join(SUITE_TABLES)}")
     names = [c.name for c in checks]
