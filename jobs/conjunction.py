@@ -57,7 +57,7 @@ from pyspark.sql import types as T
 from sda.alerts.publish import publish
 from sda.alerts.values import aware
 from sda.lake import schemas
-from sda.lake.tables import TABLES
+from sda.lake.tables import TABLES, newest_element_sets
 from sda.orbit import screening
 from sda.pipeline import faults, runtime, sinks
 from sda.pipeline import replay as replay_plan
@@ -85,12 +85,8 @@ APPROACHES = T.StructType(
 )
 
 
-def screening_catalogue(catalog: "DataFrame") -> "DataFrame":
-    """Newest element set per object."""
-    newest = F.max_by(F.struct("line1", "line2", "perigee_km", "apogee_km", "epoch"), "epoch")
-    return catalog.groupBy("norad_id").agg(newest.alias("e")).select(
-        "norad_id", "e.line1", "e.line2", "e.perigee_km", "e.apogee_km", "e.epoch"
-    )
+# what the screening reads of each object's newest element set (sda.lake.tables.newest_element_sets)
+SCREENED_COLUMNS = ("line1", "line2", "perigee_km", "apogee_km", "epoch")
 
 
 def step_blocks(n_steps: int, cores: int) -> list[tuple[int, int]]:
@@ -284,7 +280,8 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     end = start + horizon_h * 3600.0
     threshold_km, step_s = settings.screening_threshold_km, settings.screening_step_s
 
-    catalogue_rows = screening_catalogue(TABLES["catalog"].read(spark, settings)).orderBy("norad_id").collect()
+    newest = newest_element_sets(TABLES["catalog"].read(spark, settings), *SCREENED_COLUMNS)
+    catalogue_rows = newest.orderBy("norad_id").collect()
     catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
                                          tuple(r["line1"] for r in catalogue_rows),
                                          tuple(r["line2"] for r in catalogue_rows))

@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sda.lake import schemas
-from sda.lake.tables import TABLES, sql_string
+from sda.lake.tables import TABLES, newest_element_sets, sql_string
 from sda.orbit import correlation
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
@@ -67,16 +66,6 @@ RESULT = T.StructType(schemas.DEDUPED.fields + RESULT_FIELDS)
 
 # Worker-side cache: one Satrec list per catalogue (Python workers are reused between groups).
 _SATRECS: dict[str, tuple[np.ndarray, list]] = {}
-
-
-def latest_catalog(catalog: "DataFrame") -> "DataFrame":
-    """The newest epoch of each object."""
-    newest = Window.partitionBy("norad_id").orderBy(F.col("epoch").desc())
-    return (
-        catalog.withColumn("rank", F.row_number().over(newest))
-        .where(F.col("rank") == 1)
-        .select("norad_id", "line1", "line2")
-    )
 
 
 def bucket(event_time: "F.Column") -> "F.Column":
@@ -389,7 +378,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         return metrics
     observations = changes.dropDuplicates(["obs_id"])
     catalogue = [(int(r["norad_id"]), r["line1"], r["line2"])
-                 for r in latest_catalog(TABLES["catalog"].read(spark, settings)).collect()]
+                 for r in newest_element_sets(TABLES["catalog"].read(spark, settings), "line1", "line2").collect()]
     totals = changes.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("obs_id").alias("ids"),
                          F.max("ingest_batch").alias("batch")).first()
     newest = newest_batch(spark, settings, args, totals["batch"], retracted)

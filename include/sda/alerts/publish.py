@@ -40,7 +40,7 @@ from sda.alerts.outbox import ALERT_FIELDS, TIME_FIELDS, emit, outbox_lookup
 from sda.alerts.plan import Plan, plan_alerts
 from sda.alerts.values import UTC, aware, missing
 from sda.lake import schemas
-from sda.lake.tables import TABLES
+from sda.lake.tables import TABLES, newest_element_sets
 from sda.pipeline import faults, sinks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,13 +83,9 @@ def _read_inputs(spark: "SparkSession", settings: "Settings", ids: set[int], scr
     catalog = []
     states = []
     if id_list:
-        # the newest element set per object (as the screening uses): a few epochs per object, picked here
-        newest: dict[int, Any] = {}
-        for r in (TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(id_list))
-                  .select("norad_id", "epoch", "perigee_km", "apogee_km", "name", "line1", "line2").collect()):
-            if r["norad_id"] not in newest or r["epoch"] > newest[r["norad_id"]]["epoch"]:
-                newest[r["norad_id"]] = r
-        catalog = list(newest.values())
+        # the newest element set per object, as the screening uses
+        catalog = newest_element_sets(TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(id_list)),
+                                      "epoch", "perigee_km", "apogee_km", "name", "line1", "line2").collect()
         state = F.max_by(F.struct("last_observed", "residual_rms_m", "observations"), "last_observed")
         states = (TABLES["object_state"].read(spark, settings).where(F.col("norad_id").isin(id_list))
                   .groupBy("norad_id").agg(state.alias("s"))

@@ -203,3 +203,13 @@ def add_missing_columns(spark: "SparkSession", settings: "Settings", name: str) 
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
         spark.sql(f"ALTER TABLE delta.`{spec.path(settings)}` ADD COLUMNS ({columns})").collect()
     return [f.name for f in missing]
+
+
+def newest_element_sets(catalog: "DataFrame", *columns: str) -> "DataFrame":
+    """The newest element set (largest ``epoch``) of each object in a gold ``catalog`` frame: ``norad_id``
+    and ``columns``. The one way every stage picks the element set it uses (correlate's gate, the screening,
+    the alerts' assessment), so they never disagree on which one that is."""
+    from pyspark.sql import functions as F
+
+    newest = F.max_by(F.struct(*columns), "epoch")
+    return catalog.groupBy("norad_id").agg(newest.alias("e")).select("norad_id", *(f"e.{c}" for c in columns))
