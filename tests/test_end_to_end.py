@@ -163,6 +163,20 @@ def test_wrong_password_gets_no_token_and_the_generated_one_does(airflow):
     assert airflow.status(f"{airflow.base}/api/v2/dags", headers={"Authorization": f"Bearer {token}"}) == 200
 
 
+# --- the compose health check of the dag processor and triggerer ------------------------------------
+
+@pytest.mark.parametrize("job_type", ["DagProcessorJob", "TriggererJob"])
+def test_jobcheck_agrees_with_airflow_jobs_check(airflow, pipeline_run, job_type):
+    """docker-compose.yaml probes these two services with sda.orchestration.jobcheck (SQLAlchemy
+    alone) instead of `airflow jobs check` (all of Airflow): on this live metadata database, with the
+    components running, both say the job is alive (tests/include/test_jobcheck.py has the other cases)."""
+    theirs = airflow.run("jobs", "check", "--job-type", job_type, "--local", timeout=300)
+    assert theirs.returncode == 0, theirs.stdout + theirs.stderr
+    ours = subprocess.run([sys.executable, "-m", "sda.orchestration.jobcheck", job_type], env=airflow.env,
+                          capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0, ours.stderr
+
+
 # --- the pipeline under the scheduler -----------------------------------------------------------------
 
 def test_pipeline_run_succeeds_under_the_scheduler(pipeline_run, airflow):
