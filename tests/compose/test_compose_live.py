@@ -43,6 +43,13 @@ PAIR = {99901, 99902}
 DAG_ID = "sda_pipeline"
 
 
+def _mark(phase: str) -> None:
+    """Append a phase and its wall-clock time to var/compose-test/timeline.txt (where the time went)."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    with (WORK / "timeline.txt").open("a") as f:
+        f.write(f"{dt.datetime.now(dt.timezone.utc):%H:%M:%S} {phase}\n")
+
+
 def _run(cmd: list[str], timeout: float = 600, check: bool = True, **kw) -> subprocess.CompletedProcess:
     # on the vfs storage driver a container's creation copies the whole image: Compose v1's 60 s
     # default for one API call is too short when several are created at once
@@ -127,8 +134,10 @@ def images(docker_engine):
     project image and the PostgreSQL stage on it, with the host's network for the build."""
     if not _docker_has(BASE_IMAGE) and shutil.which("debootstrap") is None:
         pytest.skip("debootstrap is not installed (apt-get install debootstrap): no base image can be made here")
+    _mark("base image")
     _run(["bash", str(ROOT / "docker" / "build-base.sh"), BASE_IMAGE], timeout=1200)
     for target, tag in (("sda", IMAGE), ("postgres", POSTGRES_IMAGE)):
+        _mark(f"build {tag}")
         _run(["docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
               "--target", target, "-t", tag, str(ROOT)], timeout=2400)
     return {"sda": IMAGE, "postgres": POSTGRES_IMAGE}
@@ -157,8 +166,10 @@ def stack(images):
             "-f", str(ROOT / "docker-compose.yaml"), "-f", str(ROOT / "tests" / "compose" / "loopback.yaml")]
     _run([*base, "down", "-v", "--remove-orphans"], timeout=300, check=False, cwd=ROOT)  # a previous run's leftovers
     try:
+        _mark("compose up")
         _run([*base, "up", "-d", "--no-build"], timeout=1800, cwd=ROOT)
         _wait_healthy(base)
+        _mark("all services healthy")
         yield base
     finally:
         logs = _run([*base, "logs", "--no-color", "--tail", "200"], timeout=120, check=False, cwd=ROOT)
@@ -246,6 +257,7 @@ def pipeline_run(stack):
         except urllib.error.HTTPError:
             assert time.monotonic() < deadline, f"{DAG_ID} did not appear: {api('GET', '/importErrors')}"
             time.sleep(5)
+    _mark("sensors simulated, DAG parsed: run triggered")
     run_id = f"manual__compose_test__{now:%Y%m%dT%H%M%SZ}"
     api("POST", f"/dags/{DAG_ID}/dagRuns", {"dag_run_id": run_id, "logical_date": iso(now), "run_after": iso(start),
                                             "data_interval_start": iso(start), "data_interval_end": iso(now)})
@@ -259,6 +271,7 @@ def pipeline_run(stack):
         time.sleep(10)
     api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
     tasks = {t["task_id"]: t for t in api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")["task_instances"]}
+    _mark(f"run {state}: " + ", ".join(f"{t} {i.get('duration') or 0:.0f} s" for t, i in tasks.items()))
     return {"state": state, "run_id": run_id, "tasks": tasks, "api": api, "tca": tca}
 
 
