@@ -58,6 +58,7 @@ bench: setup
 	$(PY) bench/latency.py
 	$(PY) bench/screening.py
 	$(PY) bench/correlation.py
+	$(PY) bench/throughput.py
 
 clean:
 	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench var/landing-watch
