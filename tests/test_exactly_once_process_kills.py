@@ -50,8 +50,9 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
     """kill -9 of the Spark Connect server's JVM in the middle of a stage (between normalize's silver
     and quarantine writes): the stage fails at once with an error naming the server's address, the
     server is started again, the Airflow retry converges, and the tables equal an uninterrupted run's.
-    A server of its own, so the suite's shared one stays up; once the retry has converged the rest of
-    the run goes on on the shared one (a lakehouse is a directory: any server can carry on)."""
+    A server of its own, so the suite's shared one stays up; it runs only the killed stage and its
+    retry: the catalogue, ingest and the rest of the run go on on the shared one (a lakehouse is a
+    directory: any server can carry on), where they run warm."""
     import signal
     import time
 
@@ -64,12 +65,12 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
     own = load_settings(env={}, lakehouse=settings.lakehouse, landing=settings.landing, outbox=settings.outbox,
                         catalog_file=settings.catalog_file, shuffle_partitions=2, connect_port=free_port())
     monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # connect() sets it: restored at teardown
+    load_catalog(spark, settings)
+    chain.land(files, root / "landing", settings.landing)
+    chain.run_stage(spark, settings, "ingest", "run-1")
     server.start(own, warm=False)
     try:
         own_spark = connect(own)
-        load_catalog(own_spark, own)
-        chain.land(files, root / "landing", own.landing)
-        chain.run_stage(own_spark, own, "ingest", "run-1")
         pid = server.read_pid(own)
         real_checkpoint = faults.checkpoint
 
