@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
 from sda.lake import schemas
@@ -136,8 +137,38 @@ def batch_rows(
 
 # --- the ledger ------------------------------------------------------------------------------------
 
-def read_ledger(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
-    return [row.asDict() for row in TABLES["ingested_files"].read(spark, settings).collect()]
+def _ledger(spark: SparkSession, settings: Settings) -> DataFrame:
+    ledger = TABLES["ingested_files"].read(spark, settings)
+    if "file_mtime_us" not in ledger.columns:  # a ledger made before that column (it gains it on write)
+        ledger = ledger.withColumn("file_mtime_us", F.lit(None).cast("long"))
+    return ledger
+
+
+def planned_rows(spark: SparkSession, settings: Settings) -> list[dict[str, Any]]:
+    """The ledger rows of batches a crashed run planned and did not finish (normally none)."""
+    return [r.asDict() for r in _ledger(spark, settings).where(F.col("status") == "planned").collect()]
+
+
+def last_batch_id(spark: SparkSession, settings: Settings) -> int:
+    return _ledger(spark, settings).agg(F.max("batch_id")).first()[0] or 0
+
+
+def unseen_files(spark: SparkSession, settings: Settings,
+                 listing: list[tuple[str, str, Path, os.stat_result]]) -> tuple[set[str], dict[tuple[str, str], dict]]:
+    """Which listed files the ledger does not hold by (path, size, mtime) -- those are read and hashed
+    -- and the ledger's rows for those paths by (path, sha256). The comparison is a join on the
+    server: the client sends the listing and gets back only the unseen files, so a run's cost does
+    not grow with the ledger (every file ever landed)."""
+    if not listing:
+        return set(), {}
+    files = spark.createDataFrame([(rel, stat.st_size, stat.st_mtime_ns // 1000) for rel, _, _, stat in listing],
+                                  "file_path string, file_size long, file_mtime_us long")
+    ledger = _ledger(spark, settings)
+    unseen = files.join(ledger.select("file_path", "file_size", "file_mtime_us"),
+                        ["file_path", "file_size", "file_mtime_us"], "left_anti").select("file_path")
+    rows = unseen.join(ledger, "file_path", "left").collect()
+    known = {(r["file_path"], r["file_sha256"]): r.asDict() for r in rows if r["file_sha256"] is not None}
+    return {r["file_path"] for r in rows}, known
 
 
 def write_ledger(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]]) -> None:
@@ -240,20 +271,17 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         # bronze is the replayable log: a replay (or backfill) recomputes from it and never re-reads
         # the landing zone (new files wait for the next scheduled run)
         return {"files_seen": 0, "files_new": 0, "skipped": "replay: bronze is the log"}
-    ledger = read_ledger(spark, settings)
     metrics: dict[str, Any] = {"files_seen": 0, "files_new": 0, "files_already_ingested": 0, "duplicates": 0}
-    replay, replayed_batches = replay_planned(spark, settings, ledger)
+    replay, replayed_batches = replay_planned(spark, settings, planned_rows(spark, settings))
     metrics.update(replay)
-    if replayed_batches:
-        ledger = read_ledger(spark, settings)
 
-    # (path, size, mtime) of what the ledger holds: such a file is not read again (a rewritten file
-    # has a new mtime, or a new size, and is read, hashed and judged by its content)
-    seen = {(r["file_path"], r["file_size"], r["file_mtime_us"]) for r in ledger if r.get("file_mtime_us") is not None}
-    known = {(r["file_path"], r["file_sha256"]): r for r in ledger}
+    # a file whose (path, size, mtime) the ledger holds is not read again (a rewritten file has a new
+    # mtime, or a new size, and is read, hashed and judged by its content)
+    listing = discover_stat(settings.landing, args.end)
+    unseen, known = unseen_files(spark, settings, listing)
     new_files, touched = [], []
-    for rel, kind, _, stat in discover_stat(settings.landing, args.end):
-        if (rel, stat.st_size, stat.st_mtime_ns // 1000) in seen:
+    for rel, kind, _, _ in listing:
+        if rel not in unseen:
             metrics["files_seen"] += 1
             metrics["files_already_ingested"] += 1
             continue
@@ -273,7 +301,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     metrics["batches"] = replayed_batches
 
     if new_files:
-        batch_id = max((r["batch_id"] for r in ledger), default=0) + 1
+        batch_id = last_batch_id(spark, settings) + 1
         ingest_time = dt.datetime.now(dt.timezone.utc)
         _, _, counts = batch_rows(new_files, ingest_time, args.run_id)
         plan = [
