@@ -172,7 +172,9 @@ def test_jobcheck_agrees_with_airflow_jobs_check(airflow, pipeline_run, job_type
     components running, both say the job is alive (tests/include/test_jobcheck.py has the other cases)."""
     theirs = airflow.run("jobs", "check", "--job-type", job_type, "--local", timeout=300)
     assert theirs.returncode == 0, theirs.stdout + theirs.stderr
-    ours = subprocess.run([sys.executable, "-m", "sda.orchestration.jobcheck", job_type], env=airflow.env,
+    env = dict(airflow.env)  # without PostgreSQL, Airflow's default: SQLite in its home
+    env.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{airflow.home / 'airflow.db'}")
+    ours = subprocess.run([sys.executable, "-m", "sda.orchestration.jobcheck", job_type], env=env,
                           capture_output=True, text=True, timeout=120)
     assert ours.returncode == 0, ours.stderr
 
