@@ -73,18 +73,23 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
         own_spark = connect(own)
         pid = server.read_pid(own)
         real_checkpoint = faults.checkpoint
+        killed_at = []
 
         def kill_server_at(name):
             if name == "normalize:after-silver":
+                killed_at.append(time.monotonic())
                 os.kill(pid, signal.SIGKILL)  # the JVM itself, as kill -9 would
             real_checkpoint(name)
 
         monkeypatch.setattr(faults, "checkpoint", kill_server_at)
-        began = time.monotonic()
         with pytest.raises(SparkServerUnavailable) as failure:
             chain.run_stage(own_spark, own, "normalize", "run-1")
         assert own.connect_url in str(failure.value) and "normalize" in str(failure.value)
-        assert time.monotonic() - began < 120  # no hang: the client gives up within seconds of retries
+        # no hang: from the kill, the client gives up within its retries (seconds), however long the
+        # cold server took to get to the kill point
+        assert killed_at, "normalize never reached the kill point"
+        print(f"server killed -> SparkServerUnavailable in {time.monotonic() - killed_at[0]:.1f} s")
+        assert time.monotonic() - killed_at[0] < 120
         monkeypatch.setattr(faults, "checkpoint", real_checkpoint)
         # a client whose server is not running gets the same clear error, before any work
         with pytest.raises(SparkServerUnavailable, match=own.connect_url.replace(".", r"\.")):
