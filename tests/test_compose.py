@@ -96,6 +96,8 @@ def test_the_spark_connect_server_runs_on_the_master_and_is_not_published(compos
     assert "ports" not in service and "15002" in [str(p) for p in service["expose"]]
     assert service["depends_on"]["spark-master"]["condition"] == "service_healthy"
     assert compose["services"]["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
+    # healthy = warmed up with the tables created (sda server run's ready file), not just a port answering
+    assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "sda.lake.server", "ready"]
 
 
 DOCKERFILE = COMPOSE.parent / "Dockerfile"

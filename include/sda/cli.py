@@ -6,7 +6,7 @@
     sda stage --start ... --end ... catalog --celestrak active  fetch a CelesTrak group into gold catalog
     sda catalog check FILE                                      parse a TLE/OMM file, report rejects
     sda stage NAME --start ... --end ... [--run-id ...]          run one stage on the Spark Connect server
-    sda server start|stop|status|restart                        the long-lived Spark Connect server (sda.lake.server)
+    sda server start|stop|status|restart|run|ready              the long-lived Spark Connect server (sda.lake.server)
     sda replay --start ... --end ... [--stages a,b] [--dry-run]  recompute stages for an event-time range
     sda trace ALERT_ID [--json]                                 an alert's lineage back to the landing files
     sda tables [--create]                                       the table registry (--create: create missing tables)

@@ -178,6 +178,59 @@ def warm_up(settings: Settings) -> None:
     spark.stop()
 
 
+def ready_file(settings: Settings) -> Path:
+    """Written by :func:`run_foreground` once the server answers, is warm and the tables exist."""
+    return server_dir(settings) / "ready"
+
+
+def run_foreground(settings: Settings, prepare: bool = True, timeout_s: float = START_TIMEOUT_S) -> int:
+    """``sda server run``: the server as this process's child, for a container's main process (its
+    log is the container's). Once it answers, Delta is warmed up and the lakehouse's missing tables are
+    created -- what the first task of a fresh deployment would otherwise do, on a cold cluster, before
+    its own work (about a minute on the compose cluster) -- and :func:`ready_file` is written, which
+    the container's health check waits for. SIGTERM and SIGINT are passed on; the exit status is the
+    server's."""
+    ready = ready_file(settings)
+    server_dir(settings).mkdir(parents=True, exist_ok=True)
+    ready.unlink(missing_ok=True)
+    proc = subprocess.Popen(command(settings), env=server_env(settings), cwd=str(PROJECT_ROOT))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+    if prepare:
+        deadline = time.monotonic() + timeout_s
+        while not answers(settings.connect_host, settings.connect_port, timeout_s=1.0):
+            if proc.poll() is not None:
+                return proc.returncode
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise ServerError(f"the Spark Connect server did not answer at {settings.connect_url} "
+                                  f"within {timeout_s:.0f} s")
+            time.sleep(0.5)
+        try:
+            warm_up(settings)
+            _create_tables(settings)
+        except Exception:
+            proc.kill()
+            raise
+    ready.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+    print(f"sda server: ready at {settings.connect_url}", file=sys.stderr, flush=True)
+    return proc.wait()
+
+
+def _create_tables(settings: Settings) -> None:
+    from sda.lake.spark import connect
+    from sda.lake.tables import ensure_tables
+
+    spark = connect(settings)
+    ensure_tables(spark, settings)
+    spark.stop()
+
+
+def is_ready(settings: Settings) -> bool:
+    """The health check of ``sda server run``: the ready file is there and the port answers."""
+    return ready_file(settings).is_file() and answers(settings.connect_host, settings.connect_port)
+
+
 def stop(settings: Settings | None = None, timeout_s: float = STOP_TIMEOUT_S) -> bool:
     """Stop the server this machine started (its whole process group); True when one was stopped."""
     settings = settings or load_settings()
@@ -217,8 +270,9 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sda server", description="the pipeline's Spark Connect server")
-    parser.add_argument("action", choices=("start", "stop", "status", "restart", "run"),
-                        help="run: in the foreground (a container's main process)")
+    parser.add_argument("action", choices=("start", "stop", "status", "restart", "run", "ready"),
+                        help="run: in the foreground (a container's main process), warmed up and with the "
+                             "lakehouse's tables created; ready: exit status 0 once such a server is ready")
     parser.add_argument("--timeout", type=float, default=START_TIMEOUT_S,
                         help="seconds to wait for the server to answer")
     parser.add_argument("--no-warm", action="store_true", help="skip the Delta warm-up after start")
@@ -228,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         parser.error(str(exc))
     if args.action == "run":
-        os.execvpe(command(settings)[0], command(settings), server_env(settings))
+        return run_foreground(settings, prepare=not args.no_warm, timeout_s=args.timeout)
+    if args.action == "ready":
+        ready = is_ready(settings)
+        print(f"{settings.connect_url}: {'ready' if ready else 'not ready'}")
+        return 0 if ready else 1
     try:
         if args.action in ("stop", "restart"):
             stopped = stop(settings)
