@@ -160,13 +160,14 @@ def running(settings: Settings | None = None, warm: bool = True):
             stop(settings)
 
 
-def warm_up(settings: Settings) -> None:
+def warm_up(settings: Settings, path: Path | None = None) -> None:
     """One tiny Delta create, MERGE and change-feed read, so that the classes and code paths every
-    stage uses are loaded and compiled before the first stage needs them."""
+    stage uses are loaded and compiled before the first stage needs them. On a cluster ``path`` must
+    be where the executors see it too (the shared lakehouse)."""
     from sda.lake.spark import connect
 
     spark = connect(settings)
-    path = server_dir(settings) / "warmup"
+    path = path or server_dir(settings) / "warmup"
     spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{path}` (k BIGINT, v STRING) USING delta "
               "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     spark.range(8).selectExpr("id AS k", "CAST(id AS STRING) AS v").createOrReplaceTempView("sda_warmup_source")
@@ -207,7 +208,8 @@ def run_foreground(settings: Settings, prepare: bool = True, timeout_s: float = 
                                   f"within {timeout_s:.0f} s")
             time.sleep(0.5)
         try:
-            warm_up(settings)
+            # on the lakehouse: a cluster's executors read and write it as the driver does
+            warm_up(settings, settings.lakehouse / "_server_warmup" / str(settings.connect_port))
             _create_tables(settings)
         except Exception:
             proc.kill()
