@@ -174,7 +174,7 @@ def last_batch_id(spark: SparkSession, settings: Settings) -> int:
 
 
 def unseen_files(spark: SparkSession, settings: Settings,
-                 listing: list[tuple[str, str, Path, os.stat_result]]) -> tuple[set[str], dict[tuple[str, str], dict]]:
+                 listing: list[tuple[str, str, str, os.stat_result]]) -> tuple[set[str], dict[tuple[str, str], dict]]:
     """Which listed files the ledger does not hold by (path, size, mtime) -- those are read and hashed
     -- and the ledger's rows for those paths by (path, sha256). The comparison is a join on the
     server: the client sends the listing and gets back only the unseen files, so a run's cost does

@@ -128,16 +128,11 @@ def start(settings: Settings | None = None, timeout_s: float = START_TIMEOUT_S, 
         proc = subprocess.Popen(command(settings), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=server_env(settings), cwd=str(PROJECT_ROOT), start_new_session=True)
     pid_file(settings).write_text(f"{proc.pid}\n")
-    deadline = began + timeout_s
-    while not answers(settings.connect_host, settings.connect_port, timeout_s=1.0):
-        if proc.poll() is not None:
-            raise ServerError(f"the Spark Connect server exited with status {proc.returncode} during start-up; "
-                              f"see {log}:\n{_tail(log)}")
-        if time.monotonic() > deadline:
+    problem = _wait_until_answering(settings, proc, timeout_s)
+    if problem:
+        if proc.poll() is None:
             stop(settings)
-            raise ServerError(f"the Spark Connect server did not answer at {settings.connect_url} within "
-                              f"{timeout_s:.0f} s; see {log}:\n{_tail(log)}")
-        time.sleep(0.25)
+        raise ServerError(f"{problem}; see {log}:\n{_tail(log)}")
     ready_s = time.monotonic() - began
     if warm:
         warm_up(settings)
@@ -158,6 +153,18 @@ def running(settings: Settings | None = None, warm: bool = True):
     finally:
         if info.get("started"):
             stop(settings)
+
+
+def _wait_until_answering(settings: Settings, proc: subprocess.Popen, timeout_s: float) -> str | None:
+    """None once the server started as ``proc`` answers; else why not (it exited, or time ran out)."""
+    deadline = time.monotonic() + timeout_s
+    while not answers(settings.connect_host, settings.connect_port, timeout_s=1.0):
+        if proc.poll() is not None:
+            return f"the Spark Connect server exited with status {proc.returncode} during start-up"
+        if time.monotonic() > deadline:
+            return f"the Spark Connect server did not answer at {settings.connect_url} within {timeout_s:.0f} s"
+        time.sleep(0.25)
+    return None
 
 
 def warm_up(settings: Settings, path: Path | None = None) -> None:
@@ -198,15 +205,12 @@ def run_foreground(settings: Settings, prepare: bool = True, timeout_s: float = 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
     if prepare:
-        deadline = time.monotonic() + timeout_s
-        while not answers(settings.connect_host, settings.connect_port, timeout_s=1.0):
+        problem = _wait_until_answering(settings, proc, timeout_s)
+        if problem:
             if proc.poll() is not None:
                 return proc.returncode
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise ServerError(f"the Spark Connect server did not answer at {settings.connect_url} "
-                                  f"within {timeout_s:.0f} s")
-            time.sleep(0.5)
+            proc.kill()
+            raise ServerError(problem)
         try:
             # on the lakehouse: a cluster's executors read and write it as the driver does
             warm_up(settings, settings.lakehouse / "_server_warmup" / str(settings.connect_port))
