@@ -167,7 +167,10 @@ def stack(images):
     _run([*base, "down", "-v", "--remove-orphans"], timeout=300, check=False, cwd=ROOT)  # a previous run's leftovers
     try:
         _mark("compose up")
-        _run([*base, "up", "-d", "--no-build"], timeout=1800, cwd=ROOT)
+        try:
+            _run([*base, "up", "-d", "--no-build"], timeout=1800, cwd=ROOT)
+        except AssertionError as exc:  # which service failed its health check or exited, and its log
+            raise AssertionError(f"{exc}\n{_diagnose(base)}") from None
         _wait_healthy(base)
         _mark("all services healthy")
         yield base
@@ -204,6 +207,22 @@ def _wait_healthy(base: list[str], timeout_s: float = 900) -> None:
             raise AssertionError(f"not healthy after {timeout_s:.0f} s: {waiting}\n"
                                  + "\n".join(_logs(base, s) for s in waiting))
         time.sleep(5)
+
+
+def _diagnose(base: list[str]) -> str:
+    """Each service's state and health, with the last health probes' output and the log of every one
+    that is not healthy: what a failed `up` needs to be understood from CI's output alone."""
+    lines, bad = [], []
+    for service, c in sorted(_containers().items()):
+        state, health = c.get("State", {}), c.get("State", {}).get("Health") or {}
+        lines.append(f"{service}: {state.get('Status')} (exit {state.get('ExitCode')}), "
+                     f"health {health.get('Status', 'none')}")
+        for probe in (health.get("Log") or [])[-3:]:
+            lines.append(f"    probe {probe.get('Start', '')[:19]} exit {probe.get('ExitCode')}: "
+                         f"{(probe.get('Output') or '').strip()[-300:]}")
+        if health.get("Status", "healthy") != "healthy" or state.get("Status") != "running":
+            bad.append(service)
+    return "\n".join(lines + [_logs(base, s) for s in bad if s != "airflow-init"])
 
 
 def _logs(base: list[str], service: str) -> str:

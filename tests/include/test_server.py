@@ -115,3 +115,87 @@ def test_a_dropped_session_leaves_the_shared_release_pool_alone(spark, connect_s
     activate(spark)
     assert Iter._release_thread_pool_instance is pool and not pool._shutdown
     assert spark.range(4).count() == 4
+
+
+# `sda server run` with a stand-in for the JVM: a process that starts listening after `delay` seconds
+# and exits 0 once the ready file is written (or 3 if it never is)
+_FAKE_SERVER = """
+import pathlib, socket, sys, time
+delay, port, ready = float(sys.argv[1]), int(sys.argv[2]), pathlib.Path(sys.argv[3])
+time.sleep(delay)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port)); s.listen()
+deadline = time.time() + 60
+while not ready.exists() and time.time() < deadline:
+    time.sleep(0.05)
+sys.exit(0 if ready.exists() else 3)
+"""
+
+
+@pytest.fixture
+def fake_run(tmp_path, monkeypatch):
+    """run_foreground's settings with the JVM replaced by _FAKE_SERVER; signal handlers restored after."""
+    import os
+    import signal
+    import sys
+
+    settings = load_settings(env={}, jars_dir=tmp_path / "jars", connect_port=_closed_port())
+    calls = {"warm": 0, "tables": 0, "delay": 0.0, "fail_warm": 0}
+
+    def command(_settings):
+        return [sys.executable, "-c", _FAKE_SERVER, str(calls["delay"]), str(settings.connect_port),
+                str(server.ready_file(settings))]
+
+    def warm_up(_settings, _path=None):
+        calls["warm"] += 1
+        if calls["warm"] <= calls["fail_warm"]:
+            raise RuntimeError("no executor registered yet")
+
+    def create_tables(_settings):
+        calls["tables"] += 1
+
+    monkeypatch.setattr(server, "command", command)
+    monkeypatch.setattr(server, "server_env", lambda _settings: dict(os.environ))
+    monkeypatch.setattr(server, "warm_up", warm_up)
+    monkeypatch.setattr(server, "_create_tables", create_tables)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield settings, calls
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def test_run_waits_past_the_start_timeout_and_retries_a_failing_warm_up(fake_run, monkeypatch):
+    settings, calls = fake_run
+    calls.update(delay=2.0, fail_warm=2)
+    monkeypatch.setattr(server, "START_TIMEOUT_S", 0.5)
+    # no deadline by default: a server slower to answer than `start`'s would be is still waited for
+    assert server.run_foreground(settings, attempts=3, pause_s=0.1) == 0
+    assert (calls["warm"], calls["tables"]) == (3, 1)
+    assert server.ready_file(settings).is_file()
+
+
+def test_run_gives_up_after_its_warm_up_attempts_and_leaves_no_ready_file(fake_run, capsys):
+    settings, calls = fake_run
+    calls.update(fail_warm=99)
+    with pytest.raises(RuntimeError, match="no executor registered yet"):
+        server.run_foreground(settings, attempts=3, pause_s=0.1)
+    assert (calls["warm"], calls["tables"]) == (3, 0)
+    assert not server.ready_file(settings).exists()
+    assert not server.answers(settings.connect_host, settings.connect_port)  # the server was stopped
+    err = capsys.readouterr().err
+    assert "warm-up attempt 1 of 3 failed (RuntimeError: no executor registered yet)" in err
+    assert "attempt 2 of 3" in err and "attempt 3 of 3" not in err
+
+
+def test_run_with_a_timeout_stops_a_server_that_does_not_answer(fake_run):
+    settings, calls = fake_run
+    calls.update(delay=30.0)
+    with pytest.raises(server.ServerError, match=r"did not answer .* within 1 s"):
+        server.run_foreground(settings, timeout_s=1.0)
+    assert calls["warm"] == 0 and not server.ready_file(settings).exists()
+
+
+def test_a_bad_timeout_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        server.main(["run", "--timeout", "-5"])
+    assert "--timeout must be a positive number of seconds, got -5" in capsys.readouterr().err

@@ -33,6 +33,9 @@ from sda.lake.spark import answers, server_conf
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
+# `sda server run`: how often the warm-up and table creation are tried before the server is given up
+PREPARE_ATTEMPTS = 5
+PREPARE_PAUSE_S = 15.0
 
 
 class ServerError(RuntimeError):
@@ -155,13 +158,14 @@ def running(settings: Settings | None = None, warm: bool = True):
             stop(settings)
 
 
-def _wait_until_answering(settings: Settings, proc: subprocess.Popen, timeout_s: float) -> str | None:
-    """None once the server started as ``proc`` answers; else why not (it exited, or time ran out)."""
-    deadline = time.monotonic() + timeout_s
+def _wait_until_answering(settings: Settings, proc: subprocess.Popen, timeout_s: float | None) -> str | None:
+    """None once the server started as ``proc`` answers; else why not (it exited, or time ran out).
+    ``timeout_s`` None waits for as long as the server lives."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not answers(settings.connect_host, settings.connect_port, timeout_s=1.0):
         if proc.poll() is not None:
             return f"the Spark Connect server exited with status {proc.returncode} during start-up"
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             return f"the Spark Connect server did not answer at {settings.connect_url} within {timeout_s:.0f} s"
         time.sleep(0.25)
     return None
@@ -191,13 +195,20 @@ def ready_file(settings: Settings) -> Path:
     return server_dir(settings) / "ready"
 
 
-def run_foreground(settings: Settings, prepare: bool = True, timeout_s: float = START_TIMEOUT_S) -> int:
+def run_foreground(settings: Settings, prepare: bool = True, timeout_s: float | None = None,
+                   attempts: int = PREPARE_ATTEMPTS, pause_s: float = PREPARE_PAUSE_S) -> int:
     """``sda server run``: the server as this process's child, for a container's main process (its
     log is the container's). Once it answers, Delta is warmed up and the lakehouse's missing tables are
     created -- what the first task of a fresh deployment would otherwise do, on a cold cluster, before
     its own work (about a minute on the compose cluster) -- and :func:`ready_file` is written, which
     the container's health check waits for. SIGTERM and SIGINT are passed on; the exit status is the
-    server's."""
+    server's.
+
+    By default it waits for the JVM to answer for as long as the JVM lives (on a loaded machine that
+    took over three minutes): the container's health check, not this process, decides how long is too
+    long. A warm-up that fails (workers not registered yet, a storage hiccup) is tried ``attempts``
+    times, ``pause_s`` apart, with each failure in the log, before the server is stopped and the
+    error raised."""
     ready = ready_file(settings)
     server_dir(settings).mkdir(parents=True, exist_ok=True)
     ready.unlink(missing_ok=True)
@@ -211,13 +222,25 @@ def run_foreground(settings: Settings, prepare: bool = True, timeout_s: float = 
                 return proc.returncode
             proc.kill()
             raise ServerError(problem)
-        try:
-            # on the lakehouse: a cluster's executors read and write it as the driver does
-            warm_up(settings, settings.lakehouse / "_server_warmup" / str(settings.connect_port))
-            _create_tables(settings)
-        except Exception:
-            proc.kill()
-            raise
+        for attempt in range(1, attempts + 1):
+            try:
+                # on the lakehouse: a cluster's executors read and write it as the driver does
+                warm_up(settings, settings.lakehouse / "_server_warmup" / str(settings.connect_port))
+                _create_tables(settings)
+                break
+            except Exception as exc:
+                if proc.poll() is not None:
+                    print(f"sda server: the server exited with status {proc.returncode} during the warm-up",
+                          file=sys.stderr, flush=True)
+                    return proc.returncode
+                if attempt == attempts:
+                    proc.kill()
+                    proc.wait()
+                    raise
+                print(f"sda server: warm-up attempt {attempt} of {attempts} failed "
+                      f"({type(exc).__name__}: {str(exc)[:300]}); trying again in {pause_s:.0f} s",
+                      file=sys.stderr, flush=True)
+                time.sleep(pause_s)
     ready.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
     print(f"sda server: ready at {settings.connect_url}", file=sys.stderr, flush=True)
     return proc.wait()
@@ -279,10 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("start", "stop", "status", "restart", "run", "ready"),
                         help="run: in the foreground (a container's main process), warmed up and with the "
                              "lakehouse's tables created; ready: exit status 0 once such a server is ready")
-    parser.add_argument("--timeout", type=float, default=START_TIMEOUT_S,
-                        help="seconds to wait for the server to answer")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds to wait for the server to answer (start: {START_TIMEOUT_S:.0f}; "
+                             "run: for as long as it lives)")
     parser.add_argument("--no-warm", action="store_true", help="skip the Delta warm-up after start")
     args = parser.parse_args(argv)
+    if args.timeout is not None and not args.timeout > 0:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     try:
         settings = load_settings()
     except SettingsError as exc:
@@ -299,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopped the Spark Connect server at {settings.connect_url}" if stopped
                   else f"no Spark Connect server of ours was running (pid file {pid_file(settings)})")
         if args.action in ("start", "restart"):
-            info = start(settings, timeout_s=args.timeout, warm=not args.no_warm)
+            timeout_s = START_TIMEOUT_S if args.timeout is None else args.timeout
+            info = start(settings, timeout_s=timeout_s, warm=not args.no_warm)
             print(json.dumps(info, sort_keys=True))
         if args.action == "status":
             info = status(settings)
