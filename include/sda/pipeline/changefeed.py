@@ -98,8 +98,19 @@ def compact_progress(spark: "SparkSession", settings: Settings) -> int:
                                      backoff_s=sinks.CONFLICT_BACKOFF_S)
 
 
-def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settings) -> tuple["DataFrame", int, int]:
-    """Rows inserted into ``table`` since this stage's last consumed version.
+def _start(spark: "SparkSession", stage: str, table: str, settings: Settings, consumed: dict[str, int] | None) -> int:
+    """The first version of ``table`` this stage has not consumed: from ``consumed`` (the stage's
+    ``ops.progress`` versions, as :func:`consumed_versions` gave them at the start of this run) when
+    given, else read now."""
+    if consumed is None:
+        return last_consumed(spark, stage, table, settings) + 1
+    return consumed.get(table, -1) + 1
+
+
+def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settings,
+                 consumed: dict[str, int] | None = None) -> tuple["DataFrame", int, int]:
+    """Rows inserted into ``table`` since this stage's last consumed version (``consumed``: the
+    stage's consumed versions read already this run, see :func:`changes_for`).
 
     Returns (rows with the table's own columns, first version read, last version read). When nothing
     changed the frame is empty and first > last.
@@ -107,7 +118,7 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
     from pyspark.sql import functions as F
 
     spec = TABLES[table]
-    start = last_consumed(spark, stage, table, settings) + 1
+    start = _start(spark, stage, table, settings, consumed)
     end = table_version(spark, table, settings)
     if start > end:
         return spark.createDataFrame([], spec.schema), start, end
@@ -125,8 +136,8 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
     return changes, start, end
 
 
-def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Settings
-                     ) -> tuple["DataFrame", "DataFrame", int, int]:
+def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Settings,
+                     consumed: dict[str, int] | None = None) -> tuple["DataFrame", "DataFrame", int, int]:
     """For a table whose rows are also updated and deleted: the *net* change per key since this
     stage's last consumed version -- (rows whose last change is an insert or update, rows whose last
     change is a delete (their pre-image), first version, last version). A row inserted and deleted
@@ -136,12 +147,14 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
 
     spec = TABLES[table]
     cols = [f.name for f in spec.schema.fields]
-    start = last_consumed(spark, stage, table, settings) + 1
+    start = _start(spark, stage, table, settings, consumed)
     end = table_version(spark, table, settings)
     empty = spark.createDataFrame([], spec.schema)
-    if start > end or start == 0:
-        current, _, _ = read_changes(spark, stage, table, settings)
-        return current, empty, start, end
+    if start > end:
+        return empty, empty, start, end
+    if start == 0:  # everything so far: the snapshot at ``end`` (see read_changes)
+        snapshot = spark.read.format("delta").option("versionAsOf", end).load(spec.path(settings))
+        return snapshot.select(*cols), empty, start, end
     feed = _change_feed(spark, spec, settings, start, end).where(
         F.col("_change_type").isin("insert", "update_postimage", "delete"))
     latest = Window.partitionBy(*spec.key).orderBy(F.col("_commit_version").desc())
@@ -182,11 +195,13 @@ def replay_rows(spark: "SparkSession", table: str, settings: Settings, args: arg
 
 def changes_for(spark: "SparkSession", stage: str, table: str, settings: Settings, args: argparse.Namespace
                 ) -> tuple["DataFrame", int, int]:
-    """:func:`read_changes`, or in a replay :func:`replay_rows` (first == last == the table's version)."""
+    """:func:`read_changes`, or in a replay :func:`replay_rows` (first == last == the table's version).
+    ``args.consumed``, when :func:`sda.pipeline.runtime.run_stage` set it, holds the stage's consumed
+    versions as read at the start of the run (one ``ops.progress`` read per run, not one per table)."""
     if args.replay:
         version = table_version(spark, table, settings)
         return replay_rows(spark, table, settings, args), version, version
-    return read_changes(spark, stage, table, settings)
+    return read_changes(spark, stage, table, settings, getattr(args, "consumed", None))
 
 
 def net_changes_for(spark: "SparkSession", stage: str, table: str, settings: Settings, args: argparse.Namespace
@@ -196,4 +211,4 @@ def net_changes_for(spark: "SparkSession", stage: str, table: str, settings: Set
         version = table_version(spark, table, settings)
         return (replay_rows(spark, table, settings, args), spark.createDataFrame([], TABLES[table].schema),
                 version, version)
-    return read_net_changes(spark, stage, table, settings)
+    return read_net_changes(spark, stage, table, settings, getattr(args, "consumed", None))

@@ -107,6 +107,8 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
     """Ensure the tables, run ``body``, log and record its figures, then commit the consumed versions."""
     ensure_tables(spark, settings)
     before = {} if args.replay else consumed_versions(spark, settings, stage)
+    if not args.replay:
+        args.consumed = dict(before)  # where the change feeds start (changefeed.changes_for): read once
     lag = upstream_lag(spark, stage, settings, before) if before else {}
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
              " (replay)" if args.replay else "", args.run_id)
