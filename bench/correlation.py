@@ -15,9 +15,12 @@ of those observations (the whole catalogue stays the candidate set) is associate
 ``right_pct`` (associated with the true object), ``wrong_pct`` (with another one), ``uct_pct``
 (uncorrelated although catalogued), ``ambiguous_pct`` (associated and flagged), ``wrong_unflagged``
 (wrong and not flagged ambiguous). ``correlate_s`` is the wall-clock time of the association
-(one core). ``wrong_same_element_set_pct`` is the part of ``wrong_pct`` that went to an object
-published with the very element set of the true one (the ISS and its docked vehicles share one):
-no measurement can tell those apart; ``wrong_distinguishable_pct`` is the rest. With ``--compare-fixed``
+(one core). A docked stack (the ISS and the vehicles at it: several catalogue numbers published with
+one element set) is one body to the sensors and the simulator (:func:`sda.sim.objects.bodies`): an
+association of its detection with any of its numbers is right, counted apart as ``right_same_body``.
+``wrong_same_element_set_pct`` is the part of ``wrong_pct`` that went to an object published with
+the very element set of the true one (none expected, with the stacks seen as one body);
+``wrong_distinguishable_pct`` is the rest. With ``--compare-fixed``
 the same observations also go through the old fixed isotropic gate (2 km) for comparison (``fixed``
 figures and ``fixed_correlate_s``).
 
@@ -131,7 +134,8 @@ def main(argv=None) -> dict:
             log(f"age {age:g} d: right {figures['right_pct']:.3f} %, wrong {figures['wrong_pct']:.3f} %, "
                 f"uct {figures['uct_pct']:.3f} %, ambiguous {figures['ambiguous_pct']:.3f} % "
                 f"({figures['wrong_unflagged']} wrong not flagged; wrong to an identical element set "
-                f"{figures['wrong_same_element_set_pct']:.3f} %) in {figures['correlate_s']} s")
+                f"{figures['wrong_same_element_set_pct']:.3f} %; right to another number of the observed "
+                f"body {figures['right_same_body']}) in {figures['correlate_s']} s")
             if args.compare_fixed:
                 t0 = time.monotonic()
                 matched = scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=FIXED_SIGMA_M)

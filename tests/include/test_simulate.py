@@ -491,3 +491,67 @@ def test_module_entry_point_sizes_the_catalogue_from_the_setting(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     tles = [line for line in (tmp_path / "catalog" / "catalog.tle").read_text().splitlines() if line.startswith("1 ")]
     assert len(tles) == 20
+
+
+# --- a docked stack: several catalogue numbers, one element set, one body -------------------------------
+
+def _renumber(line: str, norad_id: int) -> str:
+    """A TLE line with another catalogue number (columns 3-7) and its checksum (column 69) redone."""
+    body = line[:2] + f"{norad_id:05d}" + line[7:68]
+    return body + str(sum(int(c) if c.isdigit() else (1 if c == "-" else 0) for c in body) % 10)
+
+
+def test_a_docked_stack_is_one_body_seen_once(tmp_path):
+    """Two numbers published with one element set (the ISS and a vehicle docked to it) are one body:
+    the sensors write exactly the files they write without the second number, and the truth names the
+    body's lowest number with both as ``same_body``."""
+    from sda.orbit import catgen
+    from sda.orbit.catalog import parse_tle_text
+
+    start = dt.datetime(2026, 11, 21, 5, 40, tzinfo=dt.timezone.utc)
+    text = catgen.generate_catalog(30, start, 4)
+    (tmp_path / "alone.tle").write_text(text)
+
+    def simulate(name: str) -> "sim.SimulationResult":
+        cfg = sim.SimConfig(start=start, end=start + dt.timedelta(minutes=10), landing=tmp_path / name / "landing",
+                            catalog=tmp_path / f"{name}.tle", catalog_out=tmp_path / name / "catalog.tle", seed=3)
+        return sim.simulate(cfg)
+
+    alone = simulate("alone")
+    seen = [json.loads(x)["norad_id"] for x in alone.truth_file.read_text().splitlines()]
+    host = max(set(seen) - {None}, key=seen.count)  # the object with the most records
+    entry = next(e for e in parse_tle_text(text)[0] if e.norad_id == host)
+    twin = 99990
+    assert twin not in seen and twin > host
+    (tmp_path / "stacked.tle").write_text(
+        text + f"{entry.name} DOCKED\n{_renumber(entry.line1, twin)}\n{_renumber(entry.line2, twin)}\n")
+    stacked = simulate("stacked")
+
+    assert stacked.files == alone.files
+    assert all((stacked.landing / rel).read_bytes() == (alone.landing / rel).read_bytes() for rel in alone.files)
+    truth = [json.loads(x) for x in stacked.truth_file.read_text().splitlines()]
+    assert twin not in {t["norad_id"] for t in truth}
+    of_host = [t for t in truth if t["norad_id"] == host]
+    assert len(of_host) == seen.count(host) and all(t["same_body"] == [host, twin] for t in of_host)
+    assert not any("same_body" in t for t in truth if t["norad_id"] != host)
+    summary = json.loads(stacked.summary_file.read_text())
+    assert summary["same_body"] == {str(host): [host, twin]} and summary["objects"] == 30
+
+
+def test_an_association_with_another_number_of_the_observed_body_is_right():
+    import pandas as pd
+
+    from sda.sim import scoring
+
+    scored = pd.DataFrame({
+        "status": ["correlated", "correlated", "correlated", "uncorrelated", "uncorrelated"],
+        "norad_id": pd.array([10, 11, 12, None, None], dtype="Int64"),
+        "true_id": pd.array([10, 10, 10, 12, None], dtype="Int64"),
+        "same_body": [(10, 11), (10, 11), (10, 11), (), ()],
+        "ambiguous": [False, True, True, False, False],
+    })
+    figures = scoring.score(scored)
+    # right: the exact number, the docked twin, and the uncorrelated row of no catalogued object
+    assert (figures["right"], figures["wrong"], figures["uct"]) == (3, 1, 1)
+    assert figures["right_same_body"] == 1 and figures["wrong_unflagged"] == 0
+    assert figures["right_pct"] == 60.0 and figures["wrong_pct"] == 20.0

@@ -69,11 +69,30 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def bodies(entries: list[CatalogEntry]) -> tuple[list[CatalogEntry], dict[int, tuple[int, ...]]]:
+    """One entry per physical body, and the bodies published under several catalogue numbers.
+
+    Entries with one element set (:func:`sda.sim.tle_error.element_set_key`: same epoch and elements)
+    are one body: a docked stack, such as the ISS and its visiting vehicles, whose element sets are
+    published identical for each number. A sensor sees such a stack as one object and reports one
+    detection, not one per number. The body is observed as its lowest number (the first entry of
+    each group, in ``entries``' order, keeps its place); the second value maps that number to every
+    number of the body, for the bodies that have more than one."""
+    groups: dict[str, list[CatalogEntry]] = {}
+    for e in entries:
+        groups.setdefault(tle_error.element_set_key(e.line1, e.line2), []).append(e)
+    first = {id(min(g, key=lambda e: e.norad_id)) for g in groups.values()}
+    several = {min(e.norad_id for e in g): tuple(sorted(e.norad_id for e in g)) for g in groups.values() if len(g) > 1}
+    return [e for e in entries if id(e) in first], several
+
+
 class Objects:
-    """The observed objects: ``sats`` the orbits the sensors see (the true ones when the catalogue has
-    errors), ``catalogue_sats`` the catalogue's element sets when they differ (else None)."""
+    """The observed bodies (:func:`bodies`: one per docked stack): ``sats`` the orbits the sensors see
+    (the true ones when the catalogue has errors), ``catalogue_sats`` the catalogue's element sets when
+    they differ (else None), ``same_body`` the stacks' catalogue numbers by the number observed."""
 
     def __init__(self, entries: list[CatalogEntry], true_sats: dict | None = None):
+        entries, self.same_body = bodies(entries)
         self.norad = np.array([e.norad_id for e in entries], dtype=np.int64)
         self.names = [e.name for e in entries]
         self.catalogue_sats = None if true_sats is None else [e.satrec for e in entries]

@@ -7,11 +7,13 @@ with its original, keeping the earliest event time. :func:`correlate` runs
 :func:`sda.orbit.correlation.correlate_frame` per event-time bucket, as each ``applyInPandas`` group of
 jobs/correlate.py does; :func:`score` counts right / wrong / uncorrelated / ambiguous.
 
-*Right* = associated with the true object; *wrong* = associated with another object; *uct* =
-uncorrelated although the object is catalogued; *ambiguous* = associated and flagged ambiguous.
-Given the catalogue's lines, ``wrong_same_element_set`` counts the wrong associations with an object
-whose element set is the true object's (a docked stack: no measurement can tell them apart); they
-are included in ``wrong``.
+*Right* = associated with the true object -- for a body published under several catalogue numbers
+(a docked stack, observed as one body: the truth's ``same_body``), with any of them, counted apart as
+``right_same_body``; *wrong* = associated with another object; *uct* = uncorrelated although the
+object is catalogued; *ambiguous* = associated and flagged ambiguous. Given the catalogue's lines,
+``wrong_same_element_set`` counts the wrong associations with an object whose element set is the
+true object's (no measurement can tell them apart; with the stacks observed as one body, none are
+expected); they are included in ``wrong``.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
     obs["disorder"] = [t["disorder"] for t in labels]
     obs["true_id"] = pd.array([t["norad_id"] for t in labels], dtype="Int64")
     obs["duplicate_of"] = [t["duplicate_of"] for t in labels]
+    obs["same_body"] = [tuple(t.get("same_body") or ()) for t in labels]
     errors = np.array([t.get("error_rtn_m") or [np.nan] * 3 for t in labels], dtype=float).reshape(-1, 3)
     obs["error_r_m"], obs["error_t_m"], obs["error_n_m"] = errors.T
     obs = obs[obs["sensor_id"].isin(sensors) & (obs["disorder"] != "impossible")]
@@ -111,7 +114,11 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
     with ``lines`` (norad_id -> TLE lines) the wrong ones that went to an identical element set."""
     n = len(scored)
     associated = (scored["status"] == "correlated").to_numpy()
-    same = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
+    exact = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
+    bodies = scored["same_body"] if "same_body" in scored else pd.Series([()] * n, index=scored.index)
+    stack = np.array([not e and pd.notna(a) and int(a) in body
+                      for e, a, body in zip(exact, scored["norad_id"], bodies)], dtype=bool)
+    same = exact | stack
     no_object = scored["true_id"].isna().to_numpy()
     ambiguous = scored["ambiguous"].to_numpy(dtype=bool) & associated
     right = (associated & same) | (~associated & no_object)
@@ -120,7 +127,8 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
     pct = lambda mask: round(100.0 * float(mask.sum()) / max(n, 1), 4)  # noqa: E731
     out = {"observations": n, "right": int(right.sum()), "wrong": int(wrong.sum()), "uct": int(uct.sum()),
            "ambiguous": int(ambiguous.sum()), "right_pct": pct(right), "wrong_pct": pct(wrong), "uct_pct": pct(uct),
-           "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum())}
+           "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum()),
+           "right_same_body": int((associated & stack).sum())}
     if lines is not None:
         from sda.sim.tle_error import element_set_key
 

@@ -45,6 +45,11 @@ ISL and malformed lines); ``key`` is ``file#record_no`` plus ``#det_index`` for 
 ``norad_id`` is null for malformed and unknown-sensor records. ``disorder`` is one of
 none | redelivery | reprocessed | malformed | impossible | unknown_sensor | late.
 
+Catalogue entries with one element set (a docked stack: the ISS and the vehicles at it) are one body
+(:func:`sda.sim.objects.bodies`): the sensors report one detection of it, not one per catalogue
+number. Its rows name its lowest number as ``norad_id`` and list all of them as ``same_body``; an
+association with any of them is right.
+
 With ``--tle-age-days`` each observation's truth row also has ``error_rtn_m``: the true position minus
 the catalogue's, on the catalogue orbit's radial / along-track / cross-track axes (m), at its event
 time, and ``_truth/<sim_id>.orbits.jsonl`` has one row per object: its regime, age, catalogue and
@@ -204,7 +209,7 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     sim_id = _sim_id(cfg, catalog_sha)
     truth_rows = write_landing(landing, files)
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
-                                                        catalog_sha, injected, len(objs.norad), errors)
+                                                        catalog_sha, injected, len(objs.norad), errors, objs.same_body)
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files],
                             counts, inj)
 

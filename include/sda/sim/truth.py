@@ -61,14 +61,25 @@ class Record:
 
 
 def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files, catalog_file: Path, catalog_sha: str,
-                injected, n_objects: int, errors=None) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
+                injected, n_objects: int, errors=None, same_body: dict[int, tuple[int, ...]] | None = None,
+                ) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
     """Write ``_truth/<sim_id>.jsonl`` and ``_truth/<sim_id>.summary.json`` (and with element-set
-    ``errors`` ``_truth/<sim_id>.orbits.jsonl``); return (truth file, summary file, counts, injected)."""
+    ``errors`` ``_truth/<sim_id>.orbits.jsonl``); return (truth file, summary file, counts, injected).
+    ``same_body``: the catalogue numbers of each body published under several (a docked stack), by the
+    number it is observed as; a row of such a body gets them as ``same_body``."""
+    same_body = same_body or {}
     truth_rows.sort(key=lambda t: (t.file, t.record_no, -1 if t.det_index is None else t.det_index))
     truth_dir = landing / "_truth"
     truth_dir.mkdir(parents=True, exist_ok=True)
     truth_file = truth_dir / f"{sim_id}.jsonl"
-    truth_file.write_text("".join(json.dumps(t.as_json(), sort_keys=False) + "\n" for t in truth_rows))
+
+    def row(t: Truth) -> dict:
+        out = t.as_json()
+        if out["norad_id"] in same_body:
+            out["same_body"] = list(same_body[out["norad_id"]])
+        return out
+
+    truth_file.write_text("".join(json.dumps(row(t), sort_keys=False) + "\n" for t in truth_rows))
     counts: dict[str, dict[str, int]] = {}
     for t in truth_rows:
         counts.setdefault(t.kind, {d: 0 for d in DISORDERS})[t.disorder] += 1
@@ -83,6 +94,7 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
         "catalog_file": str(catalog_file), "catalog_sha256": catalog_sha, "objects": n_objects,
         "rates": {name: getattr(cfg, name) for name in RATE_NAMES + ("reorder_rate",)},
         "records": len(truth_rows), "counts": counts, "files": dict(sorted(file_counts.items())),
+        "same_body": {str(k): list(v) for k, v in sorted(same_body.items())},
         "truth_file": f"_truth/{truth_file.name}", "injected": inj,
     }
     if errors is not None:
