@@ -11,7 +11,9 @@ known without being read or hashed: a run's cost follows the new files, not the 
 Exactly once, through a crash at any point:
 
 1. *plan*: the new files are written to the ledger as one batch (``batch_id`` = last + 1,
-   status ``planned``) with the ingest time and run id the batch's rows will carry;
+   status ``planned``) with the ingest time and run id the batch's rows will carry; a backlog larger
+   than ``ingest_batch_mb`` is split into several batches, each planned and written in turn, so the
+   task holds one batch's bytes and rows at a time;
 2. *append*: each kind's bronze rows are appended with Delta's idempotent writes
    (``txnAppId`` = :data:`APP_ID`, ``txnVersion`` = batch id): Delta itself skips an append it has
    already committed for that batch;
@@ -223,13 +225,18 @@ def write_quarantine(spark: SparkSession, settings: Settings, rows: list[tuple])
 
 
 def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, Any]],
-                  files: list[LandedFile]) -> dict[str, int]:
-    """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan."""
+                  files: list[LandedFile], rows: tuple[dict[str, list[tuple]], list[tuple]] | None = None,
+                  ) -> dict[str, int]:
+    """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan.
+    ``rows``: the batch's (bronze rows per kind, quarantine rows) when the caller built them already."""
     batch_id, run_id = plan[0]["batch_id"], plan[0]["run_id"]
-    # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
-    # date is the UTC date, whatever the driver's time zone.
-    ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
-    bronze, quarantine, _ = batch_rows(files, ingest_time, run_id, batch_id)
+    if rows is None:
+        # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
+        # date is the UTC date, whatever the driver's time zone.
+        ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
+        bronze, quarantine, _ = batch_rows(files, ingest_time, run_id, batch_id)
+    else:
+        bronze, quarantine = rows
     faults.checkpoint("ingest:before-write")
     for kind in schemas.SENSOR_KINDS:
         if bronze[kind]:
@@ -299,12 +306,19 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     # mtime, or a new size, and is read, hashed and judged by its content)
     listing = discover_stat(settings.landing, args.end)
     unseen, known = unseen_files(spark, settings, listing)
-    new_files, touched = [], []
-    for rel, kind, _, _ in listing:
+    metrics["files_new"] = 0
+    metrics["batches"] = list(replayed_batches)
+    limit = settings.ingest_batch_mb * 1e6
+    next_batch: list[int] = []  # the next batch id, once read from the ledger
+    new_files, touched, size = [], [], 0
+    for rel, kind, _, stat in listing:
         if rel not in unseen:
             metrics["files_seen"] += 1
             metrics["files_already_ingested"] += 1
             continue
+        if new_files and size + stat.st_size > limit:  # this batch is full: written before reading on
+            _ingest_batch(spark, settings, args.run_id, new_files, next_batch, metrics)
+            new_files, size = [], 0
         f = load_file(settings.landing, rel, kind)
         if f is None:  # removed between listing and reading
             continue
@@ -314,28 +328,37 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             touched.append({**known[(f.path, f.sha256)], "file_mtime_us": f.mtime_us})
         else:
             new_files.append(f)
+            size += f.size
+    if new_files:
+        _ingest_batch(spark, settings, args.run_id, new_files, next_batch, metrics)
     # known content under a new mtime (touched, copied back): the ledger learns the mtime, and the
     # next run does not read the file again
     write_ledger(spark, settings, touched)
-    metrics["files_new"] = len(new_files)
-    metrics["batches"] = replayed_batches
-
-    if new_files:
-        batch_id = last_batch_id(spark, settings) + 1
-        ingest_time = dt.datetime.now(dt.timezone.utc)
-        _, _, counts = batch_rows(new_files, ingest_time, args.run_id)
-        plan = [
-            {"file_path": f.path, "file_sha256": f.sha256, "file_size": f.size, "sensor_kind": f.kind,
-             "records": counts[f.path][0], "quarantined": counts[f.path][1], "ingest_time": ingest_time,
-             "run_id": args.run_id, "batch_id": batch_id, "status": "planned", "file_mtime_us": f.mtime_us}
-            for f in new_files
-        ]
-        plan_batch(spark, settings, plan)
-        batch = execute_batch(spark, settings, plan, new_files)
-        for key, value in batch.items():
-            metrics[key] += value
-        metrics["batches"] = replayed_batches + [batch_id]
     return metrics
+
+
+def _ingest_batch(spark: SparkSession, settings: Settings, run_id: str, files: list[LandedFile],
+                  next_batch: list[int], metrics: dict[str, Any]) -> None:
+    """Plan ``files`` as the next ledger batch and write it (steps 1-4); adds to ``metrics``."""
+    if not next_batch:
+        next_batch.append(last_batch_id(spark, settings) + 1)
+    batch_id = next_batch[0]
+    next_batch[0] += 1
+    ingest_time = dt.datetime.now(dt.timezone.utc)
+    bronze, quarantine, counts = batch_rows(files, ingest_time, run_id, batch_id)
+    plan = [
+        {"file_path": f.path, "file_sha256": f.sha256, "file_size": f.size, "sensor_kind": f.kind,
+         "records": counts[f.path][0], "quarantined": counts[f.path][1], "ingest_time": ingest_time,
+         "run_id": run_id, "batch_id": batch_id, "status": "planned", "file_mtime_us": f.mtime_us}
+        for f in files
+    ]
+    plan_batch(spark, settings, plan)
+    batch = execute_batch(spark, settings, plan, files, (bronze, quarantine))
+    for key, value in batch.items():
+        metrics[key] += value
+    metrics["files_new"] += len(files)
+    metrics["batches"].append(batch_id)
+    runtime.progress(STAGE, "batch %d: %d files, %d records", batch_id, len(files), batch["records_in"])
 
 
 def parser() -> argparse.ArgumentParser:

@@ -35,6 +35,8 @@ SETTING_DOCS = {
     "state_window_s": "width of the fixed event-time windows of gold.object_state "
                       "(a whole multiple of the dedup window)",
     "clock_skew_s": "how far in the future of the interval an event time may be",
+    "ingest_batch_mb": "`ingest` appends new files in ledger batches of at most this many MB (bounds the task's memory "
+                       "whatever the backlog)",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "screening_step_s": "propagation step of the screening",

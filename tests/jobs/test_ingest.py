@@ -50,7 +50,10 @@ def _land(landing: Path, rel: str, data: bytes) -> Path:
 
 @pytest.fixture
 def landed(settings):
-    land = settings.landing
+    return _land_all(settings.landing)
+
+
+def _land_all(land: Path) -> Path:
     _land(land, "radar/a.jsonl", RADAR_FILE)
     _land(land, "optical/o.csv", OPTICAL_FILE)
     _land(land, "optical/bad_header.csv", BAD_HEADER_FILE)
@@ -272,3 +275,34 @@ def test_crash_between_two_bronze_appends_then_rerun(spark, settings, landed, mo
     _run(spark, settings, "run-1-retry")
     _run(spark, settings, "run-1-retry-2")
     _assert_ingested_once(spark, settings)
+
+
+def test_a_backlog_larger_than_a_batch_goes_in_several_batches_exactly_once(spark, make_settings, monkeypatch):
+    """With ``ingest_batch_mb`` below every file's size each new file is a ledger batch of its own
+    (planned and written before the next file is read): the tables end as with one batch, and a crash
+    in the middle of the second batch is finished by the rerun without loss or duplicate."""
+    settings = make_settings("ingest-batches", ingest_batch_mb=1e-6)  # 1 byte
+    _land_all(settings.landing)
+    done = []
+
+    def mark_done_then_crash(spark_, settings_, rows):
+        if len(done) == 1:
+            raise RuntimeError("simulated crash in the second batch")
+        done.append(rows)
+        real_mark_done(spark_, settings_, rows)
+
+    real_mark_done = ingest.mark_done
+    monkeypatch.setattr(ingest, "mark_done", mark_done_then_crash)
+    with pytest.raises(RuntimeError, match="second batch"):
+        _run(spark, settings, "run-1")
+    monkeypatch.undo()
+    ledger = TABLES["ingested_files"].read(spark, settings).collect()
+    # files go in path order: isl/b.bcn was batch 1 (done), optical/bad_header.csv batch 2 (planned)
+    assert sorted((r["file_path"], r["batch_id"], r["status"]) for r in ledger) == [
+        ("isl/b.bcn", 1, "done"), ("optical/bad_header.csv", 2, "planned")]
+
+    metrics = _run(spark, settings, "run-1-retry")
+    assert metrics["batches"] == [2, 3, 4] and (metrics["files_replayed"], metrics["files_new"]) == (1, 2)
+    _assert_ingested_once(spark, settings)
+    batches = {r["file_path"]: r["batch_id"] for r in TABLES["ingested_files"].read(spark, settings).collect()}
+    assert batches == {"isl/b.bcn": 1, "optical/bad_header.csv": 2, "optical/o.csv": 3, "radar/a.jsonl": 4}

@@ -187,6 +187,9 @@ class Settings:
     pass_gap_s: float = 600.0  # a sensor's pass over an object ends after this gap (session window)
     state_window_s: float = 3600.0  # per-object catalogue-state window (fixed, event time)
     clock_skew_s: float = 300.0
+    # ingest: new files go to bronze in ledger batches of at most this many MB of file bytes, so the
+    # client holds one batch in memory whatever the backlog (a file larger than it is a batch alone)
+    ingest_batch_mb: float = 256.0
     # correlation
     correlation_gate_km: float = 50.0
     # None: each candidate's covariance from sda.orbit.uncertainty; a number: that fixed isotropic 1-sigma instead
@@ -256,6 +259,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "pass_gap_s": _positive_float,
     "state_window_s": _positive_float,
     "clock_skew_s": _positive_float,
+    "ingest_batch_mb": _positive_float,
     "correlation_gate_km": _positive_float,
     "screening_horizon_h": _positive_float,
     "screening_step_s": _positive_float,
