@@ -10,7 +10,8 @@ scored against the simulator's truth.
 For each age: one simulation of ``--minutes`` of the embedded sensor registry (6 radars, 3 GEODSS, 3
 ISL relays) over every object, with the default disorder; what reaches correlation is emulated as
 upstream does it (:mod:`sda.sim.scoring`); a deterministic sample of at most ``--max-observations``
-of those observations (the whole catalogue stays the candidate set) is associated by
+of those observations, whole records (a radar frame's detections together, as the job gets them;
+the whole catalogue stays the candidate set), is associated by
 :func:`sda.orbit.correlation.correlate_frame` per 60 s bucket, as the correlate job does, and scored:
 ``right_pct`` (associated with the true object), ``wrong_pct`` (with another one), ``uct_pct``
 (uncorrelated although catalogued), ``ambiguous_pct`` (associated and flagged), ``wrong_unflagged``
@@ -121,8 +122,7 @@ def main(argv=None) -> dict:
             sim = simulate(cfg)
             obs = scoring.landed_observations(sim, sensors)
             total = len(obs)
-            if total > args.max_observations:
-                obs = obs.sample(n=args.max_observations, random_state=args.seed).reset_index(drop=True)
+            obs = scoring.sample_records(obs, args.max_observations, args.seed)
             ids, sats = scoring.catalogue(sim.catalog_file)
             log(f"age {age:g} d: {len(ids)} objects, {total} observations reach correlation, {len(obs)} scored "
                 f"(simulated in {time.monotonic() - started:.0f} s)")

@@ -268,3 +268,28 @@ def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
     out = C.correlate_frame(pd.DataFrame([row]), ids, sats, 10.0, noisy,
                             prediction_sigma_m=C.PREDICTION_SIGMA_M).set_index("obs_id")
     assert out.loc["a", "status"] == "uncorrelated"
+
+
+# --- one object per radar frame (correlation._one_object_per_frame), hand-made -2 ln L tables ----------
+
+INF = np.inf
+
+
+@pytest.mark.parametrize("gated, frames, best, expected", [
+    # both detections of frame 7 chose object 1; object 0 fits the first only: 0 + 1 (cost 5 + 1 = 6)
+    ([[5.0, 4.0], [INF, 1.0]], [7, 7], [1, 1], [0, 1]),
+    # the same clash, three objects: distinct ones of least total (3 + 2 = 5 beats 1 + 9 and 3 + 9)
+    ([[3.0, 1.0, INF], [INF, 2.0, 9.0]], [7, 7], [1, 1], [0, 1]),
+    # fewer in-gate objects than detections: each keeps its own choice
+    ([[1.0, INF], [2.0, INF]], [7, 7], [0, 0], [0, 0]),
+    # two frames (or observations of no frame: negative codes) never constrain each other
+    ([[5.0, 4.0], [INF, 1.0]], [7, 8], [1, 1], [1, 1]),
+    ([[5.0, 4.0], [INF, 1.0]], [-1, -2], [1, 1], [1, 1]),
+])
+def test_detections_of_one_radar_frame_go_to_distinct_objects(gated, frames, best, expected):
+    from sda.orbit.correlation import _one_object_per_frame
+
+    gated = np.array(gated)
+    hit = np.isfinite(gated).any(axis=1)
+    got = _one_object_per_frame(np.array(best), hit, gated, np.array(frames, dtype=np.int64))
+    assert got.tolist() == expected

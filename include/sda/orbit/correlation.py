@@ -79,6 +79,15 @@ README) every wrong association was flagged ambiguous. Observations with no cand
 kept as uncorrelated; when the best candidate is within ``REPORT_GATES * gate_km`` it is named
 (``nearest_*``). Objects that SGP4 cannot evaluate at a time (non-zero error code) are simply not
 candidates there.
+
+One object per radar frame: the detections of one radar frame (one bronze record, ``bronze_id``)
+are of distinct objects. Where two or more of a frame's detections chose the same object, the
+frame's detections are assigned jointly instead -- the assignment of distinct in-gate candidates
+with the least total ``d2 + ln det S`` (global nearest neighbour, ``scipy.optimize.linear_sum_assignment``)
+-- when one exists; otherwise each keeps its own choice. Two objects deployed together a few km apart,
+each element set off by a few km, are then told apart when both are in the frame: the detection
+that lies between them goes to the one the other detection does not fit. The ambiguity flag stays
+each detection's own.
 """
 
 from __future__ import annotations
@@ -288,15 +297,54 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
         return out.astype(RESULT_COLUMNS)
     rows = np.flatnonzero(complete)
     block = max(1, BLOCK_ELEMENTS // max(len(ids), 1))
+    frames = _frame_codes(obs, kinds)
     for kind in _REQUIRED:
         kind_rows = rows[kinds[rows] == kind]
+        if frames is not None:  # a frame's detections in one block, so they are decided together
+            kind_rows = kind_rows[np.argsort(frames[kind_rows], kind="stable")]
         for lo in range(0, len(kind_rows), block):
             sel = kind_rows[lo:lo + block]
             sig = {c: sig_all[c][sel] for c in SIGMA_COLUMNS}
             d2, miss, pair, residuals, dof, logdet = _score_block(kind, obs.iloc[sel], t_all[sel], sig, satrecs,
                                                                   model, ref, fixed_rr, len(ids))
-            _decide(out, sel, ids, d2, miss, pair, residuals, dof, gate_km, logdet)
+            _decide(out, sel, ids, d2, miss, pair, residuals, dof, gate_km, logdet,
+                    None if frames is None else frames[sel])
     return out.astype(RESULT_COLUMNS)
+
+
+def _frame_codes(obs: pd.DataFrame, kinds: np.ndarray) -> np.ndarray | None:
+    """A code per observation: radar detections of one frame (one ``bronze_id``) share theirs, every
+    other observation has one of its own (-1 - row); None without a ``bronze_id`` column."""
+    if "bronze_id" not in obs:
+        return None
+    codes = pd.factorize(obs["bronze_id"].to_numpy(dtype=object))[0].astype(np.int64)
+    radar = (kinds == "radar") & (codes >= 0)
+    return np.where(radar, codes, -1 - np.arange(len(obs), dtype=np.int64))
+
+
+def _one_object_per_frame(best: np.ndarray, hit: np.ndarray, gated: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """``best`` with the frames where detections share a best object re-assigned jointly (module
+    docstring): per such frame, distinct in-gate candidates of least total cost, if there are enough."""
+    from scipy.optimize import linear_sum_assignment
+
+    rows = np.flatnonzero(hit & (frames >= 0))
+    if len(rows) < 2:
+        return best
+    key = frames[rows] * np.int64(gated.shape[1]) + best[rows]
+    _, first, counts = np.unique(key, return_index=True, return_counts=True)
+    clashing = np.unique(frames[rows[first[counts > 1]]])
+    best = best.copy()
+    for frame in clashing:
+        members = rows[frames[rows] == frame]
+        cols = np.flatnonzero(np.isfinite(gated[members]).any(axis=0))
+        if len(cols) < len(members):
+            continue  # fewer in-gate objects than detections: no assignment of distinct objects
+        cost = gated[np.ix_(members, cols)]
+        big = 1e6 + float(np.nanmax(np.where(np.isfinite(cost), cost, np.nan)))
+        r, c = linear_sum_assignment(np.where(np.isfinite(cost), cost, big))
+        if np.isfinite(cost[r, c]).all():
+            best[members[r]] = cols[c]
+    return best
 
 
 def _unassociated(obs: pd.DataFrame) -> pd.DataFrame:
@@ -407,8 +455,10 @@ def _prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, r
 
 
 def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray, miss: np.ndarray, pair: np.ndarray,
-            residuals: Mapping[str, np.ndarray], dof: np.ndarray, gate_km: float, logdet: np.ndarray) -> None:
-    """Likeliest (smallest d2 + log det) in-gate candidate per observation, the ambiguity flag, the residuals."""
+            residuals: Mapping[str, np.ndarray], dof: np.ndarray, gate_km: float, logdet: np.ndarray,
+            frames: np.ndarray | None = None) -> None:
+    """Likeliest (smallest d2 + log det) in-gate candidate per observation (one object per radar frame
+    when ``frames`` is given), the ambiguity flag, the residuals."""
     rows = np.arange(len(sel))
     d2 = np.where(np.isfinite(d2) & np.isfinite(miss), d2, np.inf)
     limit = np.array([GATE_D2.get(int(k), np.inf) for k in dof])
@@ -428,6 +478,8 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     hit = np.isfinite(d2_best)
     with np.errstate(invalid="ignore"):  # inf - inf where there is no runner-up
         ambiguous = hit & np.isfinite(d2_second) & (d2_second - d2_best < AMBIGUITY_DELTA_D2)
+    if frames is not None:
+        best = _one_object_per_frame(best, hit, gated, frames)
     # a near miss: the nearest (by d2) object within REPORT_GATES gates, named for uncorrelated observations
     reportable = np.where(miss <= REPORT_GATES * gate_km * 1000.0, d2, np.inf)
     nearest = np.argmin(reportable, axis=1)

@@ -35,7 +35,9 @@ UTC = dt.timezone.utc
 
 def measurements(result) -> pd.DataFrame:
     """Every well-formed measurement of the landing files in the OBSERVATION envelope's units, with
-    its truth row's ``key`` (malformed lines, refused at ingest, are left out)."""
+    its truth row's ``key`` and, as ``bronze_id``, its record's (``file#record_no``: a radar frame's
+    detections share it, as they share their bronze record in the pipeline); malformed lines,
+    refused at ingest, are left out."""
     rows = []
     for rel in result.files:
         kind = rel.split("/", 1)[0]
@@ -46,17 +48,18 @@ def measurements(result) -> pd.DataFrame:
             if kind == "radar":
                 frame = json.loads(rec.text)
                 for i, d in enumerate(frame["dets"]):
-                    rows.append(dict(key=f"{key}#{i}", sensor_id=frame["sensor"], sensor_kind=kind, event_time=d["t"],
+                    rows.append(dict(key=f"{key}#{i}", bronze_id=key, sensor_id=frame["sensor"], sensor_kind=kind,
+                                     event_time=d["t"],
                                      range_m=d["range_km"] * 1000.0, az_rad=np.deg2rad(d["az_deg"]),
                                      el_rad=np.deg2rad(d["el_deg"]), range_rate_ms=d["rr_km_s"] * 1000.0))
             elif kind == "optical":
                 station, stamp, ra_hours, dec_deg = rec.text.split(",")[:4]
-                rows.append(dict(key=key, sensor_id=station, sensor_kind=kind, event_time=stamp,
+                rows.append(dict(key=key, bronze_id=key, sensor_id=station, sensor_kind=kind, event_time=stamp,
                                  ra_rad=float(ra_hours) * np.pi / 12.0, dec_rad=np.deg2rad(float(dec_deg))))
             else:
                 kv = dict(part.split("=", 1) for part in rec.text.split("|")[1:])
                 stamp = dt.datetime.fromtimestamp(int(kv["t_ms"]) / 1000.0, UTC).isoformat()
-                rows.append(dict(key=key, sensor_id=kv["src"], sensor_kind=kind, event_time=stamp,
+                rows.append(dict(key=key, bronze_id=key, sensor_id=kv["src"], sensor_kind=kind, event_time=stamp,
                                  **{c: float(kv[c]) for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")}))
     obs = pd.DataFrame(rows)
     obs["event_time"] = pd.to_datetime(obs["event_time"], utc=True, format="ISO8601").dt.tz_convert(None)
@@ -99,6 +102,17 @@ def catalogue_lines(path) -> dict[int, tuple[str, str]]:
     return {e.norad_id: (e.line1, e.line2) for e in latest_by_object(load_catalog(path)[0])}
 
 
+def sample_records(obs: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """At most ``n`` observations, whole records drawn at random (a radar frame's detections stay
+    together, as the correlate job receives them), in ``obs``' order."""
+    if len(obs) <= n:
+        return obs
+    sizes = obs.groupby("bronze_id", sort=True).size()
+    order = sizes.sample(frac=1.0, random_state=seed)
+    keep = order.index[order.cumsum().to_numpy() <= n]
+    return obs[obs["bronze_id"].isin(keep)].reset_index(drop=True)
+
+
 def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) -> pd.DataFrame:
     """``obs`` with the association columns, one ``correlate_frame`` call per event-time bucket."""
     if "model" not in kwargs and kwargs.get("prediction_sigma_m") is None:
@@ -129,6 +143,9 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
            "ambiguous": int(ambiguous.sum()), "right_pct": pct(right), "wrong_pct": pct(wrong), "uct_pct": pct(uct),
            "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum()),
            "right_same_body": int((associated & stack).sum())}
+    if wrong.any():  # which objects the wrong ones confused: "true->associated": count, most first
+        pairs = pd.Series([f"{int(t)}->{int(a)}" for t, a in zip(scored["true_id"][wrong], scored["norad_id"][wrong])])
+        out["wrong_pairs"] = {k: int(v) for k, v in pairs.value_counts().head(10).items()}
     if lines is not None:
         from sda.sim.tle_error import element_set_key
 
