@@ -432,26 +432,35 @@ def _prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, r
                radius_km: float | np.ndarray) -> np.ndarray:
     """[observations, objects]: could the object, at the observation time, be within ``radius_km``
     of the observation (the measured point; for optical, the line of sight)? False for objects SGP4
-    could not evaluate at the reference time."""
+    could not evaluate at the reference time. Distances are compared squared, from dot products
+    (one matrix product per batch, not an [observations, objects, 3] array per step)."""
     col = lambda name: obs[name].to_numpy(dtype=float)  # noqa: E731
+    limit2 = np.square(radius_km + reach_km)
     with np.errstate(invalid="ignore"):
         if kind == "optical":
-            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))[:, None, :]
+            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
             site = site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)
-            rho = r_ref[None, :, :] - site[:, None, :]
-            ahead = np.sum(rho * los, axis=-1)
-            # distance from the object to the ray (to the site when it is behind the sensor); the
-            # optical miss (angle x range) is never below it
-            dist = np.where(ahead > 0, np.linalg.norm(rho - ahead[..., None] * los, axis=-1),
-                            np.linalg.norm(rho, axis=-1))
-            return dist < radius_km + reach_km
+            rho2 = _squared_distances(site, r_ref)  # |object - site|^2
+            ahead = los @ r_ref.T - np.sum(site * los, axis=-1)[:, None]  # along the line of sight
+            # squared distance from the object to the ray (to the site when it is behind the sensor);
+            # the optical miss (angle x range) is never below it
+            dist2 = np.where(ahead > 0, np.maximum(rho2 - ahead * ahead, 0.0), rho2)
+            return dist2 < limit2
         if kind == "radar":
             site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
             ecef = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
             point, _ = ecef_to_teme(ecef, np.zeros_like(ecef), t)
         else:
             point = np.stack([col("x_m"), col("y_m"), col("z_m")], axis=-1) / 1000.0
-        return np.linalg.norm(r_ref[None, :, :] - point[:, None, :], axis=-1) < radius_km + reach_km
+        return _squared_distances(point, r_ref) < limit2
+
+
+def _squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[len(a), len(b)] squared distances between rows of 3-vectors (km: Earth-orbit magnitudes lose
+    under 1e-6 km^2 to the cancellation); a NaN row of ``b`` (an object SGP4 could not evaluate)
+    gives NaN, which compares False."""
+    d2 = np.sum(a * a, axis=-1)[:, None] + np.sum(b * b, axis=-1)[None, :] - 2.0 * (a @ b.T)
+    return np.maximum(d2, 0.0)
 
 
 def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray, miss: np.ndarray, pair: np.ndarray,
@@ -460,6 +469,12 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     """Likeliest (smallest d2 + log det) in-gate candidate per observation (one object per radar frame
     when ``frames`` is given), the ambiguity flag, the residuals."""
     rows = np.arange(len(sel))
+    # only the objects that are some observation's candidate (a few hundred of a catalogue's thousands)
+    measured = np.flatnonzero((pair >= 0).any(axis=0))
+    if measured.size == 0:
+        measured = np.zeros(1, dtype=np.int64)  # a column of nothing: every observation uncorrelated
+    ids, d2, miss = ids[measured], d2[:, measured], miss[:, measured]
+    pair, logdet = pair[:, measured], logdet[:, measured]
     d2 = np.where(np.isfinite(d2) & np.isfinite(miss), d2, np.inf)
     limit = np.array([GATE_D2.get(int(k), np.inf) for k in dof])
     inside = (d2 <= limit[:, None]) & (miss <= gate_km * 1000.0) & np.isfinite(logdet)
