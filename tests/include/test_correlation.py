@@ -270,7 +270,7 @@ def test_gate_is_the_sensor_noise_plus_the_prediction_uncertainty():
     assert out.loc["a", "status"] == "uncorrelated"
 
 
-# --- one object per radar frame (correlation._one_object_per_frame), hand-made -2 ln L tables ----------
+# --- one object per radar frame (sda.orbit.association.one_object_per_frame), hand-made -2 ln L tables ----------
 
 INF = np.inf
 
@@ -287,9 +287,9 @@ INF = np.inf
     ([[5.0, 4.0], [INF, 1.0]], [-1, -2], [1, 1], [1, 1]),
 ])
 def test_detections_of_one_radar_frame_go_to_distinct_objects(gated, frames, best, expected):
-    from sda.orbit.correlation import _one_object_per_frame
+    from sda.orbit.association import one_object_per_frame
 
     gated = np.array(gated)
     hit = np.isfinite(gated).any(axis=1)
-    got = _one_object_per_frame(np.array(best), hit, gated, np.array(frames, dtype=np.int64))
+    got = one_object_per_frame(np.array(best), hit, gated, np.array(frames, dtype=np.int64))
     assert got.tolist() == expected

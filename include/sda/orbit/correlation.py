@@ -80,14 +80,8 @@ kept as uncorrelated; when the best candidate is within ``REPORT_GATES * gate_km
 (``nearest_*``). Objects that SGP4 cannot evaluate at a time (non-zero error code) are simply not
 candidates there.
 
-One object per radar frame: the detections of one radar frame (one bronze record, ``bronze_id``)
-are of distinct objects. Where two or more of a frame's detections chose the same object, the
-frame's detections are assigned jointly instead -- the assignment of distinct in-gate candidates
-with the least total ``d2 + ln det S`` (global nearest neighbour, ``scipy.optimize.linear_sum_assignment``)
--- when one exists; otherwise each keeps its own choice. Two objects deployed together a few km apart,
-each element set off by a few km, are then told apart when both are in the frame: the detection
-that lies between them goes to the one the other detection does not fit. The ambiguity flag stays
-each detection's own.
+Two refinements live in :mod:`sda.orbit.association`: the spatial prefilter's geometry, and one
+object per radar frame (a frame's detections that chose the same object are assigned jointly).
 """
 
 from __future__ import annotations
@@ -100,14 +94,11 @@ import numpy as np
 import pandas as pd
 from sgp4.api import Satrec
 
+from sda.orbit import association
 from sda.orbit.frames import (
     UNIX_EPOCH_JD,
-    ecef_to_teme,
     perigee_apogee_km,
     propagate,
-    razel_to_ecef,
-    site_teme,
-    unit_vector_radec,
 )
 from sda.orbit.measurements import measure
 from sda.orbit.uncertainty import CatalogueModel, catalogue_model, fixed_model
@@ -297,7 +288,7 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
         return out.astype(RESULT_COLUMNS)
     rows = np.flatnonzero(complete)
     block = max(1, BLOCK_ELEMENTS // max(len(ids), 1))
-    frames = _frame_codes(obs, kinds)
+    frames = association.frame_codes(obs, kinds)
     for kind in _REQUIRED:
         kind_rows = rows[kinds[rows] == kind]
         if frames is not None:  # a frame's detections in one block, so they are decided together
@@ -310,41 +301,6 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
             _decide(out, sel, ids, d2, miss, pair, residuals, dof, gate_km, logdet,
                     None if frames is None else frames[sel])
     return out.astype(RESULT_COLUMNS)
-
-
-def _frame_codes(obs: pd.DataFrame, kinds: np.ndarray) -> np.ndarray | None:
-    """A code per observation: radar detections of one frame (one ``bronze_id``) share theirs, every
-    other observation has one of its own (-1 - row); None without a ``bronze_id`` column."""
-    if "bronze_id" not in obs:
-        return None
-    codes = pd.factorize(obs["bronze_id"].to_numpy(dtype=object))[0].astype(np.int64)
-    radar = (kinds == "radar") & (codes >= 0)
-    return np.where(radar, codes, -1 - np.arange(len(obs), dtype=np.int64))
-
-
-def _one_object_per_frame(best: np.ndarray, hit: np.ndarray, gated: np.ndarray, frames: np.ndarray) -> np.ndarray:
-    """``best`` with the frames where detections share a best object re-assigned jointly (module
-    docstring): per such frame, distinct in-gate candidates of least total cost, if there are enough."""
-    from scipy.optimize import linear_sum_assignment
-
-    rows = np.flatnonzero(hit & (frames >= 0))
-    if len(rows) < 2:
-        return best
-    key = frames[rows] * np.int64(gated.shape[1]) + best[rows]
-    _, first, counts = np.unique(key, return_index=True, return_counts=True)
-    clashing = np.unique(frames[rows[first[counts > 1]]])
-    best = best.copy()
-    for frame in clashing:
-        members = rows[frames[rows] == frame]
-        cols = np.flatnonzero(np.isfinite(gated[members]).any(axis=0))
-        if len(cols) < len(members):
-            continue  # fewer in-gate objects than detections: no assignment of distinct objects
-        cost = gated[np.ix_(members, cols)]
-        big = 1e6 + float(np.nanmax(np.where(np.isfinite(cost), cost, np.nan)))
-        r, c = linear_sum_assignment(np.where(np.isfinite(cost), cost, big))
-        if np.isfinite(cost[r, c]).all():
-            best[members[r]] = cols[c]
-    return best
 
 
 def _unassociated(obs: pd.DataFrame) -> pd.DataFrame:
@@ -407,7 +363,7 @@ def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping
     the candidate pairs' residuals; components per observation; [observations, objects] log det S)."""
     dt_ref = t - ref.t
     reach = ref.speed[None, :] * np.abs(dt_ref)[:, None] + 0.5 * MAX_ACCEL_KM_S2 * (dt_ref**2)[:, None]
-    near = _prefilter(kind, block_obs, t, ref.r, reach, ref.radius_km[None, :])
+    near = association.prefilter(kind, block_obs, t, ref.r, reach, ref.radius_km[None, :])
     obs_i, obj_j = np.nonzero(near)
     shape = (len(t), n_objects)
     d2, logdet, miss = np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)
@@ -426,41 +382,6 @@ def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping
         logdet[obs_i, obj_j] = ld
         dof[obs_i] = k
     return d2, miss, pair, residuals, dof, logdet
-
-
-def _prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, reach_km: np.ndarray,
-               radius_km: float | np.ndarray) -> np.ndarray:
-    """[observations, objects]: could the object, at the observation time, be within ``radius_km``
-    of the observation (the measured point; for optical, the line of sight)? False for objects SGP4
-    could not evaluate at the reference time. Distances are compared squared, from dot products
-    (one matrix product per batch, not an [observations, objects, 3] array per step)."""
-    col = lambda name: obs[name].to_numpy(dtype=float)  # noqa: E731
-    limit2 = np.square(radius_km + reach_km)
-    with np.errstate(invalid="ignore"):
-        if kind == "optical":
-            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
-            site = site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)
-            rho2 = _squared_distances(site, r_ref)  # |object - site|^2
-            ahead = los @ r_ref.T - np.sum(site * los, axis=-1)[:, None]  # along the line of sight
-            # squared distance from the object to the ray (to the site when it is behind the sensor);
-            # the optical miss (angle x range) is never below it
-            dist2 = np.where(ahead > 0, np.maximum(rho2 - ahead * ahead, 0.0), rho2)
-            return dist2 < limit2
-        if kind == "radar":
-            site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
-            ecef = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
-            point, _ = ecef_to_teme(ecef, np.zeros_like(ecef), t)
-        else:
-            point = np.stack([col("x_m"), col("y_m"), col("z_m")], axis=-1) / 1000.0
-        return _squared_distances(point, r_ref) < limit2
-
-
-def _squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[len(a), len(b)] squared distances between rows of 3-vectors (km: Earth-orbit magnitudes lose
-    under 1e-6 km^2 to the cancellation); a NaN row of ``b`` (an object SGP4 could not evaluate)
-    gives NaN, which compares False."""
-    d2 = np.sum(a * a, axis=-1)[:, None] + np.sum(b * b, axis=-1)[None, :] - 2.0 * (a @ b.T)
-    return np.maximum(d2, 0.0)
 
 
 def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray, miss: np.ndarray, pair: np.ndarray,
@@ -494,7 +415,7 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     with np.errstate(invalid="ignore"):  # inf - inf where there is no runner-up
         ambiguous = hit & np.isfinite(d2_second) & (d2_second - d2_best < AMBIGUITY_DELTA_D2)
     if frames is not None:
-        best = _one_object_per_frame(best, hit, gated, frames)
+        best = association.one_object_per_frame(best, hit, gated, frames)
     # a near miss: the nearest (by d2) object within REPORT_GATES gates, named for uncorrelated observations
     reportable = np.where(miss <= REPORT_GATES * gate_km * 1000.0, d2, np.inf)
     nearest = np.argmin(reportable, axis=1)
