@@ -309,7 +309,13 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     metrics["files_new"] = 0
     metrics["batches"] = list(replayed_batches)
     limit = settings.ingest_batch_mb * 1e6
-    next_batch: list[int] = []  # the next batch id, once read from the ledger
+    batch_id = None  # the last batch id written, read from the ledger when the first batch is
+
+    def write(files: list[LandedFile]) -> None:
+        nonlocal batch_id
+        batch_id = (last_batch_id(spark, settings) if batch_id is None else batch_id) + 1
+        _ingest_batch(spark, settings, args.run_id, files, batch_id, metrics)
+
     new_files, touched, size = [], [], 0
     for rel, kind, _, stat in listing:
         if rel not in unseen:
@@ -317,7 +323,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             metrics["files_already_ingested"] += 1
             continue
         if new_files and size + stat.st_size > limit:  # this batch is full: written before reading on
-            _ingest_batch(spark, settings, args.run_id, new_files, next_batch, metrics)
+            write(new_files)
             new_files, size = [], 0
         f = load_file(settings.landing, rel, kind)
         if f is None:  # removed between listing and reading
@@ -330,7 +336,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             new_files.append(f)
             size += f.size
     if new_files:
-        _ingest_batch(spark, settings, args.run_id, new_files, next_batch, metrics)
+        write(new_files)
     # known content under a new mtime (touched, copied back): the ledger learns the mtime, and the
     # next run does not read the file again
     write_ledger(spark, settings, touched)
@@ -338,12 +344,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
 
 
 def _ingest_batch(spark: SparkSession, settings: Settings, run_id: str, files: list[LandedFile],
-                  next_batch: list[int], metrics: dict[str, Any]) -> None:
-    """Plan ``files`` as the next ledger batch and write it (steps 1-4); adds to ``metrics``."""
-    if not next_batch:
-        next_batch.append(last_batch_id(spark, settings) + 1)
-    batch_id = next_batch[0]
-    next_batch[0] += 1
+                  batch_id: int, metrics: dict[str, Any]) -> None:
+    """Plan ``files`` as ledger batch ``batch_id`` and write it (steps 1-4); adds to ``metrics``."""
     ingest_time = dt.datetime.now(dt.timezone.utc)
     bronze, quarantine, counts = batch_rows(files, ingest_time, run_id, batch_id)
     plan = [

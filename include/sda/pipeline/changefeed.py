@@ -126,8 +126,7 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
         # Everything from the beginning: the snapshot at ``end`` holds the same current rows, needs no
         # change-feed files (which VACUUM may have removed, see jobs/maintenance.py) and skips rows
         # that were later deleted.
-        snapshot = spark.read.format("delta").option("versionAsOf", end).load(spec.path(settings))
-        return snapshot.select(*[f.name for f in spec.schema.fields]), start, end
+        return _snapshot(spark, spec, settings, end), start, end
     changes = (
         _change_feed(spark, spec, settings, start, end)
         .where(F.col("_change_type").isin("insert", "update_postimage"))
@@ -153,8 +152,7 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
     if start > end:
         return empty, empty, start, end
     if start == 0:  # everything so far: the snapshot at ``end`` (see read_changes)
-        snapshot = spark.read.format("delta").option("versionAsOf", end).load(spec.path(settings))
-        return snapshot.select(*cols), empty, start, end
+        return _snapshot(spark, spec, settings, end), empty, start, end
     feed = _change_feed(spark, spec, settings, start, end).where(
         F.col("_change_type").isin("insert", "update_postimage", "delete"))
     latest = Window.partitionBy(*spec.key).orderBy(F.col("_commit_version").desc())
@@ -162,6 +160,12 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
     current = last_change.where(F.col("_change_type") != "delete").select(*cols)
     deleted = last_change.where(F.col("_change_type") == "delete").select(*cols)
     return current, deleted, start, end
+
+
+def _snapshot(spark: "SparkSession", spec: TableSpec, settings: Settings, version: int) -> "DataFrame":
+    """The table's rows as of ``version``, with its own columns."""
+    return (spark.read.format("delta").option("versionAsOf", version).load(spec.path(settings))
+            .select(*[f.name for f in spec.schema.fields]))
 
 
 def _change_feed(spark: "SparkSession", spec: TableSpec, settings: Settings, start: int, end: int) -> "DataFrame":
