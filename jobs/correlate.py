@@ -299,9 +299,12 @@ def write_associations(spark: "SparkSession", settings: "Settings", results: "Da
               for r in results.groupBy("status", "ambiguous").count().collect()}
     runtime.progress(STAGE, "associated: %s; writing gold", counts)
     faults.checkpoint("correlate:before-write")
-    sinks.merge_new(spark, correlated_rows(results, run_id), "correlated", settings)
+    # an empty side costs no MERGE (a retry finds the same counts: the results are deterministic)
+    if any(status == "correlated" for status, _ in counts):
+        sinks.merge_new(spark, correlated_rows(results, run_id), "correlated", settings)
     faults.checkpoint("correlate:after-correlated")
-    sinks.merge_new(spark, uncorrelated_rows(results, run_id), "uncorrelated", settings)
+    if any(status == "uncorrelated" for status, _ in counts):
+        sinks.merge_new(spark, uncorrelated_rows(results, run_id), "uncorrelated", settings)
     faults.checkpoint("correlate:after-uncorrelated")
     return counts
 
@@ -416,6 +419,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         "catalogue_objects": len(catalogue),
         "correlated": correlated_n,
         "ambiguous": counts.get(("correlated", True), 0),
+        "cross_tags": counts.get(("uncorrelated", True), 0),  # held: two objects about equally likely
         "uncorrelated": uncorrelated_n,
         "pipeline_watermark": final_before.isoformat() if final_before else None,
         "watermark": final_before.isoformat() if final_before else None,

@@ -216,6 +216,38 @@ def test_ambiguity_weighs_the_covariance_determinant():
     out = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m).iloc[0]
     # both d2 = 0; -2 ln L differ by sum ln(var ratios) = ln(~900^3) >> 2 ln 100
     assert out["norad_id"] == 11 and out["candidates"] == 2 and not out["ambiguous"]
-    # equal sigmas: a coin toss, flagged
+    # equal sigmas: a coin toss (likelihood ratio 1 < 10), flagged and held as a cross-tag, not associated
     m_equal = CatalogueModel(m.t_ref, np.tile(sig[0], (len(ids2), 1)), m.rate_m_day, m.accel_t_m_day2, m.regime)
-    assert C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m_equal).iloc[0]["ambiguous"]
+    toss = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m_equal).iloc[0]
+    assert toss["ambiguous"] and toss["status"] == "uncorrelated" and pd.isna(toss["norad_id"])
+    assert toss["reason"] == C.REASON_UNDECIDED and toss["nearest_norad_id"] in (11, 99)
+    assert toss["candidates"] == 2
+
+
+@pytest.mark.parametrize("gap, held", [(3.0, True), (4.5, True), (4.7, False), (6.0, False)])
+def test_a_runner_up_within_ten_times_is_a_held_cross_tag(gap, held):
+    """Two candidates with the same isotropic covariance and an ISL fix on the line between them: the
+    gap in d2 is -2 ln of the likelihood ratio, here d^2 (1 - 2f) / s^2 for the fix a fraction f of
+    the distance d from the first. Hand-computed: a ratio of 10 is a gap of 2 ln 10 = 4.605, so gaps
+    of 3 and 4.5 are held (uncorrelated, reason cross-tag, flagged) and 4.7 and 6 are associated with
+    the nearer object, flagged ambiguous (under 2 ln 100 = 9.21)."""
+    elements = {**ELEMENTS, 16: (700.0, 0.0010, 98.0, 10.0, 0.0, -0.08)}  # trails 11 by ~10 km
+    ids = sorted(elements)
+    sats = S.satrecs_from_lines(*zip(*[S.tle_from_elements(n, EPOCH, *elements[n]) for n in ids]))
+    _, r, _ = propagate(sats, np.array([T_OBS.timestamp()]))
+    r11, r16 = r[ids.index(11), 0] * 1000.0, r[ids.index(16), 0] * 1000.0
+    d = float(np.linalg.norm(r16 - r11))
+    s_tot = d / np.sqrt(12.0)  # d^2 / s^2 = 12: both stay inside the 3-dof gate
+    sigma_p = np.sqrt(s_tot**2 - C.DEFAULT_SIGMAS["isl"]["sigma_pos_m"] ** 2)  # ISL-01's noise: the default
+    f = 0.5 - gap / 24.0
+    fix = r11 + f * (r16 - r11)
+    obs = frame({"sensor_kind": ["isl"], "sensor_id": ["ISL-NOT-IN-REGISTRY"], "x_m": [fix[0]], "y_m": [fix[1]],
+                 "z_m": [fix[2]]})
+    out = C.correlate_frame(obs, ids, sats, GATE_KM, model=model(ids, [sigma_p] * 3)).iloc[0]
+    assert out["candidates"] == 2 and out["ambiguous"]
+    if held:
+        assert out["status"] == "uncorrelated" and pd.isna(out["norad_id"]) and out["reason"] == C.REASON_UNDECIDED
+        assert out["nearest_norad_id"] == 11
+    else:
+        assert out["status"] == "correlated" and out["norad_id"] == 11
+        assert out["gate_d2"] == pytest.approx(12.0 * f * f, rel=1e-6)

@@ -72,10 +72,14 @@ Decision: the best candidate is the likeliest in-gate one, the smallest ``d2 + l
 its Gaussian likelihood, up to a constant shared by the observation's candidates: once candidates
 have different covariances, ``d2`` alone would favour the least certain). It is *ambiguous* when the
 runner-up is inside the gate too and not clearly less likely: its ``d2 + ln det S`` is less than
-``2 ln(AMBIGUITY_LIKELIHOOD_RATIO)`` above the best's. Policy: an ambiguous observation is still
-associated with the best candidate and flagged (``ambiguous``), so downstream consumers may drop it.
-On the real 13,407-object catalogue with element sets 0.5 to 3 days old (``bench/correlation.py``,
-README) every wrong association was flagged ambiguous. Observations with no candidate inside the gate are
+``2 ln(AMBIGUITY_LIKELIHOOD_RATIO)`` above the best's. Policy: an ambiguous observation is associated
+with the best candidate and flagged (``ambiguous``), so downstream consumers may drop it -- unless it is
+a near coin toss, the best less than ``COMMIT_LIKELIHOOD_RATIO`` times likelier than the runner-up (its
+posterior under 10/11 with equal priors): such a cross-tag (two objects flying closer together than
+their element sets' errors) is held uncorrelated, flagged, reason :data:`REASON_UNDECIDED`, the best
+candidate named as ``nearest_*``. On the real 13,407-object catalogue with element sets 0.5 to 3 days
+old (``bench/correlation.py``, README) every wrong association was a near coin toss before that rule.
+Observations with no candidate inside the gate are
 kept as uncorrelated; when the best candidate is within ``REPORT_GATES * gate_km`` it is named
 (``nearest_*``). Objects that SGP4 cannot evaluate at a time (non-zero error code) are simply not
 candidates there.
@@ -114,6 +118,9 @@ GATE_TAIL = 1e-6
 # The best candidate must be this many times likelier than an in-gate runner-up, else "ambiguous".
 AMBIGUITY_LIKELIHOOD_RATIO = 100.0
 AMBIGUITY_DELTA_D2 = 2.0 * math.log(AMBIGUITY_LIKELIHOOD_RATIO)
+# ... and at least this many times likelier to be associated at all (else held: a cross-tag).
+COMMIT_LIKELIHOOD_RATIO = 10.0
+COMMIT_DELTA_D2 = 2.0 * math.log(COMMIT_LIKELIHOOD_RATIO)
 # Sensor noise used when the registry has no value for an observation's sensor.
 DEFAULT_SIGMAS = {
     "radar": {"sigma_range_m": 30.0, "sigma_angle_rad": math.radians(0.0154), "sigma_range_rate_ms": 2.0},
@@ -135,6 +142,7 @@ REASON_NO_CANDIDATE = "no catalogue object inside the gate"
 REASON_NOT_PROPAGATED = "no catalogue object could be propagated to the observation time"
 REASON_INCOMPLETE = "measurement incomplete for its sensor kind"
 REASON_UNKNOWN_KIND = "unknown sensor kind"
+REASON_UNDECIDED = "cross-tag: the two likeliest catalogue objects within 10x of each other; not associated"
 
 _REQUIRED = {
     "radar": ("range_m", "az_rad", "el_rad", "site_lat_deg", "site_lon_deg", "site_alt_m"),
@@ -414,8 +422,10 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     hit = np.isfinite(d2_best)
     with np.errstate(invalid="ignore"):  # inf - inf where there is no runner-up
         ambiguous = hit & np.isfinite(d2_second) & (d2_second - d2_best < AMBIGUITY_DELTA_D2)
+        undecided = ambiguous & (d2_second - d2_best < COMMIT_DELTA_D2)
     if frames is not None:
         best = association.one_object_per_frame(best, hit, gated, frames)
+    hit = hit & ~undecided  # a cross-tag is held (the frame's others were assigned knowing its candidates)
     # a near miss: the nearest (by d2) object within REPORT_GATES gates, named for uncorrelated observations
     reportable = np.where(miss <= REPORT_GATES * gate_km * 1000.0, d2, np.inf)
     nearest = np.argmin(reportable, axis=1)
@@ -432,6 +442,7 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     for name, values in residuals.items():
         out.loc[sel[hit], name] = values[chosen]
     out.loc[sel[~hit], "reason"] = REASON_NO_CANDIDATE
+    out.loc[sel[undecided], "reason"] = REASON_UNDECIDED
     out.loc[sel[near], "nearest_norad_id"] = ids[nearest[near]]
     out.loc[sel[near], "nearest_residual_m"] = miss[rows[near], nearest[near]]
     out.loc[sel[near], "nearest_gate_d2"] = d2[rows[near], nearest[near]]

@@ -10,7 +10,8 @@ jobs/correlate.py does; :func:`score` counts right / wrong / uncorrelated / ambi
 *Right* = associated with the true object -- for a body published under several catalogue numbers
 (a docked stack, observed as one body: the truth's ``same_body``), with any of them, counted apart as
 ``right_same_body``; *wrong* = associated with another object; *uct* = uncorrelated although the
-object is catalogued; *ambiguous* = associated and flagged ambiguous. Given the catalogue's lines,
+object is catalogued (``held_ambiguous`` of them are cross-tags: flagged ambiguous and held because two
+objects were about equally likely); *ambiguous* = associated and flagged ambiguous. Given the catalogue's lines,
 ``wrong_same_element_set`` counts the wrong associations with an object whose element set is the
 true object's (no measurement can tell them apart; with the stacks observed as one body, none are
 expected); they are included in ``wrong``.
@@ -142,7 +143,9 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
     out = {"observations": n, "right": int(right.sum()), "wrong": int(wrong.sum()), "uct": int(uct.sum()),
            "ambiguous": int(ambiguous.sum()), "right_pct": pct(right), "wrong_pct": pct(wrong), "uct_pct": pct(uct),
            "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum()),
-           "right_same_body": int((associated & stack).sum())}
+           "right_same_body": int((associated & stack).sum()),
+           # cross-tags: flagged, not associated (near coin tosses between two objects); counted in uct
+           "held_ambiguous": int((scored["ambiguous"].to_numpy(dtype=bool) & ~associated).sum())}
     if wrong.any():  # which objects the wrong ones confused: "true->associated": count, most first
         pairs = pd.Series([f"{int(t)}->{int(a)}" for t, a in zip(scored["true_id"][wrong], scored["norad_id"][wrong])])
         out["wrong_pairs"] = {k: int(v) for k, v in pairs.value_counts().head(10).items()}
