@@ -7,6 +7,9 @@ scored against the simulator's truth.
                                           [--start 2025-10-05T00:00:00Z] [--seed 1] [--compare-fixed]
                                           [--out FILE]
 
+An age of 0 is an exact catalogue (the sensors observe the very element sets it holds), which
+measures the association at catalogue scale against sensor noise alone.
+
 For each age: one simulation of ``--minutes`` of the embedded sensor registry (6 radars, 3 GEODSS, 3
 ISL relays) over every object, with the default disorder; what reaches correlation is emulated as
 upstream does it (:mod:`sda.sim.scoring`); a deterministic sample of at most ``--max-observations``
@@ -58,8 +61,8 @@ def _ages(text: str) -> list[float]:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r}: expected ages in days separated by commas, e.g. 0.5,1,3,7") from None
-    if not ages or any(not 0.0 < a <= 30.0 for a in ages):
-        raise argparse.ArgumentTypeError(f"{text!r}: every age must be in (0, 30] days")
+    if not ages or any(not 0.0 <= a <= 30.0 for a in ages):
+        raise argparse.ArgumentTypeError(f"{text!r}: every age must be in [0, 30] days (0: an exact catalogue)")
     return ages
 
 
@@ -79,7 +82,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0],
-                   help="element-set ages, days (default 0.5,1,3,7)")
+                   help="element-set ages, days (default 0.5,1,3,7); 0 = an exact catalogue (the sensors "
+                        "observe the very element sets it holds: sensor noise alone)")
     p.add_argument("--minutes", type=_minutes, default=10.0, help="simulated minutes per age (default 10)")
     p.add_argument("--max-observations", type=positive_int, default=30_000,
                    help="observations scored per age, a deterministic sample (default 30000)")
@@ -118,7 +122,8 @@ def main(argv=None) -> dict:
             started = time.monotonic()
             cfg = SimConfig(start=args.start, end=args.start + dt.timedelta(minutes=args.minutes),
                             landing=root / f"landing-{age:g}", catalog=catalog,
-                            catalog_out=root / f"catalog-{age:g}.tle", seed=args.seed, tle_age_days=(age, age))
+                            catalog_out=root / f"catalog-{age:g}.tle", seed=args.seed,
+                            tle_age_days=(age, age) if age > 0 else None)
             sim = simulate(cfg)
             obs = scoring.landed_observations(sim, sensors)
             total = len(obs)

@@ -28,7 +28,10 @@ changed against all over the rest of the horizon (on a coarser grid with a secon
 :func:`sda.orbit.screening.focus_block_candidates`); the pairs whose events passed and the persistent pairs
 rechecked on the driver. Events of unchanged pairs are kept, those whose TCA passed drop out. A new
 threshold, step or screening code, a start before the recorded one, a gap past the recorded horizon
-or ``--full-screening`` make it a full screening. A replay screens in full and leaves the state alone.
+or ``--full-screening`` make it a full screening -- except a start less than one cadence before the
+recorded one (a scheduled run queued behind a later manual run, as ``make run`` makes): the horizon
+does not move back, the run continues from the recorded start. A replay screens in full and leaves
+the state alone.
 
 Objects SGP4 refuses at some time of the horizon (its error codes) are skipped from that step on and
 listed in ``ops.propagation_errors``; they never stop the run.
@@ -275,6 +278,13 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     manual run) it is incremental on the recorded screening state (``ops.screening_state`` and
     ``ops.screening_events``; :func:`sda.orbit.screening.plan_increment` says what it redoes) and records
     the new state last; a replay screens in full and leaves the state alone."""
+    previous, state_refs = read_state(spark, settings) if lifecycle else (None, {})
+    behind = previous.start - screen_start.timestamp() if previous is not None else 0.0
+    if 0.0 < behind <= settings.cadence_minutes * 60.0 and args.screen_start is None and not args.full_screening:
+        # The horizon does not move back: a run whose interval ends just before the recorded screening
+        # started (a scheduled run queued behind a later manual one) continues from that start.
+        runtime.progress(STAGE, "interval ends %.1f s before the recorded screening start: continuing from it", behind)
+        screen_start = dt.datetime.fromtimestamp(previous.start, dt.timezone.utc)
     horizon_h = args.horizon_h or settings.screening_horizon_h
     start = screen_start.timestamp()
     end = start + horizon_h * 3600.0
@@ -287,7 +297,6 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
                                          tuple(r["line2"] for r in catalogue_rows))
     epochs = {int(r["norad_id"]): r["epoch"] for r in catalogue_rows}
     epochs_unix = {n: aware(e).timestamp() for n, e in epochs.items()}
-    previous, state_refs = read_state(spark, settings) if lifecycle else (None, {})
     plan = screening.plan_increment(previous, epochs_unix, start, end, threshold_km, step_s, screening.code_version(),
                                     full=args.full_screening or not lifecycle)
     runtime.progress(STAGE, "screening %d objects over %s h from %s: %s (%s)", len(catalogue_rows), horizon_h,

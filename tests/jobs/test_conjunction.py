@@ -148,7 +148,7 @@ def test_cli_arguments():
         job._validate(argparse.Namespace(screen_start="yesterday", horizon_h=None))
 
 
-@pytest.mark.slow  # three runs of the job (~60-80 s on 2 cores)
+@pytest.mark.slow  # five runs of the job (~60-90 s on 2 cores)
 def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     """Three runs a minute apart: the first screens in full; the second (nothing renewed) screens only
     the new minute and keeps the 101/102 alert as it is; the third, after 102's element set was renewed
@@ -227,6 +227,13 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     state = TABLES["screening_state"].read(spark, settings).collect()
     assert len(state) == 11 and {r["mode"] for r in state} == {"incremental"}
     assert {r["norad_id"]: r["epoch"] for r in state}[102] == renewed.replace(tzinfo=None)
+
+    # a run whose interval ends 2 minutes before the recorded start (a scheduled run queued behind a
+    # later manual one): the horizon does not move back -- nothing new to screen, nothing re-emitted
+    behind = job.run(spark, settings, args("inc-4"))  # its --end, EPOCH - 3 h, is 2 min before the recorded start
+    assert behind["mode"] == "incremental" and behind["parts"] == []
+    assert behind["screen_start"] == (EPOCH - dt.timedelta(hours=3) + dt.timedelta(minutes=2)).isoformat()
+    assert behind["events"] == third["events"] and behind["emitted_files"] == 0
 
 
 def first_end(minutes: float) -> float:
