@@ -109,11 +109,12 @@ def _within_reach_and_band(i: np.ndarray, j: np.ndarray, pos: np.ndarray, speed:
     """Candidate pairs (i, j) that can come within ``threshold`` in the half step either side
     (``|dr| < threshold + (V_i + V_j) h / 2``) and whose altitude bands, padded, overlap; returns
     them with their separations ``dr``."""
+    # the bands first: scalar gathers, and they drop about half of a step's neighbours in LEO
+    keep = (per[i] - pad_km <= apo[j] + pad_km) & (per[j] - pad_km <= apo[i] + pad_km)
+    i, j = i[keep], j[keep]
     dr = pos[i] - pos[j]
     reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
     keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
-    i, j, dr = i[keep], j[keep], dr[keep]
-    keep = (per[i] - pad_km <= apo[j] + pad_km) & (per[j] - pad_km <= apo[i] + pad_km)
     return i[keep], j[keep], dr[keep]
 
 
@@ -127,16 +128,17 @@ def _near_on_axes(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray, re
 
 
 def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndarray, grids: Grids,
-                reach_km: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                reach_km: float | None = None, slow_reach_km: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Row pairs of one step to test: slow-slow in neighbouring fine cells, and fast-anything in
     neighbouring coarse cells (fast-fast once), never an object with itself. With ``reach_km``, only
     pairs closer than it on the x and y axes (checked on the positions in cell order, where
-    neighbours are close in memory too)."""
+    neighbours are close in memory too); slow-slow pairs against ``slow_reach_km`` when given (the
+    largest reach of two slow objects, well under the fast ones')."""
     rows = np.flatnonzero(slow)
     order, ks = sorted_keys(pos[rows], grids.slow_cell_km)
     a, b = half_neighbour_pairs(ks)
     sorted_pos = pos[rows[order]]
-    keep = _near_on_axes(sorted_pos, sorted_pos, a, b, reach_km)
+    keep = _near_on_axes(sorted_pos, sorted_pos, a, b, slow_reach_km if slow_reach_km is not None else reach_km)
     a, b = a[keep], b[keep]
     pairs_i, pairs_j = [rows[order[a]]], [rows[order[b]]]
     fast_rows = np.flatnonzero(fast)
@@ -195,13 +197,14 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
     acc, speed = objects.accel_km_s2, objects.speed_km_s
     pad = threshold_km + ALTITUDE_MARGIN_KM
     reach_max = threshold_km + float(speed.max()) * step_s if len(speed) else 0.0
+    slow_reach = threshold_km + float(speed[grids.slow].max()) * step_s if grids.slow.any() else None
     found: list[tuple[np.ndarray, np.ndarray, int]] = []  # (rows i, rows j, grid step)
     grid_count = 0
     errors: dict[int, tuple[int, int]] = {}
     for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors):
         # the largest reach on two axes first (most candidates of the neighbouring cells fail on
         # one), then each pair's own reach on the few left
-        i, j = _step_pairs(pos, ok & grids.slow, ok & ~grids.slow, ok, grids, reach_max)
+        i, j = _step_pairs(pos, ok & grids.slow, ok & ~grids.slow, ok, grids, reach_max, slow_reach)
         i, j, dr = _within_reach_and_band(i, j, pos, speed, per, apo, threshold_km, step_s, pad)
         grid_count += len(i)
         dv = vel[i] - vel[j]

@@ -43,7 +43,7 @@ def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def sorted_keys(pos_km: np.ndarray, cell_km: float) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``pos_km`` in cell-key order, and their keys in that order."""
     key = cell_keys(pos_km, cell_km)
-    order = np.argsort(key, kind="stable")
+    order = np.argsort(key)
     return order, key[order]
 
 
