@@ -151,9 +151,16 @@ def running(settings: Settings | None = None, warm: bool = True):
 
     settings = settings or load_settings()
     info = start(settings, warm=warm)
+    spark = None
     try:
-        yield connect(settings)
+        spark = connect(settings)
+        yield spark
     finally:
+        if spark is not None:
+            try:
+                spark.stop()  # the session released while its server still answers
+            except Exception:  # pragma: no cover - a server already gone has nothing to release
+                pass
         if info.get("started"):
             stop(settings)
 
