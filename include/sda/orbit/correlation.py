@@ -76,13 +76,12 @@ runner-up is inside the gate too and not clearly less likely: its ``d2 + ln det 
 with the best candidate and flagged (``ambiguous``), so downstream consumers may drop it -- unless it is
 a near coin toss, the best less than ``COMMIT_LIKELIHOOD_RATIO`` times likelier than the runner-up (its
 posterior under 10/11 with equal priors): such a cross-tag (two objects flying closer together than
-their element sets' errors) is held uncorrelated, flagged, reason :data:`REASON_UNDECIDED`, the best
-candidate named as ``nearest_*``. On the real 13,407-object catalogue with element sets 0.5 to 3 days
-old (``bench/correlation.py``, README) every wrong association was a near coin toss before that rule.
-Observations with no candidate inside the gate are
-kept as uncorrelated; when the best candidate is within ``REPORT_GATES * gate_km`` it is named
-(``nearest_*``). Objects that SGP4 cannot evaluate at a time (non-zero error code) are simply not
-candidates there.
+their element sets' errors) is held uncorrelated, flagged, reason :data:`REASON_UNDECIDED`, its nearest
+in-gate candidate (by ``d2``) named as ``nearest_*``. On the real 13,407-object catalogue with element
+sets 0.5 to 3 days old (``bench/correlation.py``, README) every wrong association was a near coin toss
+before that rule. Observations with no candidate inside the gate are kept as uncorrelated; when the
+best candidate is within ``REPORT_GATES * gate_km`` it is named (``nearest_*``). Objects that SGP4
+cannot evaluate at a time (non-zero error code) are simply not candidates there.
 
 Two refinements live in :mod:`sda.orbit.association`: the spatial prefilter's geometry, and one
 object per radar frame (a frame's detections that chose the same object are assigned jointly).
@@ -421,8 +420,8 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     d2_best = gated[rows, best]  # -2 ln(likelihood) of the best and (d2_second) of the runner-up
     hit = np.isfinite(d2_best)
     with np.errstate(invalid="ignore"):  # inf - inf where there is no runner-up
-        ambiguous = hit & np.isfinite(d2_second) & (d2_second - d2_best < AMBIGUITY_DELTA_D2)
-        undecided = ambiguous & (d2_second - d2_best < COMMIT_DELTA_D2)
+        margin = np.where(hit & np.isfinite(d2_second), d2_second - d2_best, np.inf)  # 2 ln(likelihood ratio)
+    ambiguous, undecided = margin < AMBIGUITY_DELTA_D2, margin < COMMIT_DELTA_D2
     if frames is not None:
         best = association.one_object_per_frame(best, hit, gated, frames)
     hit = hit & ~undecided  # a cross-tag is held (the frame's others were assigned knowing its candidates)
