@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# The environment of the local Airflow (Airflow 3 standalone: LocalExecutor, SQLite, simple auth
+# The environment of the local Airflow (Airflow 3 standalone: LocalExecutor with the stages' libraries
+# preloaded, sda.orchestration.executor; SQLite, simple auth
 # manager) and of the Spark jobs it submits. Sourced by scripts/run.sh; source it yourself to use
 # the Airflow CLI against the same installation:
 #
@@ -17,7 +18,7 @@ export AIRFLOW__CORE__DAGS_FOLDER="$SDAF_ROOT/dags"
 # the run reports and Data Docs, served by the API server under /sda-reports (plugins/sda_reports.py)
 export AIRFLOW__CORE__PLUGINS_FOLDER="$SDAF_ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+export AIRFLOW__CORE__EXECUTOR=sda.orchestration.executor.PreloadingLocalExecutor
 export AIRFLOW__CORE__AUTH_MANAGER=airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin"
 # Two cores: at most two tasks at a time (catalog and ingest may overlap), all on the one Spark server.

@@ -54,7 +54,7 @@ def test_airflow_on_postgres_with_spark_connect_from_the_environment(compose, na
     e = env(compose["services"][name])
     assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:")
     assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow")
-    assert e["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert e["AIRFLOW__CORE__EXECUTOR"] == "sda.orchestration.executor.PreloadingLocalExecutor"
     conn = json.loads(e["AIRFLOW_CONN_SPARK_CONNECT"])
     assert conn["conn_type"] == "spark_connect" and f"{conn['host']}:{conn['port']}" == "sc://spark-connect:15002"
     assert e["SDA_CONNECT_HOST"] == "spark-connect"

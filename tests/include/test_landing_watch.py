@@ -111,7 +111,21 @@ def test_a_file_still_growing_waits_until_it_settles(tmp_path):
     assert event.payload["files"] == 1 and size == 6 * 101
 
 
+def test_new_files_are_listed_again_after_the_settle_time_not_the_next_poll(tmp_path):
+    """Seen once, a new file is looked at again ``settle`` seconds later: with a one-minute poll it is
+    still announced at once (without the second look it would wait for the next poll)."""
+    from sda.orchestration.landing_watch import save_cursor
+
+    landing, state = tmp_path / "landing", tmp_path / "cursor.json"
+    save_cursor(state, time.time_ns())
+    time.sleep(0.01)
+    _write(landing / "isl" / "i1.jsonl")
+    trigger = LandingTrigger(str(landing), str(state), poke_interval=60.0, settle=0.05)
+    event = asyncio.run(_next_event(trigger, timeout_s=10.0))
+    assert event.payload["files"] == 1 and event.payload["examples"] == ["isl/i1.jsonl"]
+
+
 def test_serialises_to_its_import_path():
     path, kwargs = LandingTrigger("/l", "/s.json", 3.0).serialize()
     assert path == "sda.orchestration.landing_watch.LandingTrigger"
-    assert kwargs == {"directory": "/l", "state_file": "/s.json", "poke_interval": 3.0}
+    assert kwargs == {"directory": "/l", "state_file": "/s.json", "poke_interval": 3.0, "settle": 0.5}

@@ -2,11 +2,13 @@
 
 ``sda_pipeline`` is scheduled on ``AssetOrTimeSchedule``: its cadence stays as the safety net, and
 the ``landing`` asset has an ``AssetWatcher`` on :class:`LandingTrigger`. The triggerer runs the
-trigger's loop: every ``poke_interval`` seconds it lists the landing zone and, when files newer than
-its cursor have stopped growing for one poll, fires one event (how many files, the newest) and moves
-its cursor past them. The cursor (an inode change time in nanoseconds) is kept in a small JSON file
-under ``var/`` so that a restarted triggerer neither fires again for files it has announced nor
-forgets them; a trigger that starts with no cursor takes "now" and leaves older files to the cadence.
+trigger's loop: every ``poke_interval`` seconds it lists the landing zone; when it sees files newer
+than its cursor it lists them again ``settle`` seconds later and, once they have stopped growing
+between two listings, fires one event (how many files, the newest) and moves its cursor past them.
+A file is announced ``poke_interval / 2 + settle`` seconds after it lands, on average. The cursor
+(an inode change time in nanoseconds) is kept in a small JSON file under ``var/`` so that a restarted
+triggerer neither fires again for files it has announced nor forgets them; a trigger that starts
+with no cursor takes "now" and leaves older files to the cadence.
 
 Files are never moved or deleted: ingest's ledger decides what is new. While a run is under way,
 Airflow queues no second asset-triggered run for a DAG at ``max_active_runs`` (it defers them), so
@@ -27,7 +29,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-POKE_INTERVAL_S = 2.0
+POKE_INTERVAL_S = 1.0
+SETTLE_S = 0.5
 
 
 def scan(directory: Path, after_ns: int) -> dict[str, tuple[int, int]]:
@@ -78,18 +81,23 @@ class LandingTrigger(BaseEventTrigger):
 
     :param directory: the landing zone
     :param state_file: where the cursor is kept between triggerer restarts
-    :param poke_interval: seconds between listings
+    :param poke_interval: seconds between listings while nothing new is there
+    :param settle: seconds a new file must keep its size and inode change time before it is announced
+        (at most ``poke_interval``)
     """
 
-    def __init__(self, directory: str, state_file: str, poke_interval: float = POKE_INTERVAL_S) -> None:
+    def __init__(self, directory: str, state_file: str, poke_interval: float = POKE_INTERVAL_S,
+                 settle: float = SETTLE_S) -> None:
         super().__init__()
         self.directory = directory
         self.state_file = state_file
         self.poke_interval = float(poke_interval)
+        self.settle = min(float(settle), self.poke_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return ("sda.orchestration.landing_watch.LandingTrigger",
-                {"directory": self.directory, "state_file": self.state_file, "poke_interval": self.poke_interval})
+                {"directory": self.directory, "state_file": self.state_file, "poke_interval": self.poke_interval,
+                 "settle": self.settle})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         directory, state = Path(self.directory), Path(self.state_file)
@@ -100,9 +108,10 @@ class LandingTrigger(BaseEventTrigger):
         previous: dict[str, tuple[int, int]] = {}
         while True:
             new = await asyncio.to_thread(scan, directory, cursor)
-            # settled: seen with the same (mtime, size) one poll ago, so not still being written
+            # settled: seen with the same (ctime, size) one listing ago, so not still being written
             settled = {p: v for p, v in new.items() if previous.get(p) == v}
-            if new and settled == new:
+            fired = bool(new) and settled == new
+            if fired:
                 newest = max(v[0] for v in new.values())
                 self.log.info("landing: %d new file(s) under %s", len(new), directory)
                 yield TriggerEvent({"files": len(new), "newest_ctime_ns": newest, "directory": str(directory),
@@ -112,4 +121,4 @@ class LandingTrigger(BaseEventTrigger):
                 previous = {}
             else:
                 previous = new
-            await asyncio.sleep(self.poke_interval)
+            await asyncio.sleep(self.settle if new and not fired else self.poke_interval)
