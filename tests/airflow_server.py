@@ -131,6 +131,7 @@ class Airflow:
             "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "60",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.25",  # as scripts/airflow_env.sh
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
             "PATH": f"{BIN}{os.pathsep}{env.get('PATH', os.environ.get('PATH', ''))}",
             "PYTHONPATH": str(PROJECT_ROOT / "include"),
