@@ -1,8 +1,7 @@
 # shellcheck shell=bash
 # The environment of the local Airflow (Airflow 3 standalone: LocalExecutor with the stages' libraries
-# preloaded, sda.orchestration.executor; SQLite, simple auth
-# manager) and of the Spark jobs it submits. Sourced by scripts/run.sh; source it yourself to use
-# the Airflow CLI against the same installation:
+# preloaded, sda.orchestration.executor; SQLite, simple auth manager) and of the Spark jobs it submits.
+# Sourced by scripts/run.sh; source it yourself to use the Airflow CLI against the same installation:
 #
 #     source scripts/airflow_env.sh && airflow dags list
 #

@@ -12,9 +12,9 @@ import sys
 from sda.config.settings import PROJECT_ROOT
 from sda.orchestration import executor
 
-# the scheduler imports the executor; this runs in a fresh interpreter so that nothing imported by the
-# test session hides what the module pulls in
 PATH = "sda.orchestration.executor.PreloadingLocalExecutor"
+# Both probes run in a fresh interpreter, as the scheduler does: nothing the test session imported
+# hides what the module pulls in.
 LOADER = """
 from airflow.executors.executor_loader import ExecutorLoader
 from airflow.executors.local_executor import LocalExecutor
@@ -37,6 +37,11 @@ print(json.dumps(seen))
 """
 
 
+def _env() -> dict[str, str]:
+    return {"PYTHONPATH": str(PROJECT_ROOT / "include"), "PATH": "/usr/bin:/bin",
+            "AIRFLOW_HOME": os.environ.get("AIRFLOW_HOME", str(PROJECT_ROOT / "var" / "airflow"))}
+
+
 def test_it_is_a_local_executor_airflow_loads_from_the_setting():
     out = subprocess.run([sys.executable, "-c", LOADER], capture_output=True, text=True, timeout=300,
                          cwd=PROJECT_ROOT, env={**_env(), "AIRFLOW__CORE__EXECUTOR": PATH})
@@ -44,10 +49,6 @@ def test_it_is_a_local_executor_airflow_loads_from_the_setting():
     # what `airflow standalone` checks before it keeps the configured executor
     assert out.stdout.strip().splitlines()[-1] == "PreloadingLocalExecutor True True"
 
-
-def _env() -> dict[str, str]:
-    return {"PYTHONPATH": str(PROJECT_ROOT / "include"), "PATH": "/usr/bin:/bin",
-            "AIRFLOW_HOME": os.environ.get("AIRFLOW_HOME", str(PROJECT_ROOT / "var" / "airflow"))}
 
 
 def test_every_preloaded_library_imports_and_none_is_the_projects_own():

@@ -65,7 +65,7 @@ class PreloadingLocalExecutor(LocalExecutor):
 
     def start(self) -> None:
         started = time.monotonic()
-        spent = preload()
-        self.log.info("preloaded %d libraries for the task processes in %.1f s", len(spent),
-                      time.monotonic() - started)
+        failed = [name for name, spent in preload().items() if isinstance(spent, str)]
+        self.log.info("preloaded the task processes' libraries in %.1f s%s", time.monotonic() - started,
+                      f" (not: {', '.join(failed)})" if failed else "")
         super().start()
