@@ -13,7 +13,8 @@ What is timed (wall-clock seconds, best of ``--repeat``):
   bound, the shuffle of candidate (pair, step)s by pair and (c) the TCA refinement, up to the events
   in the driver. Not included: starting the JVM (printed apart as ``spark_start_s``), reading the
   gold catalogue table and writing the results (the job does both; they do not depend on the filter
-  chain).
+  chain). Each run starts with an empty ephemeris cache (a temporary directory on this machine) and
+  stores the catalogue's states on the focus grid in it, as the job does.
 * ``floor_s`` -- ``SatrecArray.sgp4`` of every object at every grid time, in the chunks of steps the
   screening also uses, in this (single) Python process: the work no screening of this catalogue
   on this grid can skip. Spark runs the screening on both cores, the floor runs on one: the
@@ -23,8 +24,9 @@ What is timed (wall-clock seconds, best of ``--repeat``):
   epoch, :func:`sda.sim.tle_error.reepoch`): :func:`jobs.conjunction.screen_increment` -- the new
   minute all against all, the renewed objects against all over the whole horizon, the pairs whose
   events passed and the persistent pairs rechecked, the kept events combined -- from the plan to the
-  open events in the driver (the same things not included as for ``screen_s``). ``incremental_ratio``
-  is it over ``screen_s``.
+  open events in the driver (the same things not included as for ``screen_s``), reading the unchanged
+  objects' states from the cache the full screening left (``incremental.ephemeris_states_read``).
+  ``incremental_ratio`` is it over ``screen_s``.
 * ``screen_cpu_s`` -- for the in-process chain (``sda.orbit.screening.screen``: the same functions on one
   core) when ``--local`` is given; it shows what the chain costs without Spark's parallelism.
 
@@ -42,7 +44,9 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -212,9 +216,10 @@ def full_screenings(spark, settings, ref: Reference, args) -> tuple[list[float],
 
     runs = []
     for k in range(args.repeat):
+        shutil.rmtree(settings.ephemeris_cache, ignore_errors=True)  # each run stores the states it propagates
         t0 = time.perf_counter()
         events, metrics, errors = screen(spark, ref.catalogue, ref.start, ref.end, args.threshold_km, args.step_s,
-                                         settings.shuffle_partitions)
+                                         settings.shuffle_partitions, str(settings.ephemeris_cache))
         runs.append(time.perf_counter() - t0)
         log(f"screen (Spark): {runs[-1]:.2f} s, {len(events)} events, {metrics}")
     return runs, events, metrics, errors
@@ -235,7 +240,8 @@ def incremental_runs(spark, settings, ref: Reference, events, args) -> tuple[dic
         plan = screening.plan_increment(previous, renewed["epochs"], new_start, new_end, args.threshold_km,
                                         args.step_s, screening.code_version())
         inc_events, _, inc_metrics, _ = screen_increment(spark, renewed["catalogue"], plan, new_start, new_end,
-                                                         args.threshold_km, args.step_s, settings.shuffle_partitions)
+                                                         args.threshold_km, args.step_s, settings.shuffle_partitions,
+                                                         str(settings.ephemeris_cache))
         increments.append(time.perf_counter() - t0)
         log(f"incremental run (Spark, {args.advance_s:g} s later, {len(plan.changed)} element sets renewed): "
             f"{increments[-1]:.2f} s, {len(inc_events)} open events, {inc_metrics}")
@@ -247,14 +253,18 @@ def spark_runs(ref: Reference, args) -> SparkRuns:
     from sda.config.settings import load_settings
     from sda.lake import server
 
-    # the server's address from the environment (SDA_CONNECT_PORT ...), so a benchmark can run beside a pipeline
-    settings = load_settings(shuffle_partitions=4, driver_memory="4g")
+    # the server's address from the environment (SDA_CONNECT_PORT ...), so a benchmark can run beside a
+    # pipeline; an ephemeris cache of its own (the server runs on this machine), removed at the end
+    cache = Path(tempfile.mkdtemp(prefix="sda-bench-ephemeris-"))
+    settings = load_settings(shuffle_partitions=4, driver_memory="4g", ephemeris_cache=cache)
     t0 = time.perf_counter()
     with server.running(settings) as spark:  # the pipeline's Spark Connect server (started if none answers)
         spark_start_s = time.perf_counter() - t0
         log(f"Spark Connect session ({settings.spark_master}, {settings.connect_url}): {spark_start_s:.1f} s")
         runs, events, metrics, errors = full_screenings(spark, settings, ref, args)
         renewed, increments, inc_metrics, inc_events = incremental_runs(spark, settings, ref, events, args)
+    inc_metrics["ephemeris_cache_mb"] = round(sum(f.stat().st_size for f in cache.rglob("*.npz")) / 2**20, 1)
+    shutil.rmtree(cache, ignore_errors=True)
     return SparkRuns(spark_start_s, runs, events, metrics, errors, renewed, increments, inc_metrics, inc_events)
 
 
@@ -306,7 +316,9 @@ def report(ref: Reference, floors: list[float], spark: SparkRuns, local: dict, a
                         "events_kept": inc_metrics.get("events_kept"),
                         "events_dropped_tca_passed": inc_metrics.get("events_dropped_tca_passed"),
                         "pairs_rechecked": inc_metrics.get("pairs_rechecked"), "parts": inc_metrics.get("parts"),
-                        "pairs_linear": inc_metrics.get("pairs_linear"), "open_events": len(spark.inc_events)},
+                        "pairs_linear": inc_metrics.get("pairs_linear"), "open_events": len(spark.inc_events),
+                        "ephemeris_states_read": inc_metrics.get("ephemeris_states_read"),
+                        "ephemeris_cache_mb": inc_metrics.get("ephemeris_cache_mb")},
         "screen_runs_s": [round(x, 2) for x in spark.runs],
         "floor_runs_s": [round(x, 2) for x in floors],
         "spark_start_s": round(spark.spark_start_s, 1),

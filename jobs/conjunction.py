@@ -49,17 +49,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from pyspark import StorageLevel
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sda.alerts.publish import publish
 from sda.alerts.values import aware
 from sda.lake import schemas
+from sda.lake.spark import task_slots
 from sda.lake.tables import TABLES, newest_element_sets
 from sda.orbit import screening
 from sda.pipeline import faults, runtime, sinks
@@ -72,14 +75,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from sda.config.settings import Settings
 
 STAGE = "conjunction"
-MIN_STEPS_PER_BLOCK = 60  # a task screens a block of grid steps: at least this many (one SatrecArray build each)
-BLOCKS_PER_CORE = 3  # a few blocks per core even out the tasks (LEO-crowded steps cost more)
+REFINE_ROWS_PER_TASK = 20_000  # candidate (pair, step)s: fewer are refined in one task per slot
 
-CANDIDATES = T.StructType(
-    # pair: a (pair, step) passing (a)+(b)+(b'), step = part << PART_SHIFT | step; count: a block's
-    # (a)+(b) pair-steps in `count`; error: an object SGP4 refused from `step` on, its code in `count`
+CANDIDATES = T.StructType(  # a block's rows: sda.orbit.screening.blocks
     [T.StructField("kind", T.StringType(), False)]
-    + [T.StructField(name, T.LongType(), False) for name in ("primary_id", "secondary_id", "step", "count")]
+    + [T.StructField(name, T.LongType(), False) for name in screening.BLOCK_COLUMNS[1:]]
 )
 APPROACHES = T.StructType(
     [T.StructField(name, T.LongType() if kind == "int64" else T.DoubleType(), False)
@@ -92,47 +92,36 @@ APPROACHES = T.StructType(
 SCREENED_COLUMNS = ("line1", "line2", "perigee_km", "apogee_km", "epoch")
 
 
-def step_blocks(n_steps: int, cores: int) -> list[tuple[int, int]]:
-    """[first, end) step ranges: about BLOCKS_PER_CORE per core, none under MIN_STEPS_PER_BLOCK."""
-    count = max(1, min(cores * BLOCKS_PER_CORE, n_steps // MIN_STEPS_PER_BLOCK))
-    edges = np.linspace(0, n_steps, count + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-
-
 def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", parts: list["screening.Part"],
-               threshold_km: float, cores: int) -> "DataFrame":
+               threshold_km: float, cores: int, ephemeris_dir: str | None = None, every_s: float = 0.0,
+               slots: int | None = None, keep_from: float | None = None) -> "DataFrame":
     """(a)+(b)+(b') keyed by time step across Spark: one task per block of grid steps of a part
     propagates the whole catalogue over its steps (``SatrecArray``) and joins positions to cells within
     each step (:func:`sda.orbit.screening.block_candidates`; a focus part, the objects whose element set
     changed against all: :func:`sda.orbit.screening.focus_block_candidates`). Blocks partition the
     propagation work, so the grid adds no propagation to the floor's; the catalogue's element sets
     travel in the function's closure (a few MB for a 13,000-object catalogue), which Spark Connect
-    ships with the plan."""
+    ships with the plan. Under ``ephemeris_dir`` (on the executors' disk) the states at multiples of
+    ``every_s`` are stored and read back by focus parts (:class:`sda.orbit.screening.Ephemeris`); those
+    before ``keep_from`` (the first time a later screening's focus grid can need) are removed. A
+    focus part's steps cost alike (its objects are everywhere at every step): it is cut into one block
+    per task slot (``slots``, default ``cores``), as each Python task costs ~0.1 s of its own."""
     grids = [screening.time_grid(p.start, p.end, p.step_s) for p in parts]
-    blocks = [(k, lo, hi) for k, times in enumerate(grids) for lo, hi in step_blocks(len(times), cores)]
+    blocks = [(k, lo, hi) for k, times in enumerate(grids) for lo, hi in (
+        screening.step_blocks(len(times), slots or cores, 1) if parts[k].focus else
+        screening.step_blocks(len(times), cores))]
 
     def screen_blocks(batches):
         objects, arr = screening.worker_objects(catalogue)
+        ephemeris = screening.worker_ephemeris(ephemeris_dir, every_s, objects)
+        if ephemeris is not None and keep_from is not None:
+            ephemeris.prune(before=keep_from)
         for pdf in batches:
             for block_id in pdf["id"]:
                 k, lo, hi = blocks[int(block_id)]
-                part, times = parts[k], grids[k]
-                if part.focus is None:
-                    res = screening.block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s, arr)
-                else:
-                    mask = np.isin(objects.norad_ids, np.asarray(part.focus, dtype=np.int64))
-                    res = screening.focus_block_candidates(objects, times[lo:hi], lo, threshold_km, part.step_s,
-                                                           mask, arr)
-                errors = sorted(res.errors.items())
-                code = np.int64(k) << screening.PART_SHIFT
-                yield pd.DataFrame({
-                    "kind": ["pair"] * len(res.step) + ["count"] + ["error"] * len(errors),
-                    "primary_id": np.concatenate([res.primary_id, [-1], [n for n, _ in errors]]).astype(np.int64),
-                    "secondary_id": np.concatenate([res.secondary_id, [-1], [-1] * len(errors)]).astype(np.int64),
-                    "step": (code | np.concatenate([res.step, [lo], [st for _, (st, _) in errors]]).astype(np.int64)),
-                    "count": np.concatenate([np.zeros(len(res.step)), [res.pair_steps_grid],
-                                             [c for _, (_, c) in errors]]).astype(np.int64),
-                })
+                read = ephemeris.hits if ephemeris is not None else 0
+                res = screening.screen_block(objects, parts[k], grids[k][lo:hi], lo, threshold_km, arr, ephemeris)
+                yield screening.block_frame(res, k, lo, (ephemeris.hits if ephemeris is not None else 0) - read)
 
     return spark.range(0, len(blocks), 1, len(blocks)).mapInPandas(screen_blocks, schema=CANDIDATES)
 
@@ -163,8 +152,8 @@ def _code_time(parts: list["screening.Part"]):
 
 
 def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", parts: list["screening.Part"],
-                 start: float, end: float, threshold_km: float, step_s: float, partitions: int
-                 ) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
+                 start: float, end: float, threshold_km: float, step_s: float, partitions: int,
+                 ephemeris_dir: str | None = None) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
     """The chain on Spark over the plan's parts: (refine_pairs rows, filter metrics, SGP4 failures as
     (norad_id, first failing time, code))."""
     objects, _ = screening.worker_objects(catalogue)
@@ -173,15 +162,14 @@ def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", p
     if len(objects.norad_ids) < 2 or not parts:
         metrics.update({"pair_steps_grid": 0, "pair_steps_linear": 0, "pairs_linear": 0})
         return found, metrics, []
-    cands = candidates(spark, catalogue, parts, threshold_km, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+    slots = task_slots(spark, partitions)
+    cands = candidates(spark, catalogue, parts, threshold_km, partitions, ephemeris_dir,
+                       step_s * screening.FOCUS_STEP_FACTOR, slots, screening.focus_grid_start(start, step_s)
+                       ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        side = cands.where(F.col("kind") != "pair").collect()
-        metrics["pair_steps_grid"] = int(sum(r["count"] for r in side if r["kind"] == "count"))
-        first_error: dict[int, tuple[float, int]] = {}
-        for r in (r for r in side if r["kind"] == "error"):
-            t = screening.code_time(r["step"], parts)
-            if r["primary_id"] not in first_error or t < first_error[r["primary_id"]][0]:
-                first_error[r["primary_id"]] = (t, int(r["count"]))
+        side = screening.summarise(cands.where(F.col("kind") != "pair").collect(), parts)
+        first_error = side.first_error
+        metrics.update({"pair_steps_grid": side.pair_steps_grid, "ephemeris_states_read": side.ephemeris_read})
         pairs = cands.where(F.col("kind") == "pair")
         if first_error:  # an object is unusable from its first failure on (SGP4 may "recover" later)
             failed = F.create_map(*[F.lit(x) for norad, (t, _) in sorted(first_error.items())
@@ -190,18 +178,17 @@ def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", p
             t = _code_time(parts)
             pairs = pairs.where((t < F.coalesce(failed[F.col("primary_id")], never))
                                 & (t < F.coalesce(failed[F.col("secondary_id")], never)))
+        linear = Observation("linear")  # counted as the refinement reads the pairs: no job of its own
         per_pair = (
             pairs
             .groupBy("primary_id", "secondary_id")
             .agg(F.sort_array(F.collect_list("step")).alias("steps"))
-            .repartition(partitions)
-            .persist(StorageLevel.MEMORY_AND_DISK)
+            .observe(linear, F.count(F.lit(1)).alias("pairs"),
+                     F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps"))
+            .repartition(min(partitions, max(slots, -(-side.candidate_rows // REFINE_ROWS_PER_TASK))))
         )
-        summary = per_pair.agg(F.count(F.lit(1)).alias("pairs"),
-                               F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps")).first()
-        metrics.update({"pairs_linear": int(summary["pairs"]), "pair_steps_linear": int(summary["steps"])})
         found = refine(per_pair, catalogue, parts, step_s, start, end, threshold_km).toPandas()
-        per_pair.unpersist()
+        metrics.update({"pairs_linear": int(linear.get["pairs"]), "pair_steps_linear": int(linear.get["steps"])})
     finally:
         cands.unpersist()
     found = found.astype({**screening.APPROACH_COLUMNS, "exact": bool})
@@ -217,25 +204,29 @@ def catalogue_metrics(catalogue: "screening.CatalogueLines", threshold_km: float
 
 
 def screen(spark: "SparkSession", catalogue: "screening.CatalogueLines", start: float, end: float,
-           threshold_km: float, step_s: float, partitions: int
+           threshold_km: float, step_s: float, partitions: int, ephemeris_dir: str | None = None
            ) -> tuple[pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
     """A full screening on Spark: (open events, filter metrics, SGP4 failures as (norad_id, time, code))."""
     metrics = catalogue_metrics(catalogue, threshold_km, step_s)
     found, counts, errors = screen_parts(spark, catalogue, [screening.Part(start, end, step_s)], start, end,
-                                         threshold_km, step_s, partitions)
+                                         threshold_km, step_s, partitions, ephemeris_dir)
     metrics.update(counts)
     return screening.combine(screening.empty_events(), found), metrics, errors
 
 
 def screen_increment(spark: "SparkSession", catalogue: "screening.CatalogueLines", plan: "screening.IncrementPlan",
-                     start: float, end: float, threshold_km: float, step_s: float, partitions: int
+                     start: float, end: float, threshold_km: float, step_s: float, partitions: int,
+                     ephemeris_dir: str | None = None
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], list[tuple[int, float, int]]]:
-    """The plan's parts on Spark, its rechecks on the driver, combined with its kept events:
-    (open events, the rows screened this run (found and rechecked), metrics, SGP4 failures)."""
-    found, metrics, errors = screen_parts(spark, catalogue, plan.parts, start, end, threshold_km, step_s, partitions)
+    """The plan's parts on Spark, its rechecks on the driver (while Spark works), combined with its kept
+    events: (open events, the rows screened this run (found and rechecked), metrics, SGP4 failures)."""
     objects, _ = screening.worker_objects(catalogue)
     by_id = dict(zip(objects.norad_ids.tolist(), objects.satrecs))
-    rechecked = screening.recheck_pairs(plan.recheck, by_id, start, end, threshold_km, step_s)
+    with ThreadPoolExecutor(1, thread_name_prefix="recheck") as pool:
+        rechecking = pool.submit(screening.recheck_pairs, plan.recheck, by_id, start, end, threshold_km, step_s)
+        found, metrics, errors = screen_parts(spark, catalogue, plan.parts, start, end, threshold_km, step_s,
+                                              partitions, ephemeris_dir)
+        rechecked = rechecking.result()
     events = screening.combine(plan.kept, found, rechecked)
     metrics.update({"mode": "full" if plan.full else "incremental", "mode_reason": plan.reason,
                     "changed_element_sets": len(plan.changed) if not plan.full else None,
@@ -302,7 +293,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     runtime.progress(STAGE, "screening %d objects over %s h from %s: %s (%s)", len(catalogue_rows), horizon_h,
                      screen_start.isoformat(), "full" if plan.full else "incremental", plan.reason)
     events, _, screened, errors = screen_increment(spark, catalogue, plan, start, end, threshold_km, step_s,
-                                                   settings.shuffle_partitions)
+                                                   settings.shuffle_partitions, str(settings.ephemeris_cache))
     runtime.progress(STAGE, "screened: %d open approaches under %s km (%d kept)", len(events), threshold_km,
                      len(plan.kept))
     metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h,

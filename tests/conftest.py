@@ -163,6 +163,7 @@ def _settings_under(root: Path, **overrides):
         "landing": root / "landing",
         "outbox": root / "outbox",
         "catalog_file": root / "catalog" / "catalog.tle",
+        "ephemeris_cache": root / "ephemeris",
         "shuffle_partitions": 2,
         "connect_port": CONNECT_PORT,
     }

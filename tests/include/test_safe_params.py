@@ -82,6 +82,9 @@ def test_unsafe_setting_paths_are_refused(env, expected):
          ["SDA_LAKEHOUSE='{t}/in/lake' lies inside SDA_LANDING='{t}/in'"]),
         ({"SDA_LAKEHOUSE": "{t}/lake", "SDA_LANDING": "{t}/in", "SDA_OUTBOX": "{t}/lake/../lake/cdm"},
          ["SDA_LAKEHOUSE='{t}/lake' contains SDA_OUTBOX='{t}/lake/cdm'"]),
+        ({"SDA_LAKEHOUSE": "{t}/lake", "SDA_LANDING": "{t}/in", "SDA_OUTBOX": "{t}/out",
+          "SDA_EPHEMERIS_CACHE": "{t}/in/ephemeris"},
+         ["SDA_LANDING='{t}/in' contains SDA_EPHEMERIS_CACHE='{t}/in/ephemeris'", "the ephemeris cache"]),
     ],
 )
 def test_overlapping_roots_are_refused(tmp_path, env, expected):

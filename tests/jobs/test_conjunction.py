@@ -1,7 +1,8 @@
 """jobs/conjunction.py on a ten-object synthetic catalogue with a constructed close pair: the Spark
 chain finds what the single-process chain (itself checked against brute force in
 tests/include/test_screening.py) finds; the close pair gets a red alert with its Pc and one CCSDS CDM +
-JSON in the outbox (sda.alerts.plan); reruns give the same rows and emit no outbox file twice."""
+JSON in the outbox (sda.alerts.plan); reruns give the same rows and emit no outbox file twice. The
+incremental runs read the unchanged objects' states from the ephemeris cache the first one stored."""
 
 from __future__ import annotations
 
@@ -167,7 +168,7 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
         return a
 
     first = job.run(spark, settings, at("inc-1", 0))
-    assert first["mode"] == "full" and first["alerts_new"] == 2
+    assert first["mode"] == "full" and first["alerts_new"] == 2 and first["ephemeris_states_read"] == 0
     by_pair = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
     assert set(by_pair) == {(101, 102), (403, 404)}
     assert by_pair[(403, 404)]["level"] == "yellow" and by_pair[(403, 404)]["miss_m"] == 0.0
@@ -202,6 +203,10 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     append_rows(spark, settings, "catalog", [catalog_row(102, renewed, lines, 702.0, 702.0)])
     third = job.run(spark, settings, at("inc-3", 2))
     assert third["mode"] == "incremental" and third["changed_element_sets"] == 1
+    # the focus grid runs 03:00-09:03 every 3 min; the first screening stored 03:00-09:00 (121 times):
+    # the 10 unchanged objects' states there are read from the ephemeris cache, not propagated
+    assert third["parts"][1]["start"] == (EPOCH - dt.timedelta(hours=3)).timestamp()
+    assert third["ephemeris_states_read"] == 10 * 121
     alerts_now = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
     closed = alerts_now[(101, 102)]
     assert (closed["status"], closed["close_reason"], closed["version"]) == ("closed", CLOSE_NOT_FOUND, 3)

@@ -170,6 +170,9 @@ class Settings:
     outbox: Path = PROJECT_ROOT / "var" / "outbox"
     jars_dir: Path = PROJECT_ROOT / "var" / "jars"
     catalog_file: Path = PROJECT_ROOT / "var" / "catalog" / "catalog.tle"
+    # the catalogue's states on the incremental screening's grid, on the Spark server's disk
+    # (sda.orbit.screening.ephemeris; a cache: removing it costs one slower screening, never a result)
+    ephemeris_cache: Path = PROJECT_ROOT / "var" / "ephemeris"
     # compute
     spark_master: str = "local[2]"  # the Spark Connect server's master
     shuffle_partitions: int = 4
@@ -241,6 +244,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "outbox": _data_path,
     "jars_dir": _path,  # read only (the Delta jars)
     "catalog_file": _data_path,
+    "ephemeris_cache": _data_path,
     "spark_master": _spark_master,
     "alert_tca_tolerance_s": _positive_float,
     "correlation_prediction_sigma_m": _optional_positive_float,
@@ -298,8 +302,8 @@ def load_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> Set
 
 
 # Roots that must not contain one another: ingest would read Delta files as sensor files, VACUUM
-# could delete landed files, CDMs would land among the tables.
-SEPARATE_ROOTS = ("lakehouse", "landing", "outbox")
+# could delete landed files, CDMs would land among the tables, the ephemeris cache would be ingested.
+SEPARATE_ROOTS = ("lakehouse", "landing", "outbox", "ephemeris_cache")
 
 
 def _check_consistency(s: Settings) -> None:
@@ -313,8 +317,8 @@ def _check_consistency(s: Settings) -> None:
                 else:
                     how = "lies inside" if pa.is_relative_to(pb) else "contains"
                 raise SettingsError(
-                    f"{va}={str(pa)!r} {how} {vb}={str(pb)!r}: the lakehouse, the landing zone and the outbox "
-                    "must be separate directories, none inside another"
+                    f"{va}={str(pa)!r} {how} {vb}={str(pb)!r}: the lakehouse, the landing zone, the outbox "
+                    "and the ephemeris cache must be separate directories, none inside another"
                 )
     if s.pc_yellow > s.pc_red:
         raise SettingsError(

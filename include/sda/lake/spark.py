@@ -19,6 +19,7 @@ and its dependencies from Maven Central into ``var/ivy`` and the jars are copied
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -104,6 +105,17 @@ def server_conf(settings: Settings) -> dict[str, str]:
 
 def partitions_for(settings: Settings) -> str:
     return str(max(2, settings.shuffle_partitions))
+
+
+def task_slots(spark, fallback: int) -> int:
+    """How many tasks the server runs at once: N of a ``local[N]`` master (the machine's cores for
+    ``local[*]``), else ``fallback`` (a cluster's executors are not known from here). Work of a few
+    seconds is cut into this many tasks: each Python task costs ~0.1 s of its own."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", str(spark.conf.get("spark.master", "") or ""))
+    if match is None:
+        return max(1, fallback)
+    threads = match.group(1) or "1"
+    return max(1, os.cpu_count() or 1) if threads == "*" else max(1, int(threads))
 
 
 def parse_url(url: str) -> tuple[str, int]:

@@ -64,9 +64,13 @@ benchmarks, the simulator and the alerts use, so ``from sda.orbit import screeni
 * :mod:`.events` -- open events: their ids and columns, and the combination of kept and found ones;
 * :mod:`.incremental` -- the recorded state, the code version, the plan of an incremental screening
   and the rechecks it names;
+* :mod:`.blocks` -- one task of the candidates stage: a block screened, its rows, their summary;
+* :mod:`.ephemeris` -- the catalogue's states on the focus grid, cached on disk for the next
+  incremental screening;
 * :mod:`.chain` -- the whole chain in one process (tests, benchmarks).
 """
 
+from sda.orbit.screening.blocks import BLOCK_COLUMNS, BlockSummary, block_frame, screen_block, summarise
 from sda.orbit.screening.bounds import (
     ACCEL_MARGIN,
     ALTITUDE_MARGIN_KM,
@@ -85,14 +89,16 @@ from sda.orbit.screening.candidates import (
 from sda.orbit.screening.cells import neighbour_pairs
 from sda.orbit.screening.chain import screen, screen_increment, screen_parts
 from sda.orbit.screening.elements import satrecs_from_lines, tle_from_elements
+from sda.orbit.screening.ephemeris import Ephemeris, worker_ephemeris
 from sda.orbit.screening.events import EVENT_COLUMNS, combine, empty_events, event_id, event_key, event_keys
-from sda.orbit.screening.grid import PART_SHIFT, Part, code_time, time_grid
+from sda.orbit.screening.grid import BLOCKS_PER_CORE, PART_SHIFT, Part, code_time, step_blocks, time_grid
 from sda.orbit.screening.incremental import (
     FOCUS_STEP_FACTOR,
     FULL_IF_CHANGED_FRACTION,
     IncrementPlan,
     ScreeningState,
     code_version,
+    focus_grid_start,
     plan_increment,
     recheck_pairs,
 )
@@ -119,14 +125,15 @@ from sda.orbit.screening.refinement import part_windows, refine_pairs, step_wind
 from sda.orbit.screening.tca import APPROACH_COLUMNS, Approach, approach_frame, refine_window, rtn_components
 
 __all__ = [
-    "ACCEL_MARGIN", "ALTITUDE_MARGIN_KM", "APPROACH_COLUMNS", "EVENT_COLUMNS", "FOCUS_STEP_FACTOR",
-    "FULL_IF_CHANGED_FRACTION", "NO_EVENT", "PART_SHIFT", "PERSISTENT_END", "PERSISTENT_FLAGS", "PERSISTENT_START",
-    "PERSISTENT_WHOLE", "PROPAGATION_CHUNK_STEPS", "SLOW_SPEED_KM_S", "SPEED_MARGIN",
-    "Approach", "BlockResult", "CatalogueLines", "Grids", "IncrementPlan", "Part", "ScreeningObjects", "ScreeningState",
-    "altitude_band_pair_count", "altitude_band_pairs", "approach_frame", "bands_overlap", "block_candidates",
-    "code_time", "code_version", "combine", "edge_within", "empty_events", "event_id", "event_key", "event_keys",
-    "focus_block_candidates", "is_persistent", "linear_min_distance", "neighbour_pairs", "pair_events",
-    "part_windows", "persistent_event_id", "plan_increment", "quadratic_min_distance", "recheck_pairs",
-    "refine_pairs", "refine_window", "rtn_components", "satrecs_from_lines", "screen", "screen_increment",
-    "screen_parts", "step_windows", "time_grid", "tle_from_elements", "worker_objects",
+    "ACCEL_MARGIN", "ALTITUDE_MARGIN_KM", "APPROACH_COLUMNS", "BLOCKS_PER_CORE", "BLOCK_COLUMNS", "EVENT_COLUMNS",
+    "FOCUS_STEP_FACTOR", "FULL_IF_CHANGED_FRACTION", "NO_EVENT", "PART_SHIFT", "PERSISTENT_END", "PERSISTENT_FLAGS",
+    "PERSISTENT_START", "PERSISTENT_WHOLE", "PROPAGATION_CHUNK_STEPS", "SLOW_SPEED_KM_S", "SPEED_MARGIN",
+    "Approach", "BlockResult", "BlockSummary", "CatalogueLines", "Ephemeris", "Grids", "IncrementPlan", "Part",
+    "ScreeningObjects", "ScreeningState", "altitude_band_pair_count", "altitude_band_pairs", "approach_frame",
+    "bands_overlap", "block_candidates", "block_frame", "code_time", "code_version", "combine", "edge_within",
+    "empty_events", "event_id", "event_key", "event_keys", "focus_block_candidates", "focus_grid_start",
+    "is_persistent", "linear_min_distance", "neighbour_pairs", "pair_events", "part_windows", "persistent_event_id",
+    "plan_increment", "quadratic_min_distance", "recheck_pairs", "refine_pairs", "refine_window", "rtn_components",
+    "satrecs_from_lines", "screen", "screen_block", "screen_increment", "screen_parts", "step_blocks",
+    "step_windows", "summarise", "time_grid", "tle_from_elements", "worker_ephemeris", "worker_objects",
 ]

@@ -111,11 +111,7 @@ def _within_reach_and_band(i: np.ndarray, j: np.ndarray, pos: np.ndarray, speed:
     them with their separations ``dr``."""
     # the bands first: scalar gathers, and they drop about half of a step's neighbours in LEO
     keep = (per[i] - pad_km <= apo[j] + pad_km) & (per[j] - pad_km <= apo[i] + pad_km)
-    i, j = i[keep], j[keep]
-    dr = pos[i] - pos[j]
-    reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
-    keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
-    return i[keep], j[keep], dr[keep]
+    return _within_reach(i[keep], j[keep], pos, speed, threshold_km, step_s)
 
 
 def _near_on_axes(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray, reach_km: float | None) -> np.ndarray:
@@ -156,16 +152,39 @@ def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndar
     return np.concatenate(pairs_i), np.concatenate(pairs_j)
 
 
-def _focus_step_pairs(pos: np.ndarray, ok: np.ndarray, focus: np.ndarray,
-                      cell_km: float) -> tuple[np.ndarray, np.ndarray]:
+def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, pad_km: float) -> np.ndarray:
+    """Per focus object (rows of the matrix, in row order), the objects it is to be tested with:
+    padded altitude bands overlapping (filter (a)), never itself, a focus-focus pair from its lower
+    row only. Flat, so that a step looks a candidate up with one gather."""
+    rows = np.flatnonzero(focus)
+    n = len(per)
+    partners = ((per[rows, None] - pad_km <= apo[None, :] + pad_km)
+                & (per[None, :] - pad_km <= apo[rows, None] + pad_km))
+    partners &= ~(focus[None, :] & (np.arange(n)[None, :] <= rows[:, None]))
+    return partners.ravel()
+
+
+def _focus_step_pairs(pos: np.ndarray, ok: np.ndarray, focus: np.ndarray, local: np.ndarray,
+                      partners: np.ndarray, cell_km: float) -> tuple[np.ndarray, np.ndarray]:
     """Row pairs of one step with a focus object: each focus object probes the 27 cells around its own
-    in the sorted keys of every object; never an object with itself, a focus-focus pair once."""
+    in the sorted keys of every object; only its partners (:func:`_focus_partners`, ``local`` the
+    focus objects' rows in it) are kept."""
     every, fr_rows = np.flatnonzero(ok), np.flatnonzero(ok & focus)
     order, ks = sorted_keys(pos[every], cell_km)
     q, b = all_neighbours(ks, cell_keys(pos[fr_rows], cell_km))
     i, j = fr_rows[q], every[order[b]]
-    keep = (i != j) & (~focus[j] | (i < j))  # a focus-focus pair once
+    keep = partners[local[i] * len(ok) + j]
     return i[keep], j[keep]
+
+
+def _within_reach(i: np.ndarray, j: np.ndarray, pos: np.ndarray, speed: np.ndarray, threshold_km: float,
+                  step_s: float):
+    """The pairs (i, j) that can come within ``threshold`` in the half step either side
+    (``|dr| < threshold + (V_i + V_j) h / 2``), with their separations ``dr``."""
+    dr = pos[i] - pos[j]
+    reach = threshold_km + (speed[i] + speed[j]) * (step_s / 2.0)
+    keep = np.einsum("ij,ij->i", dr, dr) < reach * reach
+    return i[keep], j[keep], dr[keep]
 
 
 def _second_order_keep(i: np.ndarray, j: np.ndarray, pos: np.ndarray, dr: np.ndarray, dv: np.ndarray,
@@ -182,13 +201,14 @@ def _second_order_keep(i: np.ndarray, j: np.ndarray, pos: np.ndarray, dr: np.nda
 # --- blocks of grid steps ----------------------------------------------------------------------------
 
 def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: int, threshold_km: float,
-                     step_s: float, satrec_array=None) -> BlockResult:
+                     step_s: float, satrec_array=None, ephemeris=None) -> BlockResult:
     """Filters (a), (b) and (b') over the grid steps ``first_step + k`` at ``times[k]``.
 
     Propagates every object with one ``SatrecArray`` per chunk of steps, then per step: a sort-merge
     join on the cell key (slow objects among themselves on the fine grid, fast ones against all on
     the coarse grid, see :class:`Grids`), the pair's own distance bound ``threshold + (V1 + V2) h / 2``,
-    the altitude-band predicate, and the straight-line + curvature bound (b')."""
+    the altitude-band predicate, and the straight-line + curvature bound (b'). With ``ephemeris`` (an
+    :class:`.ephemeris.Ephemeris`), the states at its grid times are stored for later focus parts."""
     from sgp4.api import SatrecArray
 
     arr = satrec_array if satrec_array is not None else SatrecArray(objects.satrecs)
@@ -201,7 +221,7 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
     found: list[tuple[np.ndarray, np.ndarray, int]] = []  # (rows i, rows j, grid step)
     grid_count = 0
     errors: dict[int, tuple[int, int]] = {}
-    for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors):
+    for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors, ephemeris):
         # the largest reach on two axes first (most candidates of the neighbouring cells fail on
         # one), then each pair's own reach on the few left
         i, j = _step_pairs(pos, ok & grids.slow, ok & ~grids.slow, ok, grids, reach_max, slow_reach)
@@ -217,7 +237,7 @@ def block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: i
 
 def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_step: int, threshold_km: float,
                            step_s: float, focus: np.ndarray, satrec_array=None,
-                           second_order: bool = True) -> BlockResult:
+                           second_order: bool = True, ephemeris=None) -> BlockResult:
     """Filters (a), (b) and (b') as :func:`block_candidates`, but only for pairs with at least one
     object of ``focus`` (a boolean mask over ``objects``): the objects whose element set changed,
     screened against everything. Per step, positions are keyed by cubic cells of edge
@@ -230,7 +250,9 @@ def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_s
     ``J tau^3 / 6`` (``J``, :func:`jerk_bound_km_s3`) and ``P tau^2 / 2`` for the rest of SGP4's
     forces (``P`` = :data:`PERTURBATION_FRACTION` of gravity at the perigee). At a coarse step the
     straight-line pad ``A h^2 / 8`` lets through tens of times more pairs than it does on the fine
-    grid; the second-order bound brings them back to about as many."""
+    grid; the second-order bound brings them back to about as many. With ``ephemeris`` (an
+    :class:`.ephemeris.Ephemeris` of this grid), the states it holds are read, not propagated: only
+    renewed element sets go through SGP4."""
     from sgp4.api import SatrecArray
 
     arr = satrec_array if satrec_array is not None else SatrecArray(objects.satrecs)
@@ -241,14 +263,16 @@ def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_s
     if not focus.any():
         return BlockResult(*(np.empty(0, dtype=np.int64),) * 3, 0, {})
     cell_km = threshold_km + (float(speed[focus].max()) + float(speed.max())) * step_s / 2.0
+    partners = _focus_partners(focus, per, apo, pad)  # (a), once for the block
+    local = np.cumsum(focus) - 1  # a focus object's row in partners
     found: list[tuple[np.ndarray, np.ndarray, int]] = []  # (rows i, rows j, grid step)
     grid_count = 0
     errors: dict[int, tuple[int, int]] = {}
-    for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors):
+    for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors, ephemeris, reuse=True):
         if not (ok & focus).any():
             continue
-        i, j = _focus_step_pairs(pos, ok, focus, cell_km)
-        i, j, dr = _within_reach_and_band(i, j, pos, speed, per, apo, threshold_km, step_s, pad)
+        i, j = _focus_step_pairs(pos, ok, focus, local, partners, cell_km)
+        i, j, dr = _within_reach(i, j, pos, speed, threshold_km, step_s)
         grid_count += len(i)
         bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
         dv = vel[i] - vel[j]

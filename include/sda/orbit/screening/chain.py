@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from sgp4.api import Satrec
 
-from sda.orbit.screening.candidates import block_candidates, focus_block_candidates
+from sda.orbit.screening.blocks import screen_block
 from sda.orbit.screening.events import combine, empty_events
 from sda.orbit.screening.grid import PART_SHIFT, Part, time_grid
 from sda.orbit.screening.incremental import IncrementPlan, ScreeningState, code_version, plan_increment, recheck_pairs
@@ -23,12 +23,7 @@ def _part_candidates(objects: ScreeningObjects, k: int, part: Part, threshold_km
     """(a)+(b)+(b') of part ``k``: the candidates' primary ids, secondary ids and (part, step) codes --
     those before either object's first SGP4 failure --, the (a)+(b) pair-steps, and per object SGP4
     refused, the time of its first failure."""
-    times = time_grid(part.start, part.end, part.step_s)
-    if part.focus is None:
-        block = block_candidates(objects, times, 0, threshold_km, part.step_s)
-    else:
-        mask = np.isin(objects.norad_ids, np.asarray(part.focus, dtype=np.int64))
-        block = focus_block_candidates(objects, times, 0, threshold_km, part.step_s, mask)
+    block = screen_block(objects, part, time_grid(part.start, part.end, part.step_s), 0, threshold_km)
     fail = {n: part.start + st * part.step_s for n, (st, _) in block.errors.items()}
     t = part.start + block.step * part.step_s
     ok = np.array([t_ < min(fail.get(int(a), np.inf), fail.get(int(b), np.inf))

@@ -15,6 +15,17 @@ def time_grid(start_unix: float, end_unix: float, step_s: float) -> np.ndarray:
     return start_unix + step_s * np.arange(n + 1, dtype=float)
 
 
+MIN_STEPS_PER_BLOCK = 60  # a task screens a block of grid steps: at least this many (one SatrecArray build each)
+BLOCKS_PER_CORE = 3  # a few blocks per core even out the tasks (LEO-crowded steps cost more)
+
+
+def step_blocks(n_steps: int, cores: int, per_core: int = BLOCKS_PER_CORE) -> list[tuple[int, int]]:
+    """[first, end) step ranges: about ``per_core`` per core, none under MIN_STEPS_PER_BLOCK."""
+    count = max(1, min(cores * per_core, n_steps // MIN_STEPS_PER_BLOCK))
+    edges = np.linspace(0, n_steps, count + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
 # A candidate of an incremental screening names its part (one grid of its own) and its step in one
 # int64: part << PART_SHIFT | step.
 PART_SHIFT = 32

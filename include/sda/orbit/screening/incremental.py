@@ -41,6 +41,14 @@ FOCUS_STEP_FACTOR = 6
 FULL_IF_CHANGED_FRACTION = 0.25
 
 
+def focus_grid_start(start: float, step_s: float) -> float:
+    """The focus grid's first time: the multiple of its step at or before ``start`` (whole seconds),
+    so that every screening samples the same instants and :mod:`.ephemeris` can keep them; the
+    refinement keeps only approaches from ``start`` on."""
+    every = step_s * FOCUS_STEP_FACTOR
+    return math.floor(start / every) * every if every == int(every) and start == int(start) else start
+
+
 def code_version() -> str:
     """Digest of the screening package's source (every module of :mod:`sda.orbit.screening`, in name
     order): a new screening code makes the next screening a full one."""
@@ -145,7 +153,8 @@ def plan_increment(previous: ScreeningState | None, epochs: dict[int, float], st
     if end > previous.end:
         parts.append(Part(previous.end, end, step_s))
     if changed:
-        parts.append(Part(start, previous.end, step_s * FOCUS_STEP_FACTOR, tuple(sorted(changed))))
+        parts.append(Part(focus_grid_start(start, step_s), previous.end, step_s * FOCUS_STEP_FACTOR,
+                          tuple(sorted(changed))))
     return IncrementPlan(False, "incremental", parts, changed, kept.reset_index(drop=True), recheck, dropped)
 
 

@@ -110,14 +110,19 @@ PROPAGATION_CHUNK_STEPS = 32  # steps propagated at once: n x 32 x 6 doubles (~2
 
 
 def propagated_steps(arr, times: np.ndarray, ids: np.ndarray, first_step: int,
-                      errors: dict[int, tuple[int, int]]):
+                      errors: dict[int, tuple[int, int]], ephemeris=None, reuse: bool = False):
     """Propagate with ``arr`` (a ``SatrecArray``) a chunk of steps at a time and yield, per step,
     (grid step ``first_step + k``, rows SGP4 propagated, positions, velocities); an object's first
-    SGP4 error goes to ``errors`` (norad id -> (step, error code))."""
+    SGP4 error goes to ``errors`` (norad id -> (step, error code)). With ``ephemeris`` (an
+    :class:`.ephemeris.Ephemeris` of the same objects), the states at its grid times are stored, and
+    with ``reuse`` taken from it where it has them (the same doubles)."""
     times = np.asarray(times, dtype=float)
     for c0 in range(0, len(times), PROPAGATION_CHUNK_STEPS):
-        jd, fr = unix_to_jd(times[c0:c0 + PROPAGATION_CHUNK_STEPS])
-        err, r, v = arr.sgp4(jd, fr)
+        chunk = times[c0:c0 + PROPAGATION_CHUNK_STEPS]
+        if ephemeris is not None:
+            err, r, v = ephemeris.states(arr, chunk, reuse)
+        else:
+            err, r, v = arr.sgp4(*unix_to_jd(chunk))
         for row in np.flatnonzero((err != 0).any(axis=1)):
             k = int(np.argmax(err[row] != 0))
             errors.setdefault(int(ids[row]), (first_step + c0 + k, int(err[row, k])))

@@ -77,7 +77,8 @@ def refine_pairs(pairs: pd.DataFrame, satrecs: dict[int, Satrec], grid_start: fl
         sat1, sat2 = satrecs.get(int(p)), satrecs.get(int(s))
         if sat1 is None or sat2 is None:
             continue
-        windows = part_windows(steps, parts)
+        # clipped to [start, end): a part's grid may begin before start (the focus grid, anchored)
+        windows = [(max(lo, start), min(hi, end)) for lo, hi in part_windows(steps, parts) if hi > start and lo < end]
         if windows and (windows[0][0] <= start or windows[-1][1] >= end) and \
                 edge_within(sat1, sat2, start, end, threshold_km, step_s):
             found = pair_events(int(p), int(s), sat1, sat2, start, end, threshold_km, step_s, cache)
