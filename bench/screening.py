@@ -263,7 +263,7 @@ def spark_runs(ref: Reference, args) -> SparkRuns:
         log(f"Spark Connect session ({settings.spark_master}, {settings.connect_url}): {spark_start_s:.1f} s")
         runs, events, metrics, errors = full_screenings(spark, settings, ref, args)
         renewed, increments, inc_metrics, inc_events = incremental_runs(spark, settings, ref, events, args)
-    inc_metrics["ephemeris_cache_mb"] = round(sum(f.stat().st_size for f in cache.rglob("*.npz")) / 2**20, 1)
+    inc_metrics["ephemeris_cache_mb"] = round(sum(f.stat().st_size for f in cache.rglob("*.npy")) / 2**20, 1)
     shutil.rmtree(cache, ignore_errors=True)
     return SparkRuns(spark_start_s, runs, events, metrics, errors, renewed, increments, inc_metrics, inc_events)
 

@@ -123,7 +123,11 @@ def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", par
                 res = screening.screen_block(objects, parts[k], grids[k][lo:hi], lo, threshold_km, arr, ephemeris)
                 yield screening.block_frame(res, k, lo, (ephemeris.hits if ephemeris is not None else 0) - read)
 
-    return spark.range(0, len(blocks), 1, len(blocks)).mapInPandas(screen_blocks, schema=CANDIDATES)
+    # an increment (a focus block per slot, then a slice block) runs as one task per slot, the slice
+    # with the last focus block: a task of its own would cost more than it screens
+    blocks.sort(key=lambda b: parts[b[0]].focus is None)
+    tasks = slots if slots and any(p.focus for p in parts) and len(blocks) <= slots + 1 else len(blocks)
+    return spark.range(0, len(blocks), 1, tasks).mapInPandas(screen_blocks, schema=CANDIDATES)
 
 
 def refine(pairs: "DataFrame", catalogue: "screening.CatalogueLines", parts: list["screening.Part"], step_s: float,

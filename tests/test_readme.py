@@ -18,6 +18,8 @@ SETTING_DOCS = {
     "outbox": "alert CDMs (CCSDS KVN) and their JSON twins written by `conjunction`",
     "jars_dir": "Delta jars cached by `make setup`",
     "catalog_file": "the TLE/OMM catalogue the `catalog` task loads",
+    "ephemeris_cache": "SGP4 states of the catalogue on the incremental screening's focus grid, on the Spark "
+                       "executors' disk (a cache: removing it costs one slower screening, never a result)",
     "spark_master": "master of the Spark Connect server every stage runs on (`local[N]`, `spark://host:port`, ...)",
     "shuffle_partitions": "`spark.sql.shuffle.partitions` (each client session sets it)",
     "driver_memory": "the Spark Connect server's driver memory (with `local[N]`, all of Spark's)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -144,6 +145,15 @@ def test_prune_removes_the_times_before_the_start(tmp_path):
     assert eph.prune(before=times[4]) == 4
     left = sorted(int(p.stem[1:]) for p in eph.directory.glob("k*.npy"))
     assert left == [int(t // EVERY_S) for t in times[4:]]
+
+
+def test_a_cache_removed_under_a_live_process_is_made_again(tmp_path):
+    objects = catalogue(5)
+    times = grid_times(4)
+    eph = Ephemeris.open(tmp_path / "cache", EVERY_S, objects.norad_ids, objects.satrecs)
+    shutil.rmtree(tmp_path / "cache")
+    eph.states(SatrecArray(objects.satrecs), times, reuse=False)
+    assert eph.written == 4 and len(list(eph.directory.glob("k*.npy"))) == 4
 
 
 def test_no_usable_directory_turns_the_cache_off(tmp_path):

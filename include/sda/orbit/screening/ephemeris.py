@@ -134,6 +134,7 @@ class Ephemeris:
         data[KEY] = self.keys.view(np.float64)
         tmp = self.directory / f".k{k}.{uuid.uuid4().hex}.npy"
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)  # removed while this process kept its Ephemeris
             np.save(tmp, data)
             os.replace(tmp, self._path(k))
             self.written += 1
