@@ -119,6 +119,20 @@ def test_focus_candidates_with_the_cache_are_those_without(tmp_path):
         assert eph.hits == (len(now.norad_ids) - len(renewed_rows)) * len(times)
 
 
+def test_focus_candidates_without_the_partners_matrix_are_the_same(monkeypatch):
+    """Past FOCUS_PARTNERS_MAX_BYTES the focus part tests each candidate's bands per step instead."""
+    from sda.orbit.screening import candidates
+
+    objects = catalogue()
+    times = grid_times(30)
+    focus = np.zeros(len(objects.norad_ids), dtype=bool)
+    focus[[3, 70, 140, 141, 299]] = True
+    with_matrix = S.focus_block_candidates(objects, times, 0, 200.0, EVERY_S, focus)
+    monkeypatch.setattr(candidates, "FOCUS_PARTNERS_MAX_BYTES", 0)
+    assert same_block(S.focus_block_candidates(objects, times, 0, 200.0, EVERY_S, focus), with_matrix)
+    assert len(with_matrix.step)
+
+
 def test_grid_index_takes_whole_multiples_only():
     assert grid_index(1_763_704_800.0, 180.0) == 9_798_360  # 2025-11-21T06:00Z
     assert grid_index(1_763_704_830.0, 180.0) is None  # 30 s off the grid

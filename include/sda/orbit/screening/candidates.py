@@ -152,12 +152,20 @@ def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndar
     return np.concatenate(pairs_i), np.concatenate(pairs_j)
 
 
-def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, pad_km: float) -> np.ndarray:
+#: the largest focus-objects x objects matrix of :func:`_focus_partners` (bytes): 13,000 objects with
+#: 25 % of them renewed (a full screening beyond that) need 42 MB
+FOCUS_PARTNERS_MAX_BYTES = 64 * 2**20
+
+
+def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, pad_km: float) -> np.ndarray | None:
     """Per focus object (rows of the matrix, in row order), the objects it is to be tested with:
     padded altitude bands overlapping (filter (a)), never itself, a focus-focus pair from its lower
-    row only. Flat, so that a step looks a candidate up with one gather."""
+    row only. Flat, so that a step looks a candidate up with one gather; None when larger than
+    :data:`FOCUS_PARTNERS_MAX_BYTES` (then each step tests the bands of its candidates)."""
     rows = np.flatnonzero(focus)
     n = len(per)
+    if len(rows) * n > FOCUS_PARTNERS_MAX_BYTES:
+        return None
     partners = ((per[rows, None] - pad_km <= apo[None, :] + pad_km)
                 & (per[None, :] - pad_km <= apo[rows, None] + pad_km))
     partners &= ~(focus[None, :] & (np.arange(n)[None, :] <= rows[:, None]))
@@ -165,15 +173,22 @@ def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, pad_km:
 
 
 def _focus_step_pairs(pos: np.ndarray, ok: np.ndarray, focus: np.ndarray, local: np.ndarray,
-                      partners: np.ndarray, cell_km: float) -> tuple[np.ndarray, np.ndarray]:
+                      partners: np.ndarray | None, cell_km: float, band: tuple[np.ndarray, np.ndarray, float]
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Row pairs of one step with a focus object: each focus object probes the 27 cells around its own
     in the sorted keys of every object; only its partners (:func:`_focus_partners`, ``local`` the
-    focus objects' rows in it) are kept."""
+    focus objects' rows in it) are kept -- without the matrix: those whose ``band`` (perigees,
+    apogees, pad) overlap, never an object with itself, a focus-focus pair once."""
     every, fr_rows = np.flatnonzero(ok), np.flatnonzero(ok & focus)
     order, ks = sorted_keys(pos[every], cell_km)
     q, b = all_neighbours(ks, cell_keys(pos[fr_rows], cell_km))
     i, j = fr_rows[q], every[order[b]]
-    keep = partners[local[i] * len(ok) + j]
+    if partners is not None:
+        keep = partners[local[i] * len(ok) + j]
+    else:
+        per, apo, pad_km = band
+        keep = ((i != j) & (~focus[j] | (i < j))
+                & (per[i] - pad_km <= apo[j] + pad_km) & (per[j] - pad_km <= apo[i] + pad_km))
     return i[keep], j[keep]
 
 
@@ -271,7 +286,7 @@ def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_s
     for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors, ephemeris, reuse=True):
         if not (ok & focus).any():
             continue
-        i, j = _focus_step_pairs(pos, ok, focus, local, partners, cell_km)
+        i, j = _focus_step_pairs(pos, ok, focus, local, partners, cell_km, (per, apo, pad))
         i, j, dr = _within_reach(i, j, pos, speed, threshold_km, step_s)
         grid_count += len(i)
         bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
