@@ -61,4 +61,4 @@ bench: setup
 	$(PY) bench/throughput.py
 
 clean:
-	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench var/landing-watch
+	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench var/landing-watch var/ephemeris
