@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from sda.orbit.frames import MU_KM3_S2, R_EARTH_KM
-from sda.orbit.screening.bounds import ALTITUDE_MARGIN_KM, curvature_pad_km
+from sda.orbit.screening.bounds import ALTITUDE_MARGIN_KM, bands_overlap, curvature_pad_km
 from sda.orbit.screening.cells import all_neighbours, cell_keys, half_neighbour_pairs, sorted_keys
 from sda.orbit.screening.propagation import Grids, ScreeningObjects, propagated_steps
 
@@ -157,7 +157,7 @@ def _step_pairs(pos: np.ndarray, slow: np.ndarray, fast: np.ndarray, ok: np.ndar
 FOCUS_PARTNERS_MAX_BYTES = 64 * 2**20
 
 
-def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, pad_km: float) -> np.ndarray | None:
+def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, threshold_km: float) -> np.ndarray | None:
     """Per focus object (rows of the matrix, in row order), the objects it is to be tested with:
     padded altitude bands overlapping (filter (a)), never itself, a focus-focus pair from its lower
     row only. Flat, so that a step looks a candidate up with one gather; None when larger than
@@ -166,8 +166,7 @@ def _focus_partners(focus: np.ndarray, per: np.ndarray, apo: np.ndarray, pad_km:
     n = len(per)
     if len(rows) * n > FOCUS_PARTNERS_MAX_BYTES:
         return None
-    partners = ((per[rows, None] - pad_km <= apo[None, :] + pad_km)
-                & (per[None, :] - pad_km <= apo[rows, None] + pad_km))
+    partners = bands_overlap(per[rows, None], apo[rows, None], per[None, :], apo[None, :], threshold_km)
     partners &= ~(focus[None, :] & (np.arange(n)[None, :] <= rows[:, None]))
     return partners.ravel()
 
@@ -178,7 +177,7 @@ def _focus_step_pairs(pos: np.ndarray, ok: np.ndarray, focus: np.ndarray, local:
     """Row pairs of one step with a focus object: each focus object probes the 27 cells around its own
     in the sorted keys of every object; only its partners (:func:`_focus_partners`, ``local`` the
     focus objects' rows in it) are kept -- without the matrix: those whose ``band`` (perigees,
-    apogees, pad) overlap, never an object with itself, a focus-focus pair once."""
+    apogees, threshold) overlap, never an object with itself, a focus-focus pair once."""
     every, fr_rows = np.flatnonzero(ok), np.flatnonzero(ok & focus)
     order, ks = sorted_keys(pos[every], cell_km)
     q, b = all_neighbours(ks, cell_keys(pos[fr_rows], cell_km))
@@ -186,9 +185,8 @@ def _focus_step_pairs(pos: np.ndarray, ok: np.ndarray, focus: np.ndarray, local:
     if partners is not None:
         keep = partners[local[i] * len(ok) + j]
     else:
-        per, apo, pad_km = band
-        keep = ((i != j) & (~focus[j] | (i < j))
-                & (per[i] - pad_km <= apo[j] + pad_km) & (per[j] - pad_km <= apo[i] + pad_km))
+        per, apo, threshold_km = band
+        keep = (i != j) & (~focus[j] | (i < j)) & bands_overlap(per[i], apo[i], per[j], apo[j], threshold_km)
     return i[keep], j[keep]
 
 
@@ -274,11 +272,10 @@ def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_s
     ids, per, apo = objects.norad_ids, objects.perigee_km, objects.apogee_km
     acc, speed, jerk = objects.accel_km_s2, objects.speed_km_s, jerk_bound_km_s3(objects)
     focus = np.asarray(focus, dtype=bool)
-    pad = threshold_km + ALTITUDE_MARGIN_KM
     if not focus.any():
         return BlockResult(*(np.empty(0, dtype=np.int64),) * 3, 0, {})
     cell_km = threshold_km + (float(speed[focus].max()) + float(speed.max())) * step_s / 2.0
-    partners = _focus_partners(focus, per, apo, pad)  # (a), once for the block
+    partners = _focus_partners(focus, per, apo, threshold_km)  # (a), once for the block
     local = np.cumsum(focus) - 1  # a focus object's row in partners
     found: list[tuple[np.ndarray, np.ndarray, int]] = []  # (rows i, rows j, grid step)
     grid_count = 0
@@ -286,7 +283,7 @@ def focus_block_candidates(objects: ScreeningObjects, times: np.ndarray, first_s
     for step, ok, pos, vel in propagated_steps(arr, times, ids, first_step, errors, ephemeris, reuse=True):
         if not (ok & focus).any():
             continue
-        i, j = _focus_step_pairs(pos, ok, focus, local, partners, cell_km, (per, apo, pad))
+        i, j = _focus_step_pairs(pos, ok, focus, local, partners, cell_km, (per, apo, threshold_km))
         i, j, dr = _within_reach(i, j, pos, speed, threshold_km, step_s)
         grid_count += len(i)
         bound = threshold_km + curvature_pad_km(acc[i] + acc[j], step_s)
