@@ -76,6 +76,10 @@ def session_conf(settings: Settings) -> dict[str, str]:
         # of the server: 21% of its CPU in GenerateUnsafeProjection, mostly regexes over the source).
         # Measured on tests/jobs/test_dedup.py alone: 99 s -> 71 s. Whole-stage code generation stays.
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        # A MERGE repartitions its output by the table's partition columns before writing: a batch
+        # of one event date then went through one task, one core (bench/throughput.py: a 144,000-row
+        # silver MERGE wrote for 7 s on one core). Written as the source is partitioned instead.
+        "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
     }
 
 
