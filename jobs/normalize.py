@@ -79,7 +79,9 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     checked = envelope.validate(parsed, registry, settings.clock_skew_s)
     if args.replay:  # the range's observations only (bronze was selected by ingest time, see changefeed.replay_rows)
         checked = checked.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
-    checked = checked.persist()
+    # only a refused measurement keeps its record's payload (quarantine's raw bytes): a radar frame's
+    # payload would otherwise be cached once per detection
+    checked = checked.withColumn("payload", F.when(F.col("reason").isNotNull(), F.col("payload"))).persist()
     accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
     ranked = pick_winners(accepted).persist()
     try:
@@ -105,7 +107,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         if not args.replay:  # the watermarks record arrivals, and a replay is not one
             sinks.write_rows(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
         faults.checkpoint("normalize:after-watermarks")
-        sinks.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings)
+        sinks.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings, unique=True)
         faults.checkpoint("normalize:after-silver")
         sinks.merge_new(spark, refused, "quarantine", settings)
     finally:
