@@ -73,7 +73,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
-from sda.lake.tables import TABLES
+from sda.lake.tables import TABLES, sync_properties
 from sda.pipeline import changefeed, runtime, sinks
 from sda.pipeline.arguments import stage_parser
 
@@ -272,10 +272,15 @@ def _vacuumed_files(spark: SparkSession, table: str, settings: Settings, after_v
 
 
 def compact(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -> dict[str, Any]:
-    files_before, _ = _detail(spark, table, settings)
+    files_before, properties = _detail(spark, table, settings)
     if dry_run:
         files = spark.read.format("delta").load(TABLES[table].path(settings)).inputFiles()
         return {"files_before": files_before, "compaction_candidates": compaction_candidates(files)}
+    # a table made before a registered property changed (its statistics columns) gets it first, so
+    # the files OPTIMIZE writes follow it
+    changed = sync_properties(spark, settings, table, properties)
+    if changed:
+        log.info("%s: table properties set: %s", table, changed)
 
     def optimize():
         return spark.sql(f"OPTIMIZE {_ref(table, settings)}").select("metrics").first()
@@ -287,6 +292,7 @@ def compact(spark: SparkSession, settings: Settings, table: str, dry_run: bool) 
         "files_after": files_after,
         "files_removed": int(metrics["numFilesRemoved"]),
         "files_added": int(metrics["numFilesAdded"]),
+        "properties_set": sorted(changed),
     }
 
 

@@ -68,3 +68,42 @@ def test_a_create_racing_another_creator_is_retried(monkeypatch):
         assert "PARSE_SYNTAX_ERROR" in str(exc) and other.calls == 1
     else:
         raise AssertionError("an error that is not a race was retried")
+
+
+def test_statistics_are_kept_for_the_listed_columns_only_and_an_older_table_is_brought_up_to_date(spark, settings):
+    """The observation tables keep per-file min/max of the columns reads filter by, not of all 25
+    (each costs every written row); a table created before that setting gets it from the maintenance job."""
+    import json
+    from pathlib import Path
+
+    from pyspark.sql import functions as F
+
+    from sda.lake.tables import create_statement, sync_properties
+
+    spec = TABLES["observations"]
+    assert spec.properties["delta.dataSkippingStatsColumns"] == "sensor_id,event_time,ingest_batch"
+    for name in spec.properties["delta.dataSkippingStatsColumns"].split(","):
+        assert name in spec.schema.fieldNames()
+    old = create_statement(spec, settings).replace(", 'delta.dataSkippingStatsColumns' = "
+                                                   "'sensor_id,event_time,ingest_batch'", "")
+    assert "dataSkippingStatsColumns" not in old
+    spark.sql(old).collect()
+    path = spec.path(settings)
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+    assert sync_properties(spark, settings, "observations", props) == {
+        "delta.dataSkippingStatsColumns": "sensor_id,event_time,ingest_batch"}
+    props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+    assert sync_properties(spark, settings, "observations", props) == {}
+
+    row = spark.sql("SELECT 'o1' AS obs_id, 'S' AS sensor_id, 'radar' AS sensor_kind, "
+                    "TIMESTAMP'2026-11-20 06:00:00' AS event_time, DATE'2026-11-20' AS event_date, "
+                    "TIMESTAMP'2026-11-20 06:01:00' AS ingest_time, 7L AS ingest_batch, 1e6D AS range_m, "
+                    "'b1' AS bronze_id, 'f' AS source_file, 'r' AS run_id")
+    full = row.select(*[(row[f.name] if f.name in row.columns else F.lit(None)).cast(f.dataType).alias(f.name)
+                        for f in spec.schema.fields])
+    full.write.format("delta").mode("append").save(path)
+    commits = sorted((Path(path) / "_delta_log").glob("*.json"))
+    adds = [json.loads(line)["add"] for line in commits[-1].read_text().splitlines() if '"add"' in line]
+    stats = json.loads(adds[0]["stats"])
+    assert stats["numRecords"] == 1
+    assert set(stats["minValues"]) == {"sensor_id", "event_time", "ingest_batch"}

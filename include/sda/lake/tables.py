@@ -41,11 +41,18 @@ class TableSpec:
     # target to the source's range of them, so Delta prunes partitions / skips files and a MERGE costs
     # what the batch touches, not the table's size.
     prune: tuple[str, ...] = ()
+    # The columns Delta keeps per-file min/max/null statistics of (``delta.dataSkippingStatsColumns``):
+    # the ones reads and MERGEs filter by. Empty: Delta's default, the first 32 columns. Every written
+    # row passes through the statistics of each listed column, so a wide table lists few: for the
+    # observation tables, all 25 cost a MERGE more than its rows' Parquet encoding (bench/throughput.py).
+    stats: tuple[str, ...] = ()
 
     @property
     def properties(self) -> dict[str, str]:
         props = dict(BASE_PROPERTIES)
         props["delta.appendOnly"] = "true" if self.append_only else "false"
+        if self.stats:
+            props["delta.dataSkippingStatsColumns"] = ",".join(self.stats)
         return props
 
     def path(self, settings: "Settings") -> str:
@@ -54,6 +61,9 @@ class TableSpec:
     def read(self, spark: "SparkSession", settings: "Settings") -> "DataFrame":
         return spark.read.format("delta").load(self.path(settings))
 
+
+BRONZE_STATS = ("ingest_time", "ingest_batch", "run_id")
+OBSERVATION_STATS = ("sensor_id", "event_time", "ingest_batch")
 
 _SPECS = [
     # an append-only log (a commit costs an append, not a MERGE): the row committed last per (stage,
@@ -65,37 +75,41 @@ _SPECS = [
               "ledger of landing files already ingested: makes ingest exactly-once per file",
               key=("file_path", "file_sha256")),
     TableSpec("quarantine", "ops", schemas.QUARANTINE,
-              "records refused by a stage, with the reason and the raw bytes", key=("quarantine_id",)),
+              "records refused by a stage, with the reason and the raw bytes", key=("quarantine_id",),
+              stats=("stage", "sensor_kind", "quarantine_time", "run_id")),
     TableSpec("radar_frames", "bronze", schemas.BRONZE, "raw radar frames (JSON lines)",
-              partition_by=("ingest_date",), append_only=True),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
     TableSpec("optical_tracks", "bronze", schemas.BRONZE, "raw optical archive rows (CSV)",
-              partition_by=("ingest_date",), append_only=True),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
     TableSpec("isl_beacons", "bronze", schemas.BRONZE, "raw inter-satellite-link beacon messages",
-              partition_by=("ingest_date",), append_only=True),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
     TableSpec("observations", "silver", schemas.OBSERVATION,
               "every well-formed observation in the common envelope (SI units, event time)",
-              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
     TableSpec("observations_dedup", "silver", schemas.DEDUPED,
               "observations with redeliveries and same-track repeats collapsed",
-              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
     TableSpec("catalog", "gold", schemas.CATALOG, "catalogued objects: TLE history by epoch",
               key=("norad_id", "epoch")),
     TableSpec("correlated", "gold", schemas.CORRELATED, "observations associated with a catalogue object",
-              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",),
+              stats=(*OBSERVATION_STATS, "norad_id")),
     TableSpec("uncorrelated", "gold", schemas.UNCORRELATED, "observations no catalogue object explains",
-              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
     # object_state and passes are partitioned by ``final``: the provisional rows a run may refine or
     # finalize are one small partition, whatever the history.
     TableSpec("object_state", "gold", schemas.OBJECT_STATE, "per object and event-time window state",
-              partition_by=("final",), key=("norad_id", "window_start"), prune=("window_start",)),
+              partition_by=("final",), key=("norad_id", "window_start"), prune=("window_start",),
+              stats=("norad_id", "window_start", "window_end", "last_observed")),
     TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
-              partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",)),
+              partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",),
+              stats=("sensor_id", "norad_id", "pass_start", "pass_end")),
     TableSpec("watermarks", "ops", schemas.WATERMARKS,
               "per sensor and ingest batch, the event times that arrived: the watermarks' source",
               key=("sensor_id", "ingest_batch")),
     TableSpec("late_data", "ops", schemas.LATE_DATA,
               "observations that arrived after their event-time window was final, with their lateness",
-              partition_by=("event_date",), key=("obs_id",), prune=("event_date",)),
+              partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
     TableSpec("propagation_errors", "ops", schemas.PROPAGATION_ERRORS,
               "objects SGP4 refused to propagate during a run (error code and first failing time): "
               "skipped, not screened",
@@ -188,6 +202,17 @@ def _create_with_retry(spark: "SparkSession", statement: str, name: str, attempt
             if attempt == attempts - 1 or not any(tag in str(exc) for tag in _CONCURRENT_CREATE):
                 raise
             time.sleep(0.5 * (attempt + 1))
+
+
+def sync_properties(spark: "SparkSession", settings: "Settings", name: str, current: dict[str, str]) -> dict[str, str]:
+    """Set the registered properties a table made earlier lacks or has otherwise (``current``: its
+    properties now, e.g. from ``DESCRIBE DETAIL``); returns those set. Only files written afterwards
+    follow a changed statistics setting: the maintenance job calls this before compacting."""
+    changed = {k: v for k, v in TABLES[name].properties.items() if current.get(k) != v}
+    if changed:
+        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(changed.items()))
+        spark.sql(f"ALTER TABLE delta.`{TABLES[name].path(settings)}` SET TBLPROPERTIES ({pairs})").collect()
+    return changed
 
 
 def add_missing_columns(spark: "SparkSession", settings: "Settings", name: str) -> list[str]:
