@@ -18,6 +18,7 @@ from sda.orbit.sensors import Sensor, load_sensors
 from sda.transforms import wire
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     from pyspark.sql import Column, DataFrame
 
 # --- physical limits (wire units) -------------------------------------------------------------------
@@ -225,28 +226,59 @@ _CLUSTER_INPUT = ("obs_id", "sensor_id", "sensor_kind", "event_us", "range_m", "
                   "ra_rad", "dec_rad", "x_m", "y_m", "z_m")
 
 
-def _same_measurement(kind: str, a, b) -> bool:
-    if kind == "radar":
-        daz = abs(a.az_rad - b.az_rad) % (2 * math.pi)
-        daz = min(daz, 2 * math.pi - daz)  # 359.99 deg and 0.01 deg are neighbours
-        return (abs(a.range_m - b.range_m) <= RADAR_RANGE_TOL_M and daz <= RADAR_ANGLE_TOL_RAD
-                and abs(a.el_rad - b.el_rad) <= RADAR_ANGLE_TOL_RAD)
-    if kind == "optical":
-        # haversine: well conditioned for the arcsecond separations compared here
-        h = (math.sin((b.dec_rad - a.dec_rad) / 2) ** 2
-             + math.cos(a.dec_rad) * math.cos(b.dec_rad) * math.sin((b.ra_rad - a.ra_rad) / 2) ** 2)
-        return 2 * math.asin(min(1.0, math.sqrt(h))) <= OPTICAL_SEP_TOL_RAD
-    return math.dist((a.x_m, a.y_m, a.z_m), (b.x_m, b.y_m, b.z_m)) <= ISL_POS_TOL_M
+def same_measurement(kind: str, a: dict, b: dict) -> "np.ndarray":
+    """Whether observation pairs ``(a[k], b[k])`` of one sensor of ``kind`` report the same measurement
+    (element-wise over arrays of the wire columns; a missing value never matches)."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        if kind == "radar":
+            daz = np.abs(a["az_rad"] - b["az_rad"]) % (2 * math.pi)
+            daz = np.minimum(daz, 2 * math.pi - daz)  # 359.99 deg and 0.01 deg are neighbours
+            return ((np.abs(a["range_m"] - b["range_m"]) <= RADAR_RANGE_TOL_M) & (daz <= RADAR_ANGLE_TOL_RAD)
+                    & (np.abs(a["el_rad"] - b["el_rad"]) <= RADAR_ANGLE_TOL_RAD))
+        if kind == "optical":
+            # haversine: well conditioned for the arcsecond separations compared here
+            h = (np.sin((b["dec_rad"] - a["dec_rad"]) / 2) ** 2
+                 + np.cos(a["dec_rad"]) * np.cos(b["dec_rad"]) * np.sin((b["ra_rad"] - a["ra_rad"]) / 2) ** 2)
+            return 2 * np.arcsin(np.minimum(1.0, np.sqrt(h))) <= OPTICAL_SEP_TOL_RAD
+        d2 = sum((a[c] - b[c]) ** 2 for c in ("x_m", "y_m", "z_m"))
+        return d2 <= ISL_POS_TOL_M ** 2
+
+
+def near_duplicate_pairs(kind: str, event_us: "np.ndarray", values: dict) -> tuple["np.ndarray", "np.ndarray"]:
+    """Index pairs (i < j) of one sensor's observations, sorted by event time, that are closer than
+    ``NEAR_DUP_MAX_DT_S`` and report the same measurement. Vectorised by offset: pass k compares
+    every row with the row k places later, and stops at the first k with no pair close enough in time
+    (the times are sorted, so no larger offset has one either)."""
+    import numpy as np
+
+    max_dt_us = int(round(NEAR_DUP_MAX_DT_S * 1e6))
+    firsts, seconds = [], []
+    for k in range(1, len(event_us)):
+        i = np.flatnonzero(event_us[k:] - event_us[:-k] <= max_dt_us)
+        if not len(i):
+            break
+        j = i + k
+        same = same_measurement(kind, {c: v[i] for c, v in values.items()}, {c: v[j] for c, v in values.items()})
+        firsts.append(i[same])
+        seconds.append(j[same])
+    if not firsts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(firsts), np.concatenate(seconds)
 
 
 def _cluster_one_sensor(pdf):
-    """Connected components of "same measurement" among one sensor's observations (union-find);
-    each component's representative is its earliest observation, ties broken by the smallest obs_id."""
+    """Connected components of "same measurement" among one sensor's observations (union-find over
+    :func:`near_duplicate_pairs`); each component's representative is its earliest observation, ties
+    broken by the smallest obs_id."""
+    import numpy as np
     import pandas as pd
 
     pdf = pdf.sort_values(["event_us", "obs_id"], kind="mergesort").reset_index(drop=True)
-    rows = list(pdf.itertuples(index=False))
-    parent = list(range(len(rows)))
+    event_us = pdf["event_us"].to_numpy(np.int64)
+    values = {c: pdf[c].to_numpy(dtype=float, na_value=np.nan) for c in _CLUSTER_INPUT[4:]}
+    parent = np.arange(len(pdf))
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -254,25 +286,19 @@ def _cluster_one_sensor(pdf):
             i = parent[i]
         return i
 
-    max_dt_us = int(round(NEAR_DUP_MAX_DT_S * 1e6))
-    for i, a in enumerate(rows):
-        for j in range(i + 1, len(rows)):
-            b = rows[j]
-            if b.event_us - a.event_us > max_dt_us:
-                break
-            if _same_measurement(a.sensor_kind, a, b):
-                ri, rj = root(i), root(j)
-                # the lower index is earlier in (event time, obs_id) order: it stays the root
-                parent[max(ri, rj)] = min(ri, rj)
-    roots = [root(i) for i in range(len(rows))]
-    sizes = pd.Series(roots).value_counts()
-    return pd.DataFrame(
-        {
-            "obs_id": pdf["obs_id"],
-            "rep_obs_id": [rows[r].obs_id for r in roots],
-            "copies": [int(sizes[r]) for r in roots],
-        }
-    )
+    # a sensor reports in one format (normalize checks it against the registry); rows of different
+    # kinds never share the measured values compared, so each kind is paired on its own
+    for kind in pdf["sensor_kind"].unique():
+        rows = np.flatnonzero((pdf["sensor_kind"] == kind).to_numpy())
+        firsts, seconds = near_duplicate_pairs(str(kind), event_us[rows], {c: v[rows] for c, v in values.items()})
+        for i, j in zip(rows[firsts].tolist(), rows[seconds].tolist()):
+            ri, rj = root(i), root(j)
+            # the lower index is earlier in (event time, obs_id) order: it stays the root
+            parent[max(ri, rj)] = min(ri, rj)
+    reps = np.array([root(i) for i in range(len(pdf))], dtype=np.int64)
+    sizes = np.bincount(reps, minlength=len(pdf))
+    ids = pdf["obs_id"].to_numpy()
+    return pd.DataFrame({"obs_id": ids, "rep_obs_id": ids[reps], "copies": sizes[reps].astype(np.int64)})
 
 
 def cluster(observations: "DataFrame") -> "DataFrame":
