@@ -301,10 +301,11 @@ def write_associations(spark: "SparkSession", settings: "Settings", results: "Da
     faults.checkpoint("correlate:before-write")
     # an empty side costs no MERGE (a retry finds the same counts: the results are deterministic)
     if any(status == "correlated" for status, _ in counts):
-        sinks.merge_new(spark, correlated_rows(results, run_id), "correlated", settings)
+        # one result per observation, and the observations are distinct by obs_id (run)
+        sinks.merge_new(spark, correlated_rows(results, run_id), "correlated", settings, unique=True)
     faults.checkpoint("correlate:after-correlated")
     if any(status == "uncorrelated" for status, _ in counts):
-        sinks.merge_new(spark, uncorrelated_rows(results, run_id), "uncorrelated", settings)
+        sinks.merge_new(spark, uncorrelated_rows(results, run_id), "uncorrelated", settings, unique=True)
     faults.checkpoint("correlate:after-uncorrelated")
     return counts
 
@@ -339,7 +340,7 @@ def write_object_state(spark: "SparkSession", settings: "Settings", touched: lis
         F.col("window_start").between(F.lit(lo), F.lit(hi)))  # file skipping by window_start
     refired = state.join(existing_state.select("norad_id", "window_start"),
                          on=["norad_id", "window_start"], how="left_semi").count()
-    sinks.upsert(spark, state, "object_state", settings)
+    sinks.upsert(spark, state, "object_state", settings, unique=True)  # grouped by its key
     emptied = touched_df.join(state.select("norad_id", "window_start"), on=["norad_id", "window_start"],
                               how="left_anti")
     if emptied.take(1):  # windows whose only observations were withdrawn

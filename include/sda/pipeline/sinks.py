@@ -193,17 +193,23 @@ def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
     return " AND ".join(terms)
 
 
-def merge_new(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings) -> None:
+def _keyed_source(df: "DataFrame", spec: TableSpec, unique: bool) -> "DataFrame":
+    """``df`` in the table's columns, one row per key: ``unique`` says the caller's rows already are (a
+    ``row_number() == 1`` per key, one output row per deduplicated input), which saves a shuffle of
+    the whole batch."""
+    source = df.select(*[f.name for f in spec.schema.fields])
+    return source if unique else source.dropDuplicates(list(spec.key))
+
+
+def merge_new(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings, *, unique: bool = False) -> None:
     """Insert the rows of ``df`` whose key is not in ``table`` yet: replaying the same rows is a no-op."""
-    spec = TABLES[table]
-    source = df.select(*[f.name for f in spec.schema.fields]).dropDuplicates(list(spec.key))
+    source = _keyed_source(df, TABLES[table], unique)
     merge(spark, table, settings, source, lambda m: m.whenNotMatchedInsertAll())
 
 
-def upsert(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings) -> None:
+def upsert(spark: "SparkSession", df: "DataFrame", table: str, settings: Settings, *, unique: bool = False) -> None:
     """Insert or replace rows by key (state that later runs refine)."""
-    spec = TABLES[table]
-    source = df.select(*[f.name for f in spec.schema.fields]).dropDuplicates(list(spec.key))
+    source = _keyed_source(df, TABLES[table], unique)
     merge(spark, table, settings, source, lambda m: m.whenMatchedUpdateAll().whenNotMatchedInsertAll())
 
 
