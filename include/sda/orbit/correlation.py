@@ -273,16 +273,16 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
     per observation with the columns of :data:`RESULT_COLUMNS`."""
     out = _unassociated(obs)
     if len(obs) == 0:
-        return out.astype(RESULT_COLUMNS)
+        return _result_frame(out)
     ids = np.asarray(norad_ids, dtype=np.int64)
     t_all = to_unix_seconds(obs["event_time"])
     kinds = obs["sensor_kind"].to_numpy(dtype=object)
     complete = _complete_rows(obs, kinds, out)
     if not complete.any():
-        return out.astype(RESULT_COLUMNS)
+        return _result_frame(out)
     if len(ids) == 0:
-        out.loc[complete, "reason"] = REASON_NOT_PROPAGATED
-        return out.astype(RESULT_COLUMNS)
+        out["reason"][complete] = REASON_NOT_PROPAGATED
+        return _result_frame(out)
     sig_all = _observation_sigmas(obs, sensor_sigmas(None) if sigmas is None else sigmas)
     fixed_rr = None
     if prediction_sigma_m is not None:
@@ -291,8 +291,8 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
         model = prediction_model(satrecs)
     ref = _reference(satrecs, t_all[complete], model, len(ids), gate_km)
     if ref is None:
-        out.loc[complete, "reason"] = REASON_NOT_PROPAGATED
-        return out.astype(RESULT_COLUMNS)
+        out["reason"][complete] = REASON_NOT_PROPAGATED
+        return _result_frame(out)
     rows = np.flatnonzero(complete)
     block = max(1, BLOCK_ELEMENTS // max(len(ids), 1))
     frames = association.frame_codes(obs, kinds)
@@ -303,33 +303,32 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
         for lo in range(0, len(kind_rows), block):
             sel = kind_rows[lo:lo + block]
             sig = {c: sig_all[c][sel] for c in SIGMA_COLUMNS}
-            d2, miss, pair, residuals, dof, logdet = _score_block(kind, obs.iloc[sel], t_all[sel], sig, satrecs,
-                                                                  model, ref, fixed_rr, len(ids))
-            _decide(out, sel, ids, d2, miss, pair, residuals, dof, gate_km, logdet,
+            cols, d2, miss, pair, residuals, dof, logdet = _score_block(kind, obs.iloc[sel], t_all[sel], sig,
+                                                                        satrecs, model, ref, fixed_rr)
+            _decide(out, sel, ids[cols], d2, miss, pair, residuals, dof, gate_km, logdet,
                     None if frames is None else frames[sel])
-    return out.astype(RESULT_COLUMNS)
+    return _result_frame(out)
 
 
-def _unassociated(obs: pd.DataFrame) -> pd.DataFrame:
-    """The result frame before any association: every observation uncorrelated, of an unknown kind."""
+def _unassociated(obs: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The result columns before any association, as numpy arrays the blocks write into (pandas'
+    ``.loc`` cost a tenth of the association): every observation uncorrelated, of an unknown kind.
+    Object ids are floats here (NaN: none; exact below 2**53), Int64 in the frame."""
     n = len(obs)
-    return pd.DataFrame({
-        "obs_id": obs["obs_id"].to_numpy(dtype=object),
-        "status": np.full(n, "uncorrelated", dtype=object),
-        "norad_id": pd.array([pd.NA] * n, dtype="Int64"),
-        "residual_m": np.full(n, np.nan),
-        "candidates": np.zeros(n, dtype=np.int32),
-        "ambiguous": np.zeros(n, dtype=bool),
-        "reason": np.full(n, REASON_UNKNOWN_KIND, dtype=object),
-        "nearest_norad_id": pd.array([pd.NA] * n, dtype="Int64"),
-        "nearest_residual_m": np.full(n, np.nan),
-        "gate_d2": np.full(n, np.nan),
-        "nearest_gate_d2": np.full(n, np.nan),
-        **{c: np.full(n, np.nan) for c in RESIDUAL_COLUMNS},
-    })
+    out = {c: np.full(n, np.nan) for c, dtype in RESULT_COLUMNS.items() if dtype in ("float64", "Int64")}
+    return {**out, "obs_id": obs["obs_id"].to_numpy(dtype=object), "status": np.full(n, "uncorrelated", dtype=object),
+            "candidates": np.zeros(n, dtype=np.int32), "ambiguous": np.zeros(n, dtype=bool),
+            "reason": np.full(n, REASON_UNKNOWN_KIND, dtype=object)}
 
 
-def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: pd.DataFrame) -> np.ndarray:
+def _result_frame(out: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The columns of :func:`_unassociated` as the frame of :data:`RESULT_COLUMNS`."""
+    columns = {c: pd.array(out[c], dtype="Int64") if dtype == "Int64" else out[c]
+               for c, dtype in RESULT_COLUMNS.items()}
+    return pd.DataFrame(columns).astype(RESULT_COLUMNS)
+
+
+def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: dict[str, np.ndarray]) -> np.ndarray:
     """Which observations carry every measurement their kind needs; the others of a known kind are
     marked :data:`REASON_INCOMPLETE` in ``out``."""
     n = len(obs)
@@ -339,7 +338,7 @@ def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: pd.DataFrame) -> n
         present = np.ones(n, dtype=bool)
         for name in needed:
             present &= obs[name].notna().to_numpy() if name in obs else False
-        out.loc[is_kind & ~present, "reason"] = REASON_INCOMPLETE
+        out["reason"][is_kind & ~present] = REASON_INCOMPLETE
         complete |= is_kind & present
     return complete
 
@@ -363,36 +362,36 @@ def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, 
 
 
 def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping[str, np.ndarray],
-                 satrecs: Sequence[Satrec], model: CatalogueModel, ref: _Reference, fixed_rr: float | None,
-                 n_objects: int) -> tuple:
+                 satrecs: Sequence[Satrec], model: CatalogueModel, ref: _Reference, fixed_rr: float | None) -> tuple:
     """One block of one ``kind``'s observations against the catalogue: the prefilter's candidates measured,
-    as :func:`_decide` takes them ([observations, objects] d2, miss, row of the pair in the residuals or -1;
-    the candidate pairs' residuals; components per observation; [observations, objects] log det S)."""
+    as :func:`_decide` takes them: the catalogue rows that are some observation's candidate (the columns
+    below; [0] when none is), [observations, columns] d2, miss, row of the pair in the residuals or -1;
+    the candidate pairs' residuals; components per observation; [observations, columns] log det S."""
     dt_ref = t - ref.t
     reach = ref.speed[None, :] * np.abs(dt_ref)[:, None] + 0.5 * MAX_ACCEL_KM_S2 * (dt_ref**2)[:, None]
     near = association.prefilter(kind, block_obs, t, ref.r, reach, ref.radius_km[None, :])
     obs_i, obj_j = np.nonzero(near)
-    shape = (len(t), n_objects)
+    objects, obj_pos = np.unique(obj_j, return_inverse=True)
+    shape = (len(t), max(1, len(objects)))  # a few hundred columns, not the catalogue's thousands
     d2, logdet, miss = np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)
     pair = np.full(shape, -1, dtype=np.int64)
     residuals: dict[str, np.ndarray] = {}
     dof = np.zeros(len(t), dtype=int)
     if len(obs_i):
-        objects, obj_pos = np.unique(obj_j, return_inverse=True)
         times, time_pos = np.unique(t[obs_i], return_inverse=True)
         _, r, v = propagate([satrecs[k] for k in objects], times)  # [candidates, times, 3]
         pair_sig = {c: values[obs_i] for c, values in sig.items()}
         pred = model.sigma_rtn_m(obj_j, t[obs_i])
         s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r[obj_pos, time_pos],
                                          v[obj_pos, time_pos], pair_sig, pred, fixed_rr)
-        d2[obs_i, obj_j], miss[obs_i, obj_j], pair[obs_i, obj_j] = s, m, np.arange(len(obs_i))
-        logdet[obs_i, obj_j] = ld
+        d2[obs_i, obj_pos], miss[obs_i, obj_pos], pair[obs_i, obj_pos] = s, m, np.arange(len(obs_i))
+        logdet[obs_i, obj_pos] = ld
         dof[obs_i] = k
-    return d2, miss, pair, residuals, dof, logdet
+    return (objects if len(objects) else np.zeros(1, dtype=np.int64)), d2, miss, pair, residuals, dof, logdet
 
 
-def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray, miss: np.ndarray, pair: np.ndarray,
-            residuals: Mapping[str, np.ndarray], dof: np.ndarray, gate_km: float, logdet: np.ndarray,
+def _decide(out: dict[str, np.ndarray], sel: np.ndarray, ids: np.ndarray, d2: np.ndarray, miss: np.ndarray,
+            pair: np.ndarray, residuals: Mapping[str, np.ndarray], dof: np.ndarray, gate_km: float, logdet: np.ndarray,
             frames: np.ndarray | None = None) -> None:
     """Likeliest (smallest d2 + log det) in-gate candidate per observation (one object per radar frame
     when ``frames`` is given), the ambiguity flag, the residuals."""
@@ -430,18 +429,18 @@ def _decide(out: pd.DataFrame, sel: np.ndarray, ids: np.ndarray, d2: np.ndarray,
     nearest = np.argmin(reportable, axis=1)
     near = ~hit & np.isfinite(reportable[rows, nearest])
 
-    out.loc[sel, "candidates"] = candidates.astype(np.int32)
-    out.loc[sel, "ambiguous"] = ambiguous
-    out.loc[sel[hit], "status"] = "correlated"
-    out.loc[sel[hit], "reason"] = None
-    out.loc[sel[hit], "norad_id"] = ids[best[hit]]
-    out.loc[sel[hit], "residual_m"] = miss[rows[hit], best[hit]]
-    out.loc[sel[hit], "gate_d2"] = d2[rows[hit], best[hit]]
+    out["candidates"][sel] = candidates.astype(np.int32)
+    out["ambiguous"][sel] = ambiguous
+    out["status"][sel[hit]] = "correlated"
+    out["reason"][sel[hit]] = None
+    out["norad_id"][sel[hit]] = ids[best[hit]]
+    out["residual_m"][sel[hit]] = miss[rows[hit], best[hit]]
+    out["gate_d2"][sel[hit]] = d2[rows[hit], best[hit]]
     chosen = pair[rows[hit], best[hit]]
     for name, values in residuals.items():
-        out.loc[sel[hit], name] = values[chosen]
-    out.loc[sel[~hit], "reason"] = REASON_NO_CANDIDATE
-    out.loc[sel[undecided], "reason"] = REASON_UNDECIDED
-    out.loc[sel[near], "nearest_norad_id"] = ids[nearest[near]]
-    out.loc[sel[near], "nearest_residual_m"] = miss[rows[near], nearest[near]]
-    out.loc[sel[near], "nearest_gate_d2"] = d2[rows[near], nearest[near]]
+        out[name][sel[hit]] = values[chosen]
+    out["reason"][sel[~hit]] = REASON_NO_CANDIDATE
+    out["reason"][sel[undecided]] = REASON_UNDECIDED
+    out["nearest_norad_id"][sel[near]] = ids[nearest[near]]
+    out["nearest_residual_m"][sel[near]] = miss[rows[near], nearest[near]]
+    out["nearest_gate_d2"][sel[near]] = d2[rows[near], nearest[near]]
