@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 from pathlib import Path
@@ -283,6 +284,11 @@ def test_a_backlog_larger_than_a_batch_goes_in_several_batches_exactly_once(spar
     in the middle of the second batch is finished by the rerun without loss or duplicate."""
     settings = make_settings("ingest-batches", ingest_batch_mb=1e-6)  # 1 byte
     _land_all(settings.landing)
+    # landed in this order (not the paths' order): the backlog's batches follow it
+    landed = ["isl/b.bcn", "radar/a.jsonl", "optical/o.csv", "optical/bad_header.csv"]
+    first = dt.datetime.fromisoformat(START.replace("Z", "+00:00")).timestamp() + 60
+    for k, rel in enumerate(landed):
+        os.utime(settings.landing / rel, (first + k, first + k))
     done = []
 
     def mark_done_then_crash(spark_, settings_, rows):
@@ -297,12 +303,12 @@ def test_a_backlog_larger_than_a_batch_goes_in_several_batches_exactly_once(spar
         _run(spark, settings, "run-1")
     monkeypatch.undo()
     ledger = TABLES["ingested_files"].read(spark, settings).collect()
-    # files go in path order: isl/b.bcn was batch 1 (done), optical/bad_header.csv batch 2 (planned)
+    # files go in landing order: isl/b.bcn was batch 1 (done), radar/a.jsonl batch 2 (planned)
     assert sorted((r["file_path"], r["batch_id"], r["status"]) for r in ledger) == [
-        ("isl/b.bcn", 1, "done"), ("optical/bad_header.csv", 2, "planned")]
+        ("isl/b.bcn", 1, "done"), ("radar/a.jsonl", 2, "planned")]
 
     metrics = _run(spark, settings, "run-1-retry")
     assert metrics["batches"] == [2, 3, 4] and (metrics["files_replayed"], metrics["files_new"]) == (1, 2)
     _assert_ingested_once(spark, settings)
     batches = {r["file_path"]: r["batch_id"] for r in TABLES["ingested_files"].read(spark, settings).collect()}
-    assert batches == {"isl/b.bcn": 1, "optical/bad_header.csv": 2, "optical/o.csv": 3, "radar/a.jsonl": 4}
+    assert batches == {"isl/b.bcn": 1, "radar/a.jsonl": 2, "optical/o.csv": 3, "optical/bad_header.csv": 4}
