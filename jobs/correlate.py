@@ -380,11 +380,12 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                                "duplicates": 0, "late": 0, "observations": 0}
     if first > last:
         return metrics
-    observations = changes.dropDuplicates(["obs_id"])
     catalogue = [(int(r["norad_id"]), r["line1"], r["line2"])
                  for r in newest_element_sets(TABLES["catalog"].read(spark, settings), "line1", "line2").collect()]
     totals = changes.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("obs_id").alias("ids"),
                          F.max("ingest_batch").alias("batch")).first()
+    # the net changes are one row per obs_id: the shuffle that would make them so is paid only if not
+    observations = changes if totals["n"] == totals["ids"] else changes.dropDuplicates(["obs_id"])
     newest = newest_batch(spark, settings, args, totals["batch"], retracted)
     n_obs = totals["ids"]
     # a row the change feed carries twice (inserted, then its copies count updated) is one observation
