@@ -45,11 +45,10 @@ Figures (the last line printed is one JSON object; the same JSON goes to ``--out
   after correlate; ``memory_after_replay``: the same after the replay;
 * ``ingest_scan``: seconds per ingest run at each landing-zone size (``ingest_scan_runs``: every run).
 
-How long: ``--quick --skip-replay --skip-memory`` about 5 minutes on this idle 2-core machine (the
-whole ``--quick`` 13 and 19 minutes while it was busy with other work, load average 3 to 15), fixed
-costs per stage (20-30 s idle, 30-100 s busy) dominating; the default's
-simulations alone take about 17 minutes and its stages hours (``--skip-memory``, ``--skip-replay``
-leave phases out).
+How long: the default, 33 minutes on this idle 2-core machine (2026-11-24: simulation 3 min, the
+24-h batch 11 min, its replay 12 min, the 1x run 4 min); ``--quick --skip-replay --skip-memory`` about
+5 minutes, fixed costs per stage (20-30 s idle) dominating (``--skip-memory``, ``--skip-replay`` and
+``--skip-ingest-scan`` leave phases out).
 """
 
 from __future__ import annotations
