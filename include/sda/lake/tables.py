@@ -173,8 +173,7 @@ def create_statement(spec: TableSpec, settings: "Settings") -> str:
         sql += " PARTITIONED BY (" + ", ".join(f"`{c}`" for c in spec.partition_by) + ")"
     sql += " COMMENT " + sql_string(spec.description)
     if spec.properties:
-        properties = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in spec.properties.items())
-        sql += " TBLPROPERTIES (" + properties + ")"
+        sql += " TBLPROPERTIES (" + properties_sql(spec.properties) + ")"
     return sql
 
 
@@ -204,14 +203,19 @@ def _create_with_retry(spark: "SparkSession", statement: str, name: str, attempt
             time.sleep(0.5 * (attempt + 1))
 
 
+def properties_sql(properties: dict[str, str]) -> str:
+    """``'k' = 'v', ...``: table properties as ``TBLPROPERTIES (...)`` lists them."""
+    return ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in properties.items())
+
+
 def sync_properties(spark: "SparkSession", settings: "Settings", name: str, current: dict[str, str]) -> dict[str, str]:
     """Set the registered properties a table made earlier lacks or has otherwise (``current``: its
     properties now, e.g. from ``DESCRIBE DETAIL``); returns those set. Only files written afterwards
     follow a changed statistics setting: the maintenance job calls this before compacting."""
     changed = {k: v for k, v in TABLES[name].properties.items() if current.get(k) != v}
     if changed:
-        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(changed.items()))
-        spark.sql(f"ALTER TABLE delta.`{TABLES[name].path(settings)}` SET TBLPROPERTIES ({pairs})").collect()
+        statement = f"ALTER TABLE delta.`{TABLES[name].path(settings)}` SET TBLPROPERTIES ({properties_sql(changed)})"
+        spark.sql(statement).collect()
     return changed
 
 
