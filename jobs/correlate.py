@@ -64,8 +64,9 @@ RESULT_FIELDS = [
 ]
 RESULT = T.StructType(schemas.DEDUPED.fields + RESULT_FIELDS)
 
-# Worker-side cache: one Satrec list per catalogue (Python workers are reused between groups).
-_SATRECS: dict[str, tuple[np.ndarray, list]] = {}
+# Worker-side cache, per catalogue (Python workers are reused between groups): the Satrecs, their
+# uncertainty model and which of them are candidates (one per element set).
+_SATRECS: dict[str, tuple[list, "correlation.CatalogueModel", np.ndarray]] = {}
 
 
 def bucket(event_time: "F.Column") -> "F.Column":
@@ -85,14 +86,17 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
     columns = [f.name for f in RESULT.fields]
 
     def associate(group: pd.DataFrame) -> pd.DataFrame:
+        from sda.orbit.association import distinct_bodies
         from sda.orbit.screening import satrecs_from_lines
 
         if fingerprint not in _SATRECS:
             _SATRECS.clear()
-            _SATRECS[fingerprint] = (ids, satrecs_from_lines(lines1, lines2))
-        cat_ids, sats = _SATRECS[fingerprint]
+            sats = satrecs_from_lines(lines1, lines2)
+            _SATRECS[fingerprint] = (sats, correlation.prediction_model(sats), distinct_bodies(ids, sats))
+        sats, model, bodies = _SATRECS[fingerprint]
         group = group.reset_index(drop=True)
-        found = correlation.correlate_frame(group, cat_ids, sats, gate_km, sigmas, prediction_sigma_m)
+        found = correlation.correlate_frame(group, ids, sats, gate_km, sigmas, prediction_sigma_m,
+                                            model=None if prediction_sigma_m is not None else model, bodies=bodies)
         out = pd.concat([group, found.drop(columns=["obs_id"])], axis=1)
         return out[columns]
 

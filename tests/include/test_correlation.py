@@ -139,6 +139,25 @@ def test_isl_residual_and_ambiguity_between_two_close_objects():
     assert out.loc["i", "ambiguous"]
 
 
+def test_a_docked_stack_is_one_body_under_its_lowest_number():
+    # 13's element set published under two more numbers, 21 and 8 (a docked stack): they predict the
+    # same measurement everywhere, so an observation of the stack goes to its lowest number, 8, as a
+    # sure association -- not a three-way tie held as a cross-tag
+    ids, sats = catalogue()
+    for n in (21, 8):
+        ids.append(n)
+        sats.extend(S.satrecs_from_lines(*zip(S.tle_from_elements(n, EPOCH, *ELEMENTS[13]))))
+    assert C.association.distinct_bodies(np.array(ids), sats).tolist() == [True, True, False, True, True, False, True]
+    r, _ = state(13)
+    rows = [radar_obs("r", 13), obs_row("i", "isl", x_m=r[0] * 1000, y_m=r[1] * 1000, z_m=r[2] * 1000)]
+    for out in (run(rows, ids, sats), C.correlate_frame(pd.DataFrame(rows), ids, sats, GATE_KM).set_index("obs_id")):
+        assert (out["status"] == "correlated").all() and out["norad_id"].eq(8).all()
+        assert out["candidates"].eq(1).all() and not out["ambiguous"].any()
+    # without the stack's host, the next lowest number is the body
+    out = run(rows, ids[:-1], sats[:-1])
+    assert out["norad_id"].eq(13).all() and out["candidates"].eq(1).all()
+
+
 def test_optical_angles_only_associates_and_gates_by_angle():
     ids, sats = catalogue()
     r15 = state(15)[0]

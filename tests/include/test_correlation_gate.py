@@ -213,12 +213,14 @@ def test_ambiguity_weighs_the_covariance_determinant():
     m = CatalogueModel(np.zeros(len(ids2)), sig, np.zeros((len(ids2), 3)), np.zeros(len(ids2)),
                        np.full(len(ids2), "t", dtype=object))
     obs = frame({"sensor_kind": ["isl"], "sensor_id": ["ISL-01"], "x_m": [fix[0]], "y_m": [fix[1]], "z_m": [fix[2]]})
-    out = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m).iloc[0]
+    # one element set under two numbers would be one body (test_correlation.py); here both are candidates
+    both = np.ones(len(ids2), dtype=bool)
+    out = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m, bodies=both).iloc[0]
     # both d2 = 0; -2 ln L differ by sum ln(var ratios) = ln(~900^3) >> 2 ln 100
     assert out["norad_id"] == 11 and out["candidates"] == 2 and not out["ambiguous"]
     # equal sigmas: a coin toss (likelihood ratio 1 < 10), flagged and held as a cross-tag, not associated
     m_equal = CatalogueModel(m.t_ref, np.tile(sig[0], (len(ids2), 1)), m.rate_m_day, m.accel_t_m_day2, m.regime)
-    toss = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m_equal).iloc[0]
+    toss = C.correlate_frame(obs, ids2, sats2, GATE_KM, model=m_equal, bodies=both).iloc[0]
     assert toss["ambiguous"] and toss["status"] == "uncorrelated" and pd.isna(toss["norad_id"])
     assert toss["reason"] == C.REASON_UNDECIDED and toss["nearest_norad_id"] in (11, 99)
     assert toss["candidates"] == 2

@@ -1,4 +1,11 @@
-"""Two parts of observation-to-object association (:mod:`sda.orbit.correlation`) that stand on their own.
+"""Three parts of observation-to-object association (:mod:`sda.orbit.correlation`) that stand on their own.
+
+:func:`distinct_bodies` -- one candidate per element set: catalogue numbers published with the
+very same element set (a docked stack: the ISS and the vehicles at it) predict the same measurement
+for every observation, so no sensor can tell them apart and they are one body. Left as separate
+candidates they tie exactly, and every observation of the stack would be held as a cross-tag
+between its own numbers. The body is a candidate under its lowest number (the stack's host, as the
+simulator observes it: :func:`sda.sim.objects.bodies`); its other numbers are not candidates.
 
 :func:`prefilter` -- the spatial prefilter's geometry: which (observation, object) pairs can be
 candidates at all, from the catalogue propagated once to the batch's reference time. Distances are
@@ -21,6 +28,24 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit.frames import ecef_to_teme, razel_to_ecef, site_teme, unit_vector_radec
+
+# What makes two Satrecs predict the same state at every time: epoch and every element SGP4 uses.
+_ELEMENT_SET = ("jdsatepoch", "jdsatepochF", "inclo", "nodeo", "ecco", "argpo", "mo", "no_kozai", "bstar",
+                "ndot", "nddot")
+
+
+def distinct_bodies(norad_ids: np.ndarray, satrecs) -> np.ndarray:
+    """[objects] bool: True for the catalogue rows that are candidates, one per element set (its
+    lowest catalogue number); False for the other numbers published with an identical element set."""
+    order = np.argsort(np.asarray(norad_ids, dtype=np.int64), kind="stable")
+    seen: set[tuple] = set()
+    keep = np.zeros(len(order), dtype=bool)
+    for row in order:
+        key = tuple(getattr(satrecs[row], name) for name in _ELEMENT_SET)
+        if key not in seen:
+            seen.add(key)
+            keep[row] = True
+    return keep
 
 
 def prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, reach_km: np.ndarray,

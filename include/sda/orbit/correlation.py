@@ -83,8 +83,8 @@ before that rule. Observations with no candidate inside the gate are kept as unc
 best candidate is within ``REPORT_GATES * gate_km`` it is named (``nearest_*``). Objects that SGP4
 cannot evaluate at a time (non-zero error code) are simply not candidates there.
 
-Two refinements live in :mod:`sda.orbit.association`: the spatial prefilter's geometry, and one
-object per radar frame (a frame's detections that chose the same object are assigned jointly).
+Three refinements live in :mod:`sda.orbit.association`: one candidate per element set (a docked
+stack's numbers are one body), the spatial prefilter's geometry, and one object per radar frame.
 """
 
 from __future__ import annotations
@@ -264,13 +264,14 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
                     sigmas: Mapping[str, Mapping[str, float]] | None = None,
                     prediction_sigma_m: float | None = None,
                     prediction_sigma_rr_ms: float = PREDICTION_SIGMA_RANGE_RATE_MS,
-                    model: CatalogueModel | None = None) -> pd.DataFrame:
+                    model: CatalogueModel | None = None, bodies: np.ndarray | None = None) -> pd.DataFrame:
     """Associate each observation of ``obs`` (OBSERVATION envelope columns; ``event_time`` as
     timestamps) with the catalogue ``(norad_ids, satrecs)``. ``sigmas`` is :func:`sensor_sigmas`
     output (default: the embedded registry). The prediction's uncertainty is ``model`` (default:
     :func:`prediction_model` of ``satrecs``: regime and element-set age), or, when
-    ``prediction_sigma_m`` is given, the isotropic override of the module docstring. Returns one row
-    per observation with the columns of :data:`RESULT_COLUMNS`."""
+    ``prediction_sigma_m`` is given, the isotropic override of the module docstring. ``bodies``: which
+    catalogue rows are candidates (default :func:`sda.orbit.association.distinct_bodies`: one number
+    per element set). Returns one row per observation with the columns of :data:`RESULT_COLUMNS`."""
     out = _unassociated(obs)
     if len(obs) == 0:
         return _result_frame(out)
@@ -289,7 +290,8 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
         model, fixed_rr = fixed_model(len(ids), prediction_sigma_m), prediction_sigma_rr_ms
     elif model is None:
         model = prediction_model(satrecs)
-    ref = _reference(satrecs, t_all[complete], model, len(ids), gate_km)
+    bodies = association.distinct_bodies(ids, satrecs) if bodies is None else bodies
+    ref = _reference(satrecs, t_all[complete], model, bodies, gate_km)
     if ref is None:
         out["reason"][complete] = REASON_NOT_PROPAGATED
         return _result_frame(out)
@@ -343,10 +345,11 @@ def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: dict[str, np.ndarr
     return complete
 
 
-def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, n_objects: int,
+def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, bodies: np.ndarray,
                gate_km: float) -> _Reference | None:
     """The whole catalogue propagated once, at the middle of the observation times ``t``, with each
-    object's prefilter radius; None when SGP4 could evaluate no object there.
+    object's prefilter radius; None when SGP4 could evaluate no object there. The rows that are not
+    ``bodies`` get no position, so the prefilter never keeps them.
 
     Spatial prefilter: an object can only be a candidate of an observation if, at that time, it is
     within the report radius plus how far it can move in |t - t_ref| (speed at t_ref plus a gravity
@@ -354,10 +357,11 @@ def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, 
     t_ref = 0.5 * (t.min() + t.max())
     _, r_ref, v_ref = propagate(satrecs, np.array([t_ref]))
     r_ref, speed_ref = r_ref[:, 0, :], np.linalg.norm(v_ref[:, 0, :], axis=-1)
+    r_ref[~np.asarray(bodies, dtype=bool)] = np.nan
     if not np.isfinite(r_ref).any():
         return None
     # the radius covers PREFILTER_SIGMAS of the prediction's 3-D error too (never less than the report radius)
-    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(n_objects), np.full(n_objects, t_ref)), axis=-1) / 1000.0
+    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(len(r_ref)), np.full(len(r_ref), t_ref)), axis=-1) / 1e3
     return _Reference(t_ref, r_ref, speed_ref, np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km))
 
 

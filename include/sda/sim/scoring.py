@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit import correlation
+from sda.orbit.association import distinct_bodies
 from sda.orbit.catalog import latest_by_object, load_catalog
 from sda.orbit.screening import satrecs_from_lines
 from sda.transforms import wire
@@ -118,6 +119,7 @@ def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) ->
     """``obs`` with the association columns, one ``correlate_frame`` call per event-time bucket."""
     if "model" not in kwargs and kwargs.get("prediction_sigma_m") is None:
         kwargs["model"] = correlation.prediction_model(sats)  # once, as a worker caches its catalogue
+    kwargs.setdefault("bodies", distinct_bodies(np.asarray(ids, dtype=np.int64), sats))
     bucket = obs["event_time"].astype("int64") // (correlation.BUCKET_S * 10**9)
     found = pd.concat([correlation.correlate_frame(group.reset_index(drop=True), ids, sats, gate_km, sigmas, **kwargs)
                        for _, group in obs.groupby(bucket)])
