@@ -103,3 +103,30 @@ def test_earth_shadow():
     side = np.cross(s, [0.0, 0.0, 1.0])
     side /= np.linalg.norm(side)
     assert not bool(frames.in_earth_shadow(-7000.0 * s + 7000.0 * side, t))  # off to the side, outside the cylinder
+
+
+def test_propagate_pairs_evaluates_each_satellite_at_its_own_times():
+    """Each pair against sgp4's own scalar ``Satrec.sgp4`` (the oracle), in any order of pairs, and
+    NaN where SGP4 fails (an orbit that has decayed by then)."""
+    from sgp4.api import Satrec, jday
+
+    from sda.orbit.screening import satrecs_from_lines, tle_from_elements
+
+    epoch = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
+    lines = [tle_from_elements(1, epoch, 700.0, 0.001, 98.0, 10.0, 0.0, 0.0),
+             tle_from_elements(2, epoch, 35786.0, 0.0002, 0.05, 0.0, 0.0, 120.0),
+             tle_from_elements(3, epoch, 200.0, 0.0001, 51.6, 0.0, 0.0, 0.0, bstar=0.05)]  # decays within days
+    sats = satrecs_from_lines(*zip(*lines))
+    index = np.array([2, 0, 1, 0, 2, 1, 0])
+    t = epoch.timestamp() + np.array([60.0, 5.5, 3600.0, -120.25, 30 * 86400.0, 7200.0, 0.0])
+    r, v = frames.propagate_pairs(sats, index, t)
+    for p, (k, when) in enumerate(zip(index, t)):
+        moment = dt.datetime.fromtimestamp(when, dt.timezone.utc)
+        jd, fr = jday(*moment.timetuple()[:5], moment.second + moment.microsecond / 1e6)
+        err, r_ref, v_ref = Satrec.twoline2rv(*lines[k]).sgp4(jd, fr)
+        if err:
+            assert np.isnan(r[p]).all() and np.isnan(v[p]).all()
+        else:
+            np.testing.assert_allclose(r[p], r_ref, atol=1e-6)  # km: the same C++ code, times split differently
+            np.testing.assert_allclose(v[p], v_ref, atol=1e-9)
+    assert np.isnan(r[4]).all() and np.isfinite(r[0]).all()  # the low orbit: fine after a minute, gone in 30 days

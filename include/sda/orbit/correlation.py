@@ -102,6 +102,7 @@ from sda.orbit.frames import (
     UNIX_EPOCH_JD,
     perigee_apogee_km,
     propagate,
+    propagate_pairs,
 )
 from sda.orbit.measurements import measure
 from sda.orbit.uncertainty import CatalogueModel, catalogue_model, fixed_model
@@ -382,12 +383,10 @@ def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping
     residuals: dict[str, np.ndarray] = {}
     dof = np.zeros(len(t), dtype=int)
     if len(obs_i):
-        times, time_pos = np.unique(t[obs_i], return_inverse=True)
-        _, r, v = propagate([satrecs[k] for k in objects], times)  # [candidates, times, 3]
+        r, v = propagate_pairs(satrecs, obj_j, t[obs_i])  # each candidate at its own observations' times
         pair_sig = {c: values[obs_i] for c, values in sig.items()}
         pred = model.sigma_rtn_m(obj_j, t[obs_i])
-        s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r[obj_pos, time_pos],
-                                         v[obj_pos, time_pos], pair_sig, pred, fixed_rr)
+        s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r, v, pair_sig, pred, fixed_rr)
         d2[obs_i, obj_pos], miss[obs_i, obj_pos], pair[obs_i, obj_pos] = s, m, np.arange(len(obs_i))
         logdet[obs_i, obj_pos] = ld
         dof[obs_i] = k

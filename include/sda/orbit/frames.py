@@ -285,6 +285,22 @@ def propagate(satrecs, unix_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return err, r, v
 
 
+def propagate_pairs(satrecs, index, unix_s) -> tuple[np.ndarray, np.ndarray]:
+    """Satellite ``satrecs[index[p]]`` at time ``unix_s[p]``, for each pair ``p``: (r [p, 3] km,
+    v [p, 3] km/s) in TEME, NaN where SGP4 fails. Each satellite is evaluated at its own times only
+    (``Satrec.sgp4_array``), not at every pair's time as ``propagate``'s grid would."""
+    index = np.asarray(index, dtype=np.int64)
+    jd, fr = unix_to_jd(unix_s)
+    r, v = np.full((len(index), 3), np.nan), np.full((len(index), 3), np.nan)
+    order = np.argsort(index, kind="stable")
+    objects, starts = np.unique(index[order], return_index=True)
+    for k, rows in zip(objects, np.split(order, starts[1:])):
+        err, rk, vk = satrecs[k].sgp4_array(jd[rows], fr[rows])
+        ok = err == 0
+        r[rows[ok]], v[rows[ok]] = rk[ok], vk[ok]
+    return r, v
+
+
 def perigee_apogee_km(satrec) -> tuple[float, float]:
     """Perigee and apogee altitude (km above the equatorial radius) from the mean elements."""
     a = satrec.a * satrec.radiusearthkm  # a is in Earth radii
