@@ -7,10 +7,16 @@ candidates they tie exactly, and every observation of the stack would be held as
 between its own numbers. The body is a candidate under its lowest number (the stack's host, as the
 simulator observes it: :func:`sda.sim.objects.bodies`); its other numbers are not candidates.
 
-:func:`prefilter` -- the spatial prefilter's geometry: which (observation, object) pairs can be
-candidates at all, from the catalogue propagated once to the batch's reference time. Distances are
-compared squared, from dot products: one matrix product per batch, not an [observations, objects, 3]
-array per step.
+:func:`candidate_pairs` -- the spatial prefilter: which (observation, object) pairs can be candidates
+at all, from the catalogue propagated once to the batch's reference time (:func:`reference`). An
+object is kept if, at the observation time, it can be within its radius of the observation: its
+distance at the reference time is under ``radius + speed |dt| + a_max dt^2 / 2``. For a measured
+point (radar, ISL) a k-d tree over the catalogue's reference positions gives the objects within the
+largest such bound, and the exact bound is then checked per pair: the work grows with the pairs, not
+with observations x catalogue. Objects with a radius over :data:`WIDE_RADIUS_KM` (element sets so old
+their error is hundreds of km) stay out of the tree and are checked against every observation; so
+is every object for an optical line of sight (the distance to a ray), as squared distances from dot
+products: one matrix product per batch.
 
 One object per radar frame: the detections of one radar frame (one bronze record, ``bronze_id``)
 are of distinct objects. Where two or more of a frame's detections chose the same object, the
@@ -24,10 +30,15 @@ each detection's own.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from sda.orbit.frames import ecef_to_teme, razel_to_ecef, site_teme, unit_vector_radec
+
+if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
 
 # What makes two Satrecs predict the same state at every time: epoch and every element SGP4 uses.
 _ELEMENT_SET = ("jdsatepoch", "jdsatepochF", "inclo", "nodeo", "ecco", "argpo", "mo", "no_kozai", "bstar",
@@ -48,31 +59,85 @@ def distinct_bodies(norad_ids: np.ndarray, satrecs) -> np.ndarray:
     return keep
 
 
-def prefilter(kind: str, obs: pd.DataFrame, t: np.ndarray, r_ref: np.ndarray, reach_km: np.ndarray,
-              radius_km: float | np.ndarray) -> np.ndarray:
-    """[observations, objects]: could the object, at the observation time, be within ``radius_km``
-    of the observation (the measured point; for optical, the line of sight)? False for objects SGP4
-    could not evaluate at the reference time. Distances are compared squared, from dot products
-    (one matrix product per batch, not an [observations, objects, 3] array per step)."""
+# Bound on any object's acceleration (gravity at the surface, padded): how far it can stray from a
+# straight line in the time between the reference propagation and the observation.
+MAX_ACCEL_KM_S2 = 1.05 * 398600.4418 / 6378.137**2
+# Objects whose prefilter radius is larger are checked against every observation, not via the k-d tree.
+WIDE_RADIUS_KM = 1000.0
+
+
+class Reference(NamedTuple):
+    """The catalogue at a batch's reference time, for the prefilter (:func:`reference`)."""
+
+    t: float  # unix seconds
+    r: np.ndarray  # [objects, 3] TEME positions (km); NaN: not a candidate
+    speed: np.ndarray  # [objects] km/s
+    radius_km: np.ndarray  # [objects] the prefilter's radius around each observation
+    tree: cKDTree | None  # over the positions of the ``narrow`` rows
+    narrow: np.ndarray  # candidate rows with a radius up to WIDE_RADIUS_KM, in the tree
+    wide: np.ndarray  # the other candidate rows
+
+
+def reference(t: float, r: np.ndarray, speed: np.ndarray, radius_km: np.ndarray) -> Reference:
+    """The prefilter's view of the catalogue at ``t``: positions ``r`` (NaN rows are no candidates),
+    speeds and radii, with the k-d tree over the rows of a radius up to :data:`WIDE_RADIUS_KM`."""
+    from scipy.spatial import cKDTree
+
+    ok = np.isfinite(r).all(axis=1) & np.isfinite(speed) & np.isfinite(radius_km)
+    narrow = np.flatnonzero(ok & (radius_km <= WIDE_RADIUS_KM))
+    wide = np.flatnonzero(ok & (radius_km > WIDE_RADIUS_KM))
+    return Reference(t, r, speed, radius_km, cKDTree(r[narrow]) if len(narrow) else None, narrow, wide)
+
+
+def candidate_pairs(kind: str, obs: pd.DataFrame, t: np.ndarray, ref: Reference) -> tuple[np.ndarray, np.ndarray]:
+    """(observation rows, catalogue rows) of the pairs that pass the prefilter (module docstring),
+    sorted by observation, then catalogue row."""
     col = lambda name: obs[name].to_numpy(dtype=float)  # noqa: E731
-    limit2 = np.square(radius_km + reach_km)
-    with np.errstate(invalid="ignore"):
-        if kind == "optical":
-            los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
-            site = site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)
-            rho2 = _squared_distances(site, r_ref)  # |object - site|^2
-            ahead = los @ r_ref.T - np.sum(site * los, axis=-1)[:, None]  # along the line of sight
+    dt_abs = np.abs(t - ref.t)
+    drift = 0.5 * MAX_ACCEL_KM_S2 * dt_abs**2
+    if kind == "optical":
+        rows = np.concatenate([ref.narrow, ref.wide])
+        limit2 = np.square(ref.radius_km[rows] + ref.speed[rows] * dt_abs[:, None] + drift[:, None])
+        los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
+        site = site_teme(col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"), t)
+        with np.errstate(invalid="ignore"):
+            rho2 = _squared_distances(site, ref.r[rows])  # |object - site|^2
+            ahead = los @ ref.r[rows].T - np.sum(site * los, axis=-1)[:, None]  # along the line of sight
             # squared distance from the object to the ray (to the site when it is behind the sensor);
             # the optical miss (angle x range) is never below it
-            dist2 = np.where(ahead > 0, np.maximum(rho2 - ahead * ahead, 0.0), rho2)
-            return dist2 < limit2
+            near = np.where(ahead > 0, np.maximum(rho2 - ahead * ahead, 0.0), rho2) < limit2
+        obs_i, k = np.nonzero(near)
+        obj_j = rows[k]
+    else:
         if kind == "radar":
             site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
             ecef = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
             point, _ = ecef_to_teme(ecef, np.zeros_like(ecef), t)
         else:
             point = np.stack([col("x_m"), col("y_m"), col("z_m")], axis=-1) / 1000.0
-        return _squared_distances(point, r_ref) < limit2
+        obs_i, obj_j = _near_points(point, dt_abs, drift, ref)
+        with np.errstate(invalid="ignore"):
+            d2 = np.sum(np.square(point[obs_i] - ref.r[obj_j]), axis=-1)
+            keep = d2 < np.square(ref.radius_km[obj_j] + ref.speed[obj_j] * dt_abs[obs_i] + drift[obs_i])
+        obs_i, obj_j = obs_i[keep], obj_j[keep]
+    order = np.lexsort((obj_j, obs_i))
+    return obs_i[order].astype(np.int64), obj_j[order].astype(np.int64)
+
+
+def _near_points(point: np.ndarray, dt_abs: np.ndarray, drift: np.ndarray, ref: Reference) -> tuple[np.ndarray, ...]:
+    """Pairs to check exactly: the tree's objects within the largest bound of each observation
+    (the largest radius and speed of the tree's objects), and every wide object."""
+    n = len(point)
+    parts = [(np.repeat(np.arange(n), len(ref.wide)), np.tile(ref.wide, n))]
+    finite = np.flatnonzero(np.isfinite(point).all(axis=1))
+    if ref.tree is not None and len(finite):
+        narrow = ref.narrow
+        bound = ref.radius_km[narrow].max() + ref.speed[narrow].max() * dt_abs[finite] + drift[finite]
+        found = ref.tree.query_ball_point(point[finite], bound, return_sorted=False)
+        counts = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
+        if counts.sum():
+            parts.append((np.repeat(finite, counts), narrow[np.concatenate(found).astype(np.int64)]))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:

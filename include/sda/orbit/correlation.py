@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -134,9 +134,6 @@ BLOCK_ELEMENTS = 2_000_000  # observations x objects per block
 REPORT_GATES = 3.0
 # The spatial prefilter's radius also covers this many 3-D sigmas of each object's predicted error.
 PREFILTER_SIGMAS = 6.0
-# Bound on any object's acceleration (gravity at the surface, padded): how far it can stray from a
-# straight line in the time between the reference propagation and the observation.
-MAX_ACCEL_KM_S2 = 1.05 * 398600.4418 / 6378.137**2
 
 REASON_NO_CANDIDATE = "no catalogue object inside the gate"
 REASON_NOT_PROPAGATED = "no catalogue object could be propagated to the observation time"
@@ -252,15 +249,6 @@ def prediction_model(satrecs: Sequence[Satrec]) -> CatalogueModel:
     return catalogue_model(epochs, heights[:, 0], heights[:, 1])
 
 
-class _Reference(NamedTuple):
-    """The catalogue at the batch's reference time, for the spatial prefilter."""
-
-    t: float  # unix seconds
-    r: np.ndarray  # [objects, 3] TEME positions (km)
-    speed: np.ndarray  # [objects] km/s
-    radius_km: np.ndarray  # [objects] the prefilter's radius around each observation
-
-
 def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence[Satrec], gate_km: float,
                     sigmas: Mapping[str, Mapping[str, float]] | None = None,
                     prediction_sigma_m: float | None = None,
@@ -347,7 +335,7 @@ def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: dict[str, np.ndarr
 
 
 def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, bodies: np.ndarray,
-               gate_km: float) -> _Reference | None:
+               gate_km: float) -> association.Reference | None:
     """The whole catalogue propagated once, at the middle of the observation times ``t``, with each
     object's prefilter radius; None when SGP4 could evaluate no object there. The rows that are not
     ``bodies`` get no position, so the prefilter never keeps them.
@@ -363,19 +351,18 @@ def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, 
         return None
     # the radius covers PREFILTER_SIGMAS of the prediction's 3-D error too (never less than the report radius)
     sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(len(r_ref)), np.full(len(r_ref), t_ref)), axis=-1) / 1e3
-    return _Reference(t_ref, r_ref, speed_ref, np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km))
+    radius_km = np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km)
+    return association.reference(t_ref, r_ref, speed_ref, radius_km)
 
 
 def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping[str, np.ndarray],
-                 satrecs: Sequence[Satrec], model: CatalogueModel, ref: _Reference, fixed_rr: float | None) -> tuple:
+                 satrecs: Sequence[Satrec], model: CatalogueModel, ref: association.Reference,
+                 fixed_rr: float | None) -> tuple:
     """One block of one ``kind``'s observations against the catalogue: the prefilter's candidates measured,
     as :func:`_decide` takes them: the catalogue rows that are some observation's candidate (the columns
     below; [0] when none is), [observations, columns] d2, miss, row of the pair in the residuals or -1;
     the candidate pairs' residuals; components per observation; [observations, columns] log det S."""
-    dt_ref = t - ref.t
-    reach = ref.speed[None, :] * np.abs(dt_ref)[:, None] + 0.5 * MAX_ACCEL_KM_S2 * (dt_ref**2)[:, None]
-    near = association.prefilter(kind, block_obs, t, ref.r, reach, ref.radius_km[None, :])
-    obs_i, obj_j = np.nonzero(near)
+    obs_i, obj_j = association.candidate_pairs(kind, block_obs, t, ref)
     objects, obj_pos = np.unique(obj_j, return_inverse=True)
     shape = (len(t), max(1, len(objects)))  # a few hundred columns, not the catalogue's thousands
     d2, logdet, miss = np.full(shape, np.inf), np.zeros(shape), np.full(shape, np.inf)
