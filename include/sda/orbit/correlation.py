@@ -10,8 +10,9 @@ arithmetic in blocks that bound the memory (observations x objects):
    :data:`PREFILTER_SIGMAS` of its predicted 3-D error, if more) of the
    observation plus the distance the object can cover in ``|t - t_ref|`` (its speed plus a gravity
    bound). For radar the observation is the measured point, for ISL the reported position, for an
-   optical track (no range) the line of sight: the distance is the object's distance to that ray;
-3. only the kept objects are propagated (vectorised) to the exact observation times, the predicted
+   optical track (no range) the line of sight: the distance is the object's distance to that ray
+   (a k-d tree finds a point's candidates: :func:`sda.orbit.association.candidate_pairs`);
+3. each kept pair's object is propagated to its observation's time, the predicted
    measurement is formed for each candidate and compared with the observed one.
 
 Predicted measurements and signed residuals (observed - predicted), per sensor kind (:mod:`sda.orbit.measurements`):
