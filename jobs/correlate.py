@@ -95,8 +95,8 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
             _SATRECS[fingerprint] = (sats, correlation.prediction_model(sats), distinct_bodies(ids, sats))
         sats, model, bodies = _SATRECS[fingerprint]
         group = group.reset_index(drop=True)
-        found = correlation.correlate_frame(group, ids, sats, gate_km, sigmas, prediction_sigma_m,
-                                            model=None if prediction_sigma_m is not None else model, bodies=bodies)
+        found = correlation.correlate_frame(group, ids, sats, gate_km, sigmas, prediction_sigma_m, model=model,
+                                            bodies=bodies)
         out = pd.concat([group, found.drop(columns=["obs_id"])], axis=1)
         return out[columns]
 

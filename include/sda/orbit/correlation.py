@@ -338,12 +338,9 @@ def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: dict[str, np.ndarr
 def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, bodies: np.ndarray,
                gate_km: float) -> association.Reference | None:
     """The whole catalogue propagated once, at the middle of the observation times ``t``, with each
-    object's prefilter radius; None when SGP4 could evaluate no object there. The rows that are not
-    ``bodies`` get no position, so the prefilter never keeps them.
-
-    Spatial prefilter: an object can only be a candidate of an observation if, at that time, it is
-    within the report radius plus how far it can move in |t - t_ref| (speed at t_ref plus a gravity
-    bound). Only those (observation, object) pairs are propagated to the exact observation times."""
+    object's prefilter radius (:func:`sda.orbit.association.candidate_pairs` uses them); None when SGP4
+    could evaluate no object there. The rows that are not ``bodies`` get no position, so the prefilter
+    never keeps them."""
     t_ref = 0.5 * (t.min() + t.max())
     _, r_ref, v_ref = propagate(satrecs, np.array([t_ref]))
     r_ref, speed_ref = r_ref[:, 0, :], np.linalg.norm(v_ref[:, 0, :], axis=-1)
