@@ -7,6 +7,8 @@ import datetime as dt
 import math
 from pathlib import Path
 
+from pyspark.sql import types as T
+
 from jobs import dedup
 from sda.lake import schemas
 from sda.lake.tables import TABLES, ensure_tables
@@ -107,3 +109,40 @@ def test_result_does_not_depend_on_arrival_order(spark, settings):
     add_silver(spark, other, ["x2", "x1", "j", "i", "g", "f", "e", "d", "b", "m2"])
     run_dedup(spark, other, "dedup-1")
     assert result(spark, other) == EXPECTED
+
+
+class _RecordingSession:
+    """The shared session, noting Delta's source-materialization setting as each MERGE starts."""
+
+    def __init__(self, spark):
+        self._spark, self.seen = spark, []
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+    def sql(self, statement, *args, **kwargs):
+        if statement.startswith("MERGE"):
+            self.seen.append(self._spark.conf.get(sinks.MATERIALIZE_SOURCE, None))
+        return self._spark.sql(statement, *args, **kwargs)
+
+
+def test_a_merge_reads_its_own_snapshot_of_the_source_and_restores_the_session(spark, settings):
+    # dedup's MERGE deletes, updates and inserts, so Delta would copy its source a second time on top
+    # of the snapshot sinks.merge already took; the copy is switched off for that MERGE only
+    ensure_tables(spark, settings, ["observations_dedup"])
+    fields = [f.name for f in schemas.DEDUPED.fields]
+    source = spark.createDataFrame(
+        [tuple({**ROWS[i], "copies": n}[f] for f in fields) + (True,) for i, n in (("a", 2), ("c", 1))],
+        T.StructType(schemas.DEDUPED.fields + [T.StructField("is_rep", T.BooleanType())]))
+    recording = _RecordingSession(spark)
+    spark.conf.set(sinks.MATERIALIZE_SOURCE, "all")
+    try:
+        counts = dedup.write_clusters(recording, source, settings)
+        assert spark.conf.get(sinks.MATERIALIZE_SOURCE) == "all"  # the user's setting, back after the MERGE
+    finally:
+        spark.conf.unset(sinks.MATERIALIZE_SOURCE)
+    dedup.write_clusters(recording, source, settings)  # unset before: unset after
+    assert spark.conf.get(sinks.MATERIALIZE_SOURCE, None) is None
+    assert recording.seen == ["none", "none"]
+    assert counts == {"rows_inserted": 2, "rows_updated": 0, "rows_deleted": 0}
+    assert result(spark, settings) == [("a", 2), ("c", 1)]

@@ -16,7 +16,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, TypeVar
 
 from sda.config.settings import Settings
@@ -119,6 +120,21 @@ def delta_ref(path: str) -> str:
 
 
 _VIEW_SEQ = iter(range(1, 1 << 62))
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+
+
+@contextmanager
+def session_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in this session for the block, then put back as it was."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFrame",
@@ -127,9 +143,14 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
     adds, retried on a write conflict (:func:`with_conflict_retry`). Returns Delta's counts
     (``num_affected_rows``, ``num_inserted_rows``, ``num_updated_rows``, ``num_deleted_rows``)."""
     spec = TABLES[table]
+    own_snapshot = False
     if spec.prune:
-        # the prune bounds and the MERGE both read the source: computed once, not twice
+        # the prune bounds and the MERGE both read the source: computed once, not twice. This eager
+        # local checkpoint is the snapshot Delta would otherwise take itself (its "auto" source
+        # materialization copies any source that is not a plain Delta scan), so Delta is told not to
+        # take a second copy: a checkpoint cannot be recomputed, only read or lost, which fails the MERGE.
         source = source.localCheckpoint()
+        own_snapshot = True
     on = merge_condition(spec, source)
     sql_clauses = " ".join(clauses(MergeSql()).clauses)
     view = f"sda_merge_{table}_{os.getpid()}_{next(_VIEW_SEQ)}"
@@ -137,7 +158,8 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
     statement = f"MERGE INTO {delta_ref(spec.path(settings))} t USING {view} s ON {on} {sql_clauses}"
 
     def attempt() -> dict[str, int]:
-        row = spark.sql(statement).first()
+        with session_conf(spark, MATERIALIZE_SOURCE, "none") if own_snapshot else nullcontext():
+            row = spark.sql(statement).first()
         return {k: int(v or 0) for k, v in row.asDict().items()} if row is not None else {}
 
     try:
