@@ -6,7 +6,9 @@ tested in test_correlation_gate.py."""
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
+import math
 
 import numpy as np
 import pandas as pd
@@ -312,3 +314,30 @@ def test_detections_of_one_radar_frame_go_to_distinct_objects(gated, frames, bes
     hit = np.isfinite(gated).any(axis=1)
     got = one_object_per_frame(np.array(best), hit, gated, np.array(frames, dtype=np.int64))
     assert got.tolist() == expected
+
+
+def test_event_times_in_any_form_a_batch_may_carry_are_unix_seconds():
+    # a pandas UDF hands over naive UTC timestamps; other callers aware ones, datetimes or text
+    t0 = float(calendar.timegm((2026, 11, 21, 6, 0, 0)))
+    naive = pd.Series([pd.Timestamp("2026-11-21 06:00:00"), pd.Timestamp("2026-11-21 06:00:01.25"), pd.NaT])
+    expected = np.array([t0, t0 + 1.25, np.nan])
+    for times in (naive, naive.astype("datetime64[us]"), naive.dt.tz_localize("UTC"),
+                  naive.dt.tz_localize("UTC").dt.tz_convert("Asia/Tokyo")):  # an aware time is converted
+        np.testing.assert_allclose(C.to_unix_seconds(times), expected, rtol=0, atol=1e-6)
+    as_objects = pd.Series([dt.datetime(2026, 11, 21, 15, 0, tzinfo=dt.timezone(dt.timedelta(hours=9)))], dtype=object)
+    np.testing.assert_array_equal(C.to_unix_seconds(as_objects), [t0])
+    np.testing.assert_array_equal(C.to_unix_seconds(pd.Series(["2026-11-21T06:00:00Z"])), [t0])
+
+
+def test_each_observation_gets_its_sensors_sigma_or_its_kinds_default():
+    obs = pd.DataFrame({"sensor_id": ["EGLIN", "NEW-RADAR", "EGLIN", None, "SOCORRO"],
+                        "sensor_kind": ["radar", "radar", "radar", "isl", "telepathy"]})
+    sigmas = {"EGLIN": {"sigma_range_m": 7.0, "sigma_angle_rad": 1e-4}, "SOCORRO": {"sigma_angle_rad": 5e-6}}
+    got = C._observation_sigmas(obs, sigmas)
+    np.testing.assert_array_equal(got["sigma_range_m"], [7.0, 30.0, 7.0, np.nan, np.nan])
+    np.testing.assert_array_equal(got["sigma_angle_rad"], [1e-4, math.radians(0.0154), 1e-4, np.nan, 5e-6])
+    # EGLIN has no range-rate sigma of its own: its kind's
+    np.testing.assert_array_equal(got["sigma_range_rate_ms"], [2.0, 2.0, 2.0, np.nan, np.nan])
+    np.testing.assert_array_equal(got["sigma_pos_m"], [np.nan, np.nan, np.nan, 50.0, np.nan])
+    without_ids = C._observation_sigmas(obs.drop(columns="sensor_id"), sigmas)
+    np.testing.assert_array_equal(without_ids["sigma_range_m"], [30.0, 30.0, 30.0, np.nan, np.nan])

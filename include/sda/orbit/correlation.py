@@ -175,8 +175,12 @@ RESULT_COLUMNS = {
 
 def to_unix_seconds(times: pd.Series) -> np.ndarray:
     """Timestamps (naive = UTC, or aware) -> float unix seconds."""
-    ts = pd.to_datetime(times, utc=True)
-    return ((ts - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(dtype=float)
+    if not pd.api.types.is_datetime64_any_dtype(times):  # strings, Timestamps or datetimes in an object column
+        times = pd.to_datetime(times, utc=True)
+    # already timestamps (a pandas UDF's batch): read as is, without pandas' per-element parse;
+    # an aware one converts to UTC, a naive one is UTC already; NaT -> NaN
+    instants = times.to_numpy(dtype="datetime64[ns]")
+    return (instants - np.datetime64(0, "ns")) / np.timedelta64(1, "s")
 
 
 def chi2_tail(x: float, k: int) -> float:
@@ -231,14 +235,14 @@ def sensor_sigmas(sensors: Mapping[str, Any] | None) -> dict[str, dict[str, floa
 
 def _observation_sigmas(obs: pd.DataFrame, sigmas: Mapping[str, Mapping[str, float]]) -> dict[str, np.ndarray]:
     """Per observation, each sensor sigma: the registry's value for its sensor, else its kind's default."""
-    kinds = obs["sensor_kind"].reset_index(drop=True)
-    sensor_ids = (obs["sensor_id"].reset_index(drop=True) if "sensor_id" in obs
-                  else pd.Series([None] * len(obs), dtype=object))
+    # looked up once per distinct sensor and kind (a group holds a handful), then spread by code
+    sensor_codes, sensor_list = pd.factorize(obs["sensor_id"] if "sensor_id" in obs else pd.Series([None] * len(obs)))
+    kind_codes, kind_list = pd.factorize(obs["sensor_kind"])
     out = {}
     for c in SIGMA_COLUMNS:
-        registry = sensor_ids.map({sid: v[c] for sid, v in sigmas.items() if c in v})
-        default = kinds.map({k: v[c] for k, v in DEFAULT_SIGMAS.items() if c in v})
-        out[c] = registry.fillna(default).to_numpy(dtype=float, na_value=np.nan)
+        registry = np.append([sigmas.get(sid, {}).get(c, np.nan) for sid in sensor_list], np.nan)[sensor_codes]
+        default = np.append([DEFAULT_SIGMAS.get(k, {}).get(c, np.nan) for k in kind_list], np.nan)[kind_codes]
+        out[c] = np.where(np.isnan(registry), default, registry).astype(float)
     return out
 
 
@@ -317,7 +321,9 @@ def _result_frame(out: dict[str, np.ndarray]) -> pd.DataFrame:
     """The columns of :func:`_unassociated` as the frame of :data:`RESULT_COLUMNS`."""
     columns = {c: pd.array(out[c], dtype="Int64") if dtype == "Int64" else out[c]
                for c, dtype in RESULT_COLUMNS.items()}
-    return pd.DataFrame(columns).astype(RESULT_COLUMNS)
+    frame = pd.DataFrame(columns, copy=False)
+    # the arrays are built in their final dtypes: a frame-wide astype would only copy them
+    return frame if all(frame.dtypes == pd.Series(RESULT_COLUMNS)) else frame.astype(RESULT_COLUMNS)
 
 
 def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: dict[str, np.ndarray]) -> np.ndarray:
