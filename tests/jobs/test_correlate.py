@@ -278,3 +278,19 @@ def test_a_late_observation_refolds_the_residual_statistics(residuals):
     assert s13["observations"] == 4 and s13["residual_range_count"] == 4
     assert s13["residual_range_mean_m"] == pytest.approx(300.0, abs=1e-3)
     assert s13["residual_range_var_m2"] == pytest.approx(140_000.0 / 3.0, abs=0.1)
+
+
+def test_a_pass_ends_after_a_gap_without_an_observation(spark):
+    # gap 600 s: 0, 100 | 700.5 (600.5 s after 100: a new pass), 1299 | object 12 and another sensor apart;
+    # a gap of exactly 600 s does not end a pass (as Spark's session windows); one instant twice is one pass
+    at = lambda s: EPOCH + dt.timedelta(seconds=s)  # noqa: E731
+    rows = [("S1", 11, at(0), 3.0), ("S1", 11, at(100), 4.0), ("S1", 11, at(700.5), 1.0), ("S1", 11, at(1299), 1.0),
+            ("S1", 11, at(1299), 2.0), ("S1", 12, at(50), 6.0), ("S2", 11, at(10), 8.0), ("S2", 11, at(610), 6.0)]
+    df = spark.createDataFrame(rows, "sensor_id string, norad_id long, event_time timestamp, residual_m double")
+    seconds = lambda t: (t.replace(tzinfo=UTC) - EPOCH).total_seconds()  # noqa: E731 - collected naive UTC
+    got = sorted((r["sensor_id"], r["norad_id"], seconds(r["pass_start"]), seconds(r["pass_end"]), r["observations"],
+                  round(r["residual_rms_m"], 9)) for r in job.sessions(df, 600.0).collect())
+    assert got == [("S1", 11, 0.0, 100.0, 2, 3.535533906),  # sqrt((9 + 16) / 2)
+                   ("S1", 11, 700.5, 1299.0, 3, 1.414213562),  # sqrt((1 + 1 + 4) / 3)
+                   ("S1", 12, 50.0, 50.0, 1, 6.0),
+                   ("S2", 11, 10.0, 610.0, 2, 7.071067812)]  # sqrt((64 + 36) / 2)
