@@ -34,7 +34,7 @@ import datetime as dt
 import sys
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
@@ -63,19 +63,15 @@ def search_scope(touched: DataFrame, window_s: float) -> DataFrame:
 
 def clusters_to_write(candidates: DataFrame, touched: DataFrame, window_s: float) -> DataFrame:
     """Cluster the candidate observations; keep the clusters with a member in a touched window
-    (the others are unchanged by this run), each member flagged ``is_rep``."""
+    (the others are unchanged by this run), each member flagged ``is_rep`` (and ``is_new`` kept)."""
     flagged = touched.withColumn("touched", F.lit(True))
-    clustered = (
-        envelope.cluster(candidates)
-        .withColumn("win", envelope.window_index(F.col("event_time"), window_s))
+    marked = (
+        candidates.withColumn("win", envelope.window_index(F.col("event_time"), window_s))
         .join(F.broadcast(flagged), on=["sensor_id", "win"], how="left")
+        .withColumn("touched", F.coalesce(F.col("touched"), F.lit(False)))
+        .drop("win")
     )
-    any_touched = F.max(F.coalesce(F.col("touched"), F.lit(False))).over(Window.partitionBy("rep_obs_id"))
-    return (
-        clustered.withColumn("keep", any_touched)
-        .where(F.col("keep"))
-        .select(*[f.name for f in schemas.DEDUPED.fields], "is_rep")
-    )
+    return envelope.cluster(marked).select(*[f.name for f in schemas.DEDUPED.fields], "is_rep", "is_new")
 
 
 def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) -> dict[str, int]:
@@ -135,14 +131,13 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         new_ids = changes.select("obs_id").distinct().withColumn("is_new", F.lit(True))
         flagged = watermarks.flag_late(nearby, marks, settings).join(new_ids, on="obs_id", how="left").persist()
         try:
-            on_time = flagged.where(~F.col("late")).drop("late", "window_end", "watermark", "lateness_s", "is_new")
+            on_time = flagged.where(~F.col("late")).drop("late", "window_end", "watermark", "lateness_s")
             touched = touched_windows(flagged.where(F.col("is_new") & ~F.col("late")), window_s).persist()
             members = clusters_to_write(on_time, touched, window_s).persist()
             try:
                 metrics["late"] = flagged.where(F.col("is_new") & F.col("late")).count()
-                fate = flagged.where(F.col("is_new") & ~F.col("late")).select("obs_id").join(
-                    members.select("obs_id", "is_rep"), on="obs_id", how="left")
-                for row in fate.groupBy("is_rep").count().collect():
+                # every new on-time row is a member (its own window is touched): its fate is in members
+                for row in members.where(F.col("is_new")).groupBy("is_rep").count().collect():
                     metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
                 metrics["clusters_written"] = members.where(F.col("is_rep")).count()
                 faults.checkpoint("dedup:before-write")

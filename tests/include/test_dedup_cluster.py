@@ -131,3 +131,13 @@ def test_random_sensor_streams_match_the_pairwise_oracle(seed):
     expected = oracle(pdf)
     assert sum(1 for k, (rep, _) in expected.items() if k != rep) > 10  # the case has real duplicates
     assert result(pdf) == expected
+
+
+def test_only_groups_with_a_touched_member_come_out_when_asked():
+    # a + b one measurement (b touched): both out; c alone, untouched: left out; d alone, touched: out
+    pdf = frame([radar("a", 0, 1_000_000.0, 1.0, 0.5), radar("b", 50_000, 1_000_040.0, 1.0, 0.5),
+                 radar("c", 5_000_000, 1_000_000.0, 1.0, 0.5), radar("d", 9_000_000, 2_000_000.0, 2.0, 0.3)])
+    pdf["touched"] = [False, True, False, True]
+    assert result(pdf) == {"a": ("a", 2), "b": ("a", 2), "d": ("d", 1)}
+    pdf["touched"] = False
+    assert result(pdf) == {}

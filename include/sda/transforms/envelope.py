@@ -298,7 +298,11 @@ def _cluster_one_sensor(pdf):
     reps = np.array([root(i) for i in range(len(pdf))], dtype=np.int64)
     sizes = np.bincount(reps, minlength=len(pdf))
     ids = pdf["obs_id"].to_numpy()
-    return pd.DataFrame({"obs_id": ids, "rep_obs_id": ids[reps], "copies": sizes[reps].astype(np.int64)})
+    out = pd.DataFrame({"obs_id": ids, "rep_obs_id": ids[reps], "copies": sizes[reps].astype(np.int64)})
+    if "touched" in pdf:  # only the groups with a member flagged touched
+        any_touched = np.bincount(reps, weights=pdf["touched"].to_numpy(dtype=float), minlength=len(pdf)) > 0
+        out = out[any_touched[reps]].reset_index(drop=True)
+    return out
 
 
 def cluster(observations: "DataFrame") -> "DataFrame":
@@ -306,13 +310,16 @@ def cluster(observations: "DataFrame") -> "DataFrame":
 
     The groups are a function of the *set* of rows given, not of their order, so any arrival order
     of the same observations gives the same groups and representatives. Different sensors are never
-    grouped: two sensors seeing one object are independent measurements.
+    grouped: two sensors seeing one object are independent measurements. When the observations carry
+    a boolean ``touched``, only the groups with a touched member come out (decided with the groups,
+    in the same pass).
     """
     from pyspark.sql import functions as F
 
     keyed = observations.withColumn("event_us", F.unix_micros("event_time"))
+    inputs = [*_CLUSTER_INPUT, *(["touched"] if "touched" in observations.columns else [])]
     groups = (
-        keyed.select(*_CLUSTER_INPUT)
+        keyed.select(*inputs)
         .groupBy("sensor_id")
         .applyInPandas(_cluster_one_sensor, schema=CLUSTER_SCHEMA)
     )
