@@ -17,6 +17,7 @@ from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import screening
 from sda.orbit.frames import propagate, radec, razel, teme_to_ecef
 from sda.pipeline import changefeed
+from sda.transforms import folds
 from tests import seed
 from tests.seed import append_rows
 
@@ -289,7 +290,7 @@ def test_a_pass_ends_after_a_gap_without_an_observation(spark):
     df = spark.createDataFrame(rows, "sensor_id string, norad_id long, event_time timestamp, residual_m double")
     seconds = lambda t: (t.replace(tzinfo=UTC) - EPOCH).total_seconds()  # noqa: E731 - collected naive UTC
     got = sorted((r["sensor_id"], r["norad_id"], seconds(r["pass_start"]), seconds(r["pass_end"]), r["observations"],
-                  round(r["residual_rms_m"], 9)) for r in job.sessions(df, 600.0).collect())
+                  round(r["residual_rms_m"], 9)) for r in folds.sessions(df, 600.0).collect())
     assert got == [("S1", 11, 0.0, 100.0, 2, 3.535533906),  # sqrt((9 + 16) / 2)
                    ("S1", 11, 700.5, 1299.0, 3, 1.414213562),  # sqrt((1 + 1 + 4) / 3)
                    ("S1", 12, 50.0, 50.0, 1, 6.0),
