@@ -45,8 +45,8 @@ Figures (the last line printed is one JSON object; the same JSON goes to ``--out
   after correlate; ``memory_after_replay``: the same after the replay;
 * ``ingest_scan``: seconds per ingest run at each landing-zone size (``ingest_scan_runs``: every run).
 
-How long: the default, 29 to 33 minutes on this idle 2-core machine (2026-11-24: simulation 3 min,
-the 24-h batch 10-11 min, its replay 10-12 min, the 1x run 4 min); ``--quick --skip-replay --skip-memory`` about
+How long: the default, 25 to 33 minutes on this idle 2-core machine (2026-11-25: simulation 3 min,
+the 24-h batch 9 min, its replay 9 min, the 1x run 4 min); ``--quick --skip-replay --skip-memory`` about
 5 minutes, fixed costs per stage (20-30 s idle) dominating (``--skip-memory``, ``--skip-replay`` and
 ``--skip-ingest-scan`` leave phases out).
 """
