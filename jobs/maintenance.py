@@ -57,7 +57,6 @@ Retention and replay
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -73,6 +72,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
+from sda.lake.spark import temporary_conf
 from sda.lake.tables import TABLES, sync_properties
 from sda.pipeline import changefeed, runtime, sinks
 from sda.pipeline.arguments import stage_parser
@@ -198,17 +198,6 @@ class VacuumPlan:
         return self.guard.skip_reason is None and self.retention_h > math.ceil(self.configured_h - 1e-9)
 
 
-@contextlib.contextmanager
-def listing_parallelism(spark: SparkSession, tasks: int):
-    """Set VACUUM's directory-listing parallelism for the block, then restore the session's value."""
-    previous = spark.conf.get(LISTING_PARALLELISM)
-    spark.conf.set(LISTING_PARALLELISM, str(tasks))
-    try:
-        yield
-    finally:
-        spark.conf.set(LISTING_PARALLELISM, previous)
-
-
 def _ref(table: str, settings: Settings) -> str:
     return sinks.delta_ref(TABLES[table].path(settings))
 
@@ -315,7 +304,7 @@ def vacuum(spark: SparkSession, settings: Settings, table: str, dry_run: bool) -
     # The path comes from the lakehouse setting, which refuses ` ' " ; and control characters
     # (sda.config.settings); the retention is a number formatted by code (whole hours, rounded up: never less).
     vacuum_sql = f"VACUUM {_ref(table, settings)} RETAIN {math.ceil(float(plan.retention_h)):d} HOURS"
-    with listing_parallelism(spark, max(2, settings.shuffle_partitions)):
+    with temporary_conf(spark, LISTING_PARALLELISM, str(max(2, settings.shuffle_partitions))):  # VACUUM's listing
         if dry_run:
             files = spark.sql(f"{vacuum_sql} DRY RUN").count()
             return {**out, "files_vacuumed": files}

@@ -22,6 +22,8 @@ import os
 import re
 import shutil
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -81,6 +83,20 @@ def session_conf(settings: Settings) -> dict[str, str]:
         # silver MERGE wrote for 7 s on one core). Written as the source is partitioned instead.
         "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
     }
+
+
+@contextmanager
+def temporary_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in this session for the block, then put back as it was (unset if it was)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def server_conf(settings: Settings) -> dict[str, str]:

@@ -15,6 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from sda.config.settings import Settings
+from sda.lake.spark import temporary_conf
 from sda.lake.tables import TABLES
 from sda.pipeline.arguments import parse_instant
 from sda.pipeline.changefeed import consumed_versions, history
@@ -56,11 +57,8 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
            None if metrics.get("lag_versions") is None else int(metrics["lag_versions"]),
            None if lag_s is None else float(lag_s))
     # a lakehouse made before the mode/watermark/lag columns existed gains them with this write
-    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
-    try:
+    with temporary_conf(spark, "spark.databricks.delta.schema.autoMerge.enabled", "true"):
         write_rows(spark, [row], "run_metrics", settings)
-    finally:
-        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     return conserved
 
 

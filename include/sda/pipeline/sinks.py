@@ -16,11 +16,12 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, TypeVar
 
 from sda.config.settings import Settings
+from sda.lake.spark import temporary_conf
 from sda.lake.tables import TABLES, TableSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,20 +124,6 @@ _VIEW_SEQ = iter(range(1, 1 << 62))
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
-@contextmanager
-def session_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
-    """``key`` set to ``value`` in this session for the block, then put back as it was."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
-
-
 def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFrame",
           clauses: Callable[[MergeSql], MergeSql]) -> dict[str, int]:
     """``MERGE INTO table t USING source s ON <key and prune bounds>`` with the clauses ``clauses``
@@ -158,7 +145,7 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
     statement = f"MERGE INTO {delta_ref(spec.path(settings))} t USING {view} s ON {on} {sql_clauses}"
 
     def attempt() -> dict[str, int]:
-        with session_conf(spark, MATERIALIZE_SOURCE, "none") if own_snapshot else nullcontext():
+        with temporary_conf(spark, MATERIALIZE_SOURCE, "none") if own_snapshot else nullcontext():
             row = spark.sql(statement).first()
         return {k: int(v or 0) for k, v in row.asDict().items()} if row is not None else {}
 
