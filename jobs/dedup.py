@@ -74,11 +74,31 @@ def clusters_to_write(candidates: DataFrame, touched: DataFrame, window_s: float
     return envelope.cluster(marked).select(*[f.name for f in schemas.DEDUPED.fields], "is_rep", "is_new")
 
 
-def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings) -> dict[str, int]:
+def changed_members(spark: SparkSession, members: DataFrame, settings: Settings,
+                    lo: dt.datetime, hi: dt.datetime) -> DataFrame:
+    """The members the MERGE changes something for: a representative the table lacks or holds with
+    another ``copies`` (its other columns are its silver row's, which never change), a displaced member
+    the table still holds. Delta rewrites every file with a row the MERGE matches, even when no clause
+    applies to the row, so the unchanged rows -- the neighbours re-clustered each run, all of a
+    replay -- are left out first, against the table's keys and counts between ``lo`` and ``hi`` (aware
+    bounds of the members' event times)."""
+    held = (
+        TABLES[TARGET].read(spark, settings)
+        .where(F.col("event_date").between(lo.date(), hi.date()))
+        .where(F.col("event_time").between(F.lit(lo), F.lit(hi)))
+        .select("obs_id", F.col("copies").alias("held_copies"))
+    )
+    changed = F.when(F.col("is_rep"), F.col("held_copies").isNull() | (F.col("held_copies") != F.col("copies")))
+    return members.join(held, on="obs_id", how="left").where(
+        changed.otherwise(F.col("held_copies").isNotNull())).drop("held_copies")
+
+
+def write_clusters(spark: SparkSession, members: DataFrame, settings: Settings,
+                   lo: dt.datetime, hi: dt.datetime) -> dict[str, int]:
     """One MERGE: representatives inserted or refreshed, displaced members deleted."""
     values = sinks.source_values([f.name for f in schemas.DEDUPED.fields])
     # event_date is the same for a row in both tables (copied from silver): its range prunes partitions
-    counts = sinks.merge(spark, TARGET, settings, members, lambda m: (
+    counts = sinks.merge(spark, TARGET, settings, changed_members(spark, members, settings, lo, hi), lambda m: (
         m.whenMatchedDelete(condition="NOT s.is_rep")
         .whenMatchedUpdate(condition="s.is_rep AND t.copies <> s.copies", set=values)
         .whenNotMatchedInsert(condition="s.is_rep", values=values)))
@@ -117,19 +137,21 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         lo = stats["lo"].astimezone(dt.timezone.utc) - margin
         hi = stats["hi"].astimezone(dt.timezone.utc) + margin
         scope = search_scope(touched_windows(changes, window_s), window_s)
-        nearby = (
-            spark.read.format("delta").option("versionAsOf", last).load(TABLES[SOURCE].path(settings))
+        # silver is insert-only: its rows as of ``last`` are the new rows plus the older ones, each
+        # once, so the new rows are marked without matching them up by obs_id
+        older = (
+            changefeed.rows_before(spark, SOURCE, settings, args, first, last)
             .where(F.col("event_date").between(lo.date(), hi.date()))
             .where(F.col("event_time").between(F.lit(lo), F.lit(hi)))
             .withColumn("win", envelope.window_index(F.col("event_time"), window_s))
             .join(F.broadcast(scope), on=["sensor_id", "win"], how="left_semi")
             .drop("win")
         )
+        nearby = older.withColumn("is_new", F.lit(False)).unionByName(changes.withColumn("is_new", F.lit(True)))
         # The late gate: each row against the watermarks of its own arrival batch. Late rows (new or
         # not) never join a cluster, so a final window's result cannot change.
         marks = watermarks.lookup(spark, settings, nearby)
-        new_ids = changes.select("obs_id").distinct().withColumn("is_new", F.lit(True))
-        flagged = watermarks.flag_late(nearby, marks, settings).join(new_ids, on="obs_id", how="left").persist()
+        flagged = watermarks.flag_late(nearby, marks, settings).persist()
         try:
             on_time = flagged.where(~F.col("late")).drop("late", "window_end", "watermark", "lateness_s")
             touched = touched_windows(flagged.where(F.col("is_new") & ~F.col("late")), window_s).persist()
@@ -143,7 +165,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
                 faults.checkpoint("dedup:before-write")
                 sinks.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data", settings)
                 faults.checkpoint("dedup:after-late")
-                metrics.update(write_clusters(spark, members, settings))
+                metrics.update(write_clusters(spark, members, settings, lo, hi))
             finally:
                 members.unpersist()
                 touched.unpersist()

@@ -111,6 +111,26 @@ def test_result_does_not_depend_on_arrival_order(spark, settings):
     assert result(spark, other) == EXPECTED
 
 
+def test_a_replay_clusters_its_range_with_the_rows_just_outside_it(spark, settings):
+    add_silver(spark, settings, list(ROWS))
+    run_dedup(spark, settings, "dedup-1")
+    files = data_files(spark, settings)
+    # the range cuts clusters: b (0.050 s) is a's copy (0.000 s, before the range), x1 (9.980 s) has its
+    # copy x2 (10.030 s) after it; b, c, g, h and x1 are in the range
+    metrics = dedup.main(["--start", "2026-11-21T06:00:00.030Z", "--end", "2026-11-21T06:00:10Z",
+                          "--run-id", "replay-1", "--replay"], settings=settings, spark=spark)
+
+    assert result(spark, settings) == EXPECTED  # not b (nor x1 with one copy) as a representative of its own
+    assert (metrics["records_in"], metrics["records_out"], metrics["near_duplicates"]) == (5, 3, 2)  # c, h, x1
+    assert (metrics["rows_inserted"], metrics["rows_updated"], metrics["rows_deleted"]) == (0, 0, 0)
+    assert data_files(spark, settings) == files  # and no file was rewritten with the same rows
+
+
+def data_files(spark, settings):
+    table = TABLES["observations_dedup"].read(spark, settings)
+    return sorted(r[0] for r in table.select("_metadata.file_path").distinct().collect())
+
+
 class _RecordingSession:
     """The shared session, noting Delta's source-materialization setting as each MERGE starts."""
 
@@ -135,13 +155,14 @@ def test_a_merge_reads_its_own_snapshot_of_the_source_and_restores_the_session(s
         [tuple({**ROWS[i], "copies": n}[f] for f in fields) + (True,) for i, n in (("a", 2), ("c", 1))],
         T.StructType(schemas.DEDUPED.fields + [T.StructField("is_rep", T.BooleanType())]))
     recording = _RecordingSession(spark)
+    span = (BASE - dt.timedelta(minutes=1), BASE + dt.timedelta(minutes=1))  # the rows' event times and more
     spark.conf.set(sinks.MATERIALIZE_SOURCE, "all")
     try:
-        counts = dedup.write_clusters(recording, source, settings)
+        counts = dedup.write_clusters(recording, source, settings, *span)
         assert spark.conf.get(sinks.MATERIALIZE_SOURCE) == "all"  # the user's setting, back after the MERGE
     finally:
         spark.conf.unset(sinks.MATERIALIZE_SOURCE)
-    dedup.write_clusters(recording, source, settings)  # unset before: unset after
+    dedup.write_clusters(recording, source, settings, *span)  # unset before: unset after
     assert spark.conf.get(sinks.MATERIALIZE_SOURCE, None) is None
     assert recording.seen == ["none", "none"]
     assert counts == {"rows_inserted": 2, "rows_updated": 0, "rows_deleted": 0}

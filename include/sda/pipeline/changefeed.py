@@ -197,6 +197,24 @@ def replay_rows(spark: "SparkSession", table: str, settings: Settings, args: arg
     return df.where((F.col("ingest_date") >= earliest.date()) & (F.col("ingest_time") >= F.lit(earliest)))
 
 
+def rows_before(spark: "SparkSession", table: str, settings: Settings, args: argparse.Namespace,
+                first: int, last: int) -> "DataFrame":
+    """For a table whose rows are only ever inserted (silver ``observations``, written by
+    ``sinks.merge_new``): its rows that :func:`changes_for` did not return this run, so that the two
+    together are the table as of ``last``, each row once. Incremental, the snapshot at ``first - 1``
+    (every row versions ``first..last`` added is in the change feed, and none is updated or deleted);
+    from the beginning (``first == 0``), none; in a replay, the rows outside its event-time range."""
+    from pyspark.sql import functions as F
+
+    spec = TABLES[table]
+    if args.replay:
+        return _snapshot(spark, spec, settings, last).where(
+            (F.col("event_time") < F.lit(args.start)) | (F.col("event_time") >= F.lit(args.end)))
+    if first == 0:
+        return spark.createDataFrame([], spec.schema)
+    return _snapshot(spark, spec, settings, first - 1)
+
+
 def changes_for(spark: "SparkSession", stage: str, table: str, settings: Settings, args: argparse.Namespace
                 ) -> tuple["DataFrame", int, int]:
     """:func:`read_changes`, or in a replay :func:`replay_rows` (first == last == the table's version).
