@@ -221,7 +221,6 @@ def neighbour_windows(window_s: float) -> int:
     return max(1, math.ceil(NEAR_DUP_MAX_DT_S / window_s))
 
 
-CLUSTER_SCHEMA = "obs_id string, rep_obs_id string, copies long"
 _CLUSTER_INPUT = ("obs_id", "sensor_id", "sensor_kind", "event_us", "range_m", "az_rad", "el_rad",
                   "ra_rad", "dec_rad", "x_m", "y_m", "z_m")
 
@@ -268,16 +267,18 @@ def near_duplicate_pairs(kind: str, event_us: "np.ndarray", values: dict) -> tup
     return np.concatenate(firsts), np.concatenate(seconds)
 
 
-def _cluster_one_sensor(pdf):
+def _components(pdf) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
     """Connected components of "same measurement" among one sensor's observations (union-find over
     :func:`near_duplicate_pairs`); each component's representative is its earliest observation, ties
-    broken by the smallest obs_id."""
+    broken by the smallest obs_id. Returns, per row of ``pdf`` in its own order, the position of its
+    representative, its component's size, and whether to keep it: with a boolean ``touched`` column,
+    only the components with a touched member are kept."""
     import numpy as np
-    import pandas as pd
 
-    pdf = pdf.sort_values(["event_us", "obs_id"], kind="mergesort").reset_index(drop=True)
-    event_us = pdf["event_us"].to_numpy(np.int64)
-    values = {c: pdf[c].to_numpy(dtype=float, na_value=np.nan) for c in _CLUSTER_INPUT[4:]}
+    order = np.lexsort((pdf["obs_id"].to_numpy(), pdf["event_us"].to_numpy(np.int64)))  # (event time, obs_id)
+    event_us = pdf["event_us"].to_numpy(np.int64)[order]
+    values = {c: pdf[c].to_numpy(dtype=float, na_value=np.nan)[order] for c in _CLUSTER_INPUT[4:]}
+    kinds = pdf["sensor_kind"].to_numpy()[order]
     parent = np.arange(len(pdf))
 
     def root(i: int) -> int:
@@ -288,21 +289,49 @@ def _cluster_one_sensor(pdf):
 
     # a sensor reports in one format (normalize checks it against the registry); rows of different
     # kinds never share the measured values compared, so each kind is paired on its own
-    for kind in pdf["sensor_kind"].unique():
-        rows = np.flatnonzero((pdf["sensor_kind"] == kind).to_numpy())
+    for kind in np.unique(kinds):
+        rows = np.flatnonzero(kinds == kind)
         firsts, seconds = near_duplicate_pairs(str(kind), event_us[rows], {c: v[rows] for c, v in values.items()})
         for i, j in zip(rows[firsts].tolist(), rows[seconds].tolist()):
             ri, rj = root(i), root(j)
-            # the lower index is earlier in (event time, obs_id) order: it stays the root
+            # the lower position is earlier in (event time, obs_id) order: it stays the root
             parent[max(ri, rj)] = min(ri, rj)
-    reps = np.array([root(i) for i in range(len(pdf))], dtype=np.int64)
-    sizes = np.bincount(reps, minlength=len(pdf))
-    ids = pdf["obs_id"].to_numpy()
-    out = pd.DataFrame({"obs_id": ids, "rep_obs_id": ids[reps], "copies": sizes[reps].astype(np.int64)})
+    while True:  # every chain to its root (a parent is never after its child): pointer jumping
+        grand = parent[parent]
+        if np.array_equal(grand, parent):
+            break
+        parent = grand
+    sizes = np.bincount(parent, minlength=len(pdf))
+    keep = np.ones(len(pdf), dtype=bool)
     if "touched" in pdf:  # only the groups with a member flagged touched
-        any_touched = np.bincount(reps, weights=pdf["touched"].to_numpy(dtype=float), minlength=len(pdf)) > 0
-        out = out[any_touched[reps]].reset_index(drop=True)
-    return out
+        touched = pdf["touched"].to_numpy(dtype=float)[order]
+        keep = (np.bincount(parent, weights=touched, minlength=len(pdf)) > 0)[parent]
+    # back from sorted positions to the rows of pdf
+    rep, copies, kept = (np.empty(len(pdf), dtype=np.int64), np.empty(len(pdf), dtype=np.int64),
+                         np.empty(len(pdf), dtype=bool))
+    rep[order], copies[order], kept[order] = order[parent], sizes[parent], keep
+    return rep, copies, kept
+
+
+def _cluster_one_sensor(pdf):
+    """:func:`_components` of one sensor's observations as (obs_id, rep_obs_id, copies) rows."""
+    import pandas as pd
+
+    rep, copies, keep = _components(pdf)
+    ids = pdf["obs_id"].to_numpy()
+    return pd.DataFrame({"obs_id": ids[keep], "rep_obs_id": ids[rep[keep]], "copies": copies[keep]})
+
+
+def _cluster_one_sensor_arrow(table):
+    """:func:`_components` of one sensor's observations (an Arrow table of whole rows): the rows kept,
+    each with its ``rep_obs_id`` and ``copies`` appended. The other columns pass through untouched
+    (no conversion to pandas, no join back by obs_id)."""
+    import pyarrow as pa
+
+    inputs = [c for c in (*_CLUSTER_INPUT, "touched") if c in table.column_names]
+    rep, copies, keep = _components(table.select(inputs).to_pandas())
+    table = table.append_column("rep_obs_id", table.column("obs_id").take(pa.array(rep)))
+    return table.append_column("copies", pa.array(copies, type=pa.int64())).filter(pa.array(keep))
 
 
 def cluster(observations: "DataFrame") -> "DataFrame":
@@ -315,16 +344,14 @@ def cluster(observations: "DataFrame") -> "DataFrame":
     in the same pass).
     """
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     keyed = observations.withColumn("event_us", F.unix_micros("event_time"))
-    inputs = [*_CLUSTER_INPUT, *(["touched"] if "touched" in observations.columns else [])]
-    groups = (
-        keyed.select(*inputs)
-        .groupBy("sensor_id")
-        .applyInPandas(_cluster_one_sensor, schema=CLUSTER_SCHEMA)
-    )
+    schema = T.StructType([*keyed.schema.fields, T.StructField("rep_obs_id", T.StringType()),
+                           T.StructField("copies", T.LongType())])
     return (
-        observations.join(groups, on="obs_id", how="inner")
+        keyed.groupBy("sensor_id").applyInArrow(_cluster_one_sensor_arrow, schema=schema)
+        .drop("event_us")
         .withColumn("is_rep", F.col("obs_id") == F.col("rep_obs_id"))
     )
 
