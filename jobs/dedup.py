@@ -17,6 +17,7 @@ State lives in silver itself, so the result does not depend on arrival order:
 3. every cluster with a member in a touched window is written by one MERGE on ``obs_id``: the
    representative (earliest event time, then smallest obs_id) is inserted or gets its new ``copies``,
    any other member still present (a representative displaced by an earlier arrival) is deleted;
+   members it would not change are left out of its source (Delta would rewrite their files unchanged);
 4. late data: every row is first checked against the watermarks of its arrival batch
    (:mod:`sda.pipeline.watermarks`); a new row whose window was already final goes to ``ops.late_data`` with
    its lateness instead, and late rows never join a cluster, so a final window never changes;
