@@ -5,7 +5,7 @@ normalize: :func:`sda.transforms.wire.parse_bronze` -> :func:`validate` (registr
 :func:`to_quarantine` for the refused ones.
 
 dedup: :func:`cluster` groups near-duplicate observations of one sensor (same measurement reported
-twice: re-sent frames, overlapping archive files) and :func:`representatives` keeps one row per group.
+twice: re-sent frames, overlapping archive files) and flags each group's representative (``is_rep``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sda.lake import schemas
 from sda.orbit.sensors import Sensor, load_sensors
 from sda.transforms import wire
 
@@ -354,10 +353,3 @@ def cluster(observations: "DataFrame") -> "DataFrame":
         .drop("event_us")
         .withColumn("is_rep", F.col("obs_id") == F.col("rep_obs_id"))
     )
-
-
-def representatives(clustered: "DataFrame") -> "DataFrame":
-    """One row per group: the representative observation with its group size (DEDUPED contract)."""
-    from pyspark.sql import functions as F
-
-    return clustered.where(F.col("is_rep")).select(*[f.name for f in schemas.DEDUPED.fields])
