@@ -1,4 +1,4 @@
-"""dedup's near-duplicate clustering (:func:`sda.transforms.envelope._cluster_one_sensor`), vectorised by
+"""dedup's near-duplicate clustering (:func:`sda.transforms.envelope._components`), vectorised by
 time offset, against hand-made cases and a brute-force oracle: every pair of rows compared in plain
 Python with the tolerances written out here, components by repeated merging."""
 
@@ -27,8 +27,9 @@ def radar(obs_id, t_us, rng, az, el):
 
 
 def result(pdf: pd.DataFrame) -> dict[str, tuple[str, int]]:
-    out = envelope._cluster_one_sensor(pdf)
-    return {r.obs_id: (r.rep_obs_id, int(r.copies)) for r in out.itertuples()}
+    rep, copies, keep = envelope._components(pdf)
+    ids = pdf["obs_id"].to_numpy()
+    return {ids[i]: (ids[rep[i]], int(copies[i])) for i in np.flatnonzero(keep)}
 
 
 def oracle(pdf: pd.DataFrame) -> dict[str, tuple[str, int]]:

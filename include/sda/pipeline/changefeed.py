@@ -22,7 +22,7 @@ from sda.pipeline import sinks
 from sda.pipeline.sinks import delta_ref
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 def history(spark: "SparkSession", table: str, settings: Settings, limit: int | None = None) -> "DataFrame":
@@ -179,6 +179,13 @@ def _change_feed(spark: "SparkSession", spec: TableSpec, settings: Settings, sta
     )
 
 
+def _in_range(args: argparse.Namespace) -> "Column":
+    """A replay's event-time range ``[args.start, args.end)``."""
+    from pyspark.sql import functions as F
+
+    return (F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end))
+
+
 def replay_rows(spark: "SparkSession", table: str, settings: Settings, args: argparse.Namespace) -> "DataFrame":
     """A replay's input: the rows of ``table`` (its current snapshot) for the event-time range
     ``[args.start, args.end)``. Bronze has no event time before parsing, so its rows are those that
@@ -192,7 +199,7 @@ def replay_rows(spark: "SparkSession", table: str, settings: Settings, args: arg
     if "event_time" in cols:
         if "event_date" in cols:  # partition pruning
             df = df.where(F.col("event_date").between(args.start.date(), args.end.date()))
-        return df.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
+        return df.where(_in_range(args))
     earliest = args.start - dt.timedelta(seconds=settings.clock_skew_s)
     return df.where((F.col("ingest_date") >= earliest.date()) & (F.col("ingest_time") >= F.lit(earliest)))
 
@@ -204,12 +211,9 @@ def rows_before(spark: "SparkSession", table: str, settings: Settings, args: arg
     together are the table as of ``last``, each row once. Incremental, the snapshot at ``first - 1``
     (every row versions ``first..last`` added is in the change feed, and none is updated or deleted);
     from the beginning (``first == 0``), none; in a replay, the rows outside its event-time range."""
-    from pyspark.sql import functions as F
-
     spec = TABLES[table]
     if args.replay:
-        return _snapshot(spark, spec, settings, last).where(
-            (F.col("event_time") < F.lit(args.start)) | (F.col("event_time") >= F.lit(args.end)))
+        return _snapshot(spark, spec, settings, last).where(~_in_range(args))  # event_time is never null
     if first == 0:
         return spark.createDataFrame([], spec.schema)
     return _snapshot(spark, spec, settings, first - 1)

@@ -312,15 +312,6 @@ def _components(pdf) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
     return rep, copies, kept
 
 
-def _cluster_one_sensor(pdf):
-    """:func:`_components` of one sensor's observations as (obs_id, rep_obs_id, copies) rows."""
-    import pandas as pd
-
-    rep, copies, keep = _components(pdf)
-    ids = pdf["obs_id"].to_numpy()
-    return pd.DataFrame({"obs_id": ids[keep], "rep_obs_id": ids[rep[keep]], "copies": copies[keep]})
-
-
 def _cluster_one_sensor_arrow(table):
     """:func:`_components` of one sensor's observations (an Arrow table of whole rows): the rows kept,
     each with its ``rep_obs_id`` and ``copies`` appended. The other columns pass through untouched
