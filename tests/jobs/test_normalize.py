@@ -171,6 +171,30 @@ def test_each_impossible_value_is_quarantined_with_its_reason(spark, settings):
     assert bytes(raw) == beacon(src="ISL-09").encode()
 
 
+def test_radar_frames_that_do_not_parse_are_quarantined_once_and_empty_frames_give_no_rows(spark, settings):
+    # ingest refuses such records, but bronze is the replayable log: normalize must not trust it
+    dets = [None, det(t="not a time"), det()]
+    write_bronze(spark, settings, "radar", "radar/f.jsonl", [
+        "{not json",                                               # 0: one row, the frame's reason
+        frame(dets=[]),                                            # 1: a frame with no detections: no row
+        json.dumps({"sensor": "EGLIN", "frame": 3, "dets": dets}),  # 2: a null detection, a bad time, a good one
+        json.dumps({"frame": 4, "dets": [det()]}),                 # 3: no sensor: the frame is refused whole
+    ])
+
+    metrics = _run(spark, settings)
+
+    assert _quarantine(spark, settings) == sorted([
+        ("radar/f.jsonl", 0, None, "unparseable radar frame"),
+        ("radar/f.jsonl", 2, 0, "missing or unparseable detection time"),
+        ("radar/f.jsonl", 2, 1, "missing or unparseable detection time"),
+        ("radar/f.jsonl", 3, None, "unparseable radar frame"),
+    ])
+    [good] = _silver(spark, settings)
+    assert (good["sensor_id"], good["range_m"], _utc(good["event_time"])) == ("EGLIN", 1234500.0, T1)
+    assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
+            metrics["duplicates"]) == (5, 1, 4, 0)
+
+
 def test_redelivered_copies_share_obs_id_and_count_as_duplicates(spark, settings):
     # the same detection re-sent in another frame (other frame number, send time and file), and a
     # second detection that is new

@@ -252,29 +252,27 @@ def _contract(df: "DataFrame") -> "DataFrame":
 
 
 def parse_radar(bronze: "DataFrame") -> "DataFrame":
-    """One row per detection; a frame that does not parse at all gives one row with item_no null."""
+    """One row per detection; a frame that does not parse at all gives one row with item_no null.
+
+    The JSON is parsed once: a broken frame's ``dets`` is made null, so ``posexplode_outer`` gives it
+    its one row (item_no null), while a frame with no detections (``[]``, not broken) gives none."""
     from pyspark.sql import functions as F
 
     frames = bronze.select(*_lineage(bronze), F.from_json("payload", wire_formats.RADAR_FRAME).alias("f"))
     broken = F.col("f").isNull() | F.col("f.sensor").isNull() | F.col("f.dets").isNull()
-    unparsed = frames.where(broken).select(
-        *_lineage(frames),
-        F.lit(None).cast("long").alias("item_no"),
-        F.col("f.sensor").alias("sensor_id"),
-        F.lit(None).cast("timestamp").alias("event_time"),
-        F.lit("unparseable radar frame").alias("parse_error"),
-    )
-    dets = frames.where(~broken).select(
-        *_lineage(frames), F.col("f.sensor").alias("sensor_id"), F.posexplode("f.dets").alias("item_no", "d")
-    )
+    dets = frames.select(
+        *_lineage(frames), broken.alias("broken"), F.col("f.sensor").alias("sensor_id"),
+        F.posexplode_outer(F.when(~broken, F.col("f.dets"))).alias("item_no", "d"),
+    ).where(F.col("broken") | F.col("item_no").isNotNull())
     dets = dets.select(
-        *_lineage(dets), "item_no", "sensor_id",
+        *_lineage(dets), "item_no", "sensor_id", "broken",
         F.col("d.t").try_cast("timestamp").alias("event_time"),
         *[F.col(f"d.{c}").alias(c) for c in ("range_km", "az_deg", "el_deg", "rr_km_s")],
     )
-    checks = [(F.col("event_time").isNull(), "missing or unparseable detection time")]
+    checks = [(F.col("broken"), "unparseable radar frame"),
+              (F.col("event_time").isNull(), "missing or unparseable detection time")]
     checks += [(F.col(c).isNull(), f"missing or non-numeric field {c}") for c in RADAR_REQUIRED[1:]]
-    return _contract(unparsed).unionByName(_contract(dets.withColumn("parse_error", _first_error(checks))))
+    return _contract(dets.withColumn("parse_error", _first_error(checks)))
 
 
 def parse_optical(bronze: "DataFrame") -> "DataFrame":
