@@ -32,9 +32,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from sda.lake import schemas
 from sda.lake.tables import TABLES, newest_element_sets, sql_string
@@ -45,6 +45,7 @@ from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.transforms import folds
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from sda.config.settings import Settings
@@ -80,15 +81,23 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
                            sigmas: dict[str, dict[str, float]] | None = None,
                            prediction_sigma_m: float | None = None) -> "DataFrame":
     """Observations (DEDUPED columns) -> the same columns plus the association (RESULT). ``sigmas``:
-    :func:`sda.orbit.correlation.sensor_sigmas` (default: the embedded sensor registry)."""
+    :func:`sda.orbit.correlation.sensor_sigmas` (default: the embedded sensor registry).
+
+    One grouped Arrow UDF per event-time bucket: only the columns the association reads
+    (:data:`sda.orbit.correlation.OBSERVATION_COLUMNS`) become pandas; the rest of each row passes
+    through as Arrow, with the result columns appended (whole rows through pandas cost more than
+    the association itself)."""
     sigmas = correlation.sensor_sigmas(None) if sigmas is None else sigmas
     ids = np.array([c[0] for c in catalogue], dtype=np.int64)
     lines1 = [c[1] for c in catalogue]
     lines2 = [c[2] for c in catalogue]
     fingerprint = hashlib.sha256("\n".join(a + b for a, b in zip(lines1, lines2)).encode()).hexdigest()
-    columns = [f.name for f in RESULT.fields]
+    found_schema = to_arrow_schema(T.StructType(RESULT_FIELDS))
+    passed = [f.name for f in schemas.DEDUPED.fields]
 
-    def associate(group: pd.DataFrame) -> pd.DataFrame:
+    def associate(table: "pa.Table") -> "pa.Table":
+        import pyarrow as pa
+
         from sda.orbit.association import distinct_bodies
         from sda.orbit.screening import satrecs_from_lines
 
@@ -97,16 +106,17 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
             sats = satrecs_from_lines(lines1, lines2)
             _SATRECS[fingerprint] = (sats, correlation.prediction_model(sats), distinct_bodies(ids, sats))
         sats, model, bodies = _SATRECS[fingerprint]
-        group = group.reset_index(drop=True)
+        group = table.select(correlation.OBSERVATION_COLUMNS).to_pandas()
         found = correlation.correlate_frame(group, ids, sats, gate_km, sigmas, prediction_sigma_m, model=model,
                                             bodies=bodies)
-        out = pd.concat([group, found.drop(columns=["obs_id"])], axis=1)
-        return out[columns]
+        found = pa.Table.from_pandas(found[found_schema.names], schema=found_schema, preserve_index=False)
+        return pa.Table.from_arrays([*table.select(passed).columns, *found.columns],
+                                    names=[*passed, *found_schema.names])
 
     return (
         observations.withColumn("bucket", bucket(F.col("event_time")))
         .groupBy("bucket")
-        .applyInPandas(associate, schema=RESULT)
+        .applyInArrow(associate, schema=RESULT)
     )
 
 

@@ -142,6 +142,10 @@ REASON_INCOMPLETE = "measurement incomplete for its sensor kind"
 REASON_UNKNOWN_KIND = "unknown sensor kind"
 REASON_UNDECIDED = "cross-tag: the two likeliest catalogue objects within 10x of each other; not associated"
 
+# What correlate_frame reads of an observation (``bronze_id``: a radar frame's detections are decided together).
+OBSERVATION_COLUMNS = ["obs_id", "sensor_id", "sensor_kind", "event_time", "bronze_id", "range_m", "az_rad", "el_rad",
+                       "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "site_lat_deg", "site_lon_deg",
+                       "site_alt_m"]
 _REQUIRED = {
     "radar": ("range_m", "az_rad", "el_rad", "site_lat_deg", "site_lon_deg", "site_alt_m"),
     "optical": ("ra_rad", "dec_rad", "site_lat_deg", "site_lon_deg", "site_alt_m"),
