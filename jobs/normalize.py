@@ -38,11 +38,12 @@ from sda.transforms.envelope import sensors_frame
 STAGE = "normalize"
 
 
-def pick_winners(observations: DataFrame) -> DataFrame:
-    """One row per obs_id among this batch's copies, the same one on every retry (smallest bronze
-    id; copies sharing a bronze id are one record's identical detections)."""
+def pick_winners(measurements: DataFrame) -> DataFrame:
+    """``copy_rank`` per accepted measurement: 1 for one row per obs_id among this batch's copies, the
+    same one on every retry (smallest bronze id; copies sharing a bronze id are one record's identical
+    detections); null for a refused one."""
     first = Window.partitionBy("obs_id").orderBy("bronze_id")
-    return observations.withColumn("copy_rank", F.row_number().over(first))
+    return measurements.withColumn("copy_rank", F.when(F.col("reason").isNull(), F.row_number().over(first)))
 
 
 def classify(ranked: DataFrame, existing: DataFrame) -> DataFrame:
@@ -79,27 +80,25 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     checked = envelope.validate(parsed, registry, settings.clock_skew_s)
     if args.replay:  # the range's observations only (bronze was selected by ingest time, see changefeed.replay_rows)
         checked = checked.where((F.col("event_time") >= F.lit(args.start)) & (F.col("event_time") < F.lit(args.end)))
-    # only a refused measurement keeps its record's payload (quarantine's raw bytes): a radar frame's
-    # payload would otherwise be cached once per detection
-    checked = checked.withColumn("payload", F.when(F.col("reason").isNotNull(), F.col("payload"))).persist()
-    accepted = envelope.to_observations(checked.where(F.col("reason").isNull()), args.run_id)
-    ranked = pick_winners(accepted).persist()
+    # one cache, of every measurement: both writes and the metrics read it
+    ranked = pick_winners(envelope.to_measurements(checked, args.run_id)).persist()
     try:
-        refused = envelope.to_quarantine(checked.where(F.col("reason").isNotNull()), STAGE, args.run_id)
+        accepted = ranked.where(F.col("reason").isNull())
+        refused = envelope.to_quarantine(ranked.where(F.col("reason").isNotNull()), STAGE, args.run_id)
 
         silver = TABLES["observations"]
         version = changefeed.table_version(spark, silver.name, settings)
-        dates = [r["event_date"] for r in ranked.select("event_date").distinct().collect()]
+        dates = [r["event_date"] for r in accepted.select("event_date").distinct().collect()]
         existing = (
             spark.read.format("delta").option("versionAsOf", version).load(silver.path(settings))
             .where(F.col("event_date").isin(dates))
             .select("obs_id", F.col("bronze_id").alias("existing_bronze_id"))
         )
         # counted before writing: afterwards silver already holds this run's rows
-        for row in classify(ranked, existing).groupBy("status").count().collect():
+        for row in classify(accepted, existing).groupBy("status").count().collect():
             metrics["records_out" if row["status"] == "out" else "duplicates"] += row["count"]
         metrics["quarantined"] = refused.count()
-        metrics["by_kind"] = {r["sensor_kind"]: r["count"] for r in checked.groupBy("sensor_kind").count().collect()}
+        metrics["by_kind"] = {r["sensor_kind"]: r["count"] for r in ranked.groupBy("sensor_kind").count().collect()}
         metrics["records_in"] = sum(metrics["by_kind"].values())
 
         faults.checkpoint("normalize:before-write")
@@ -107,12 +106,11 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         if not args.replay:  # the watermarks record arrivals, and a replay is not one
             sinks.write_rows(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
         faults.checkpoint("normalize:after-watermarks")
-        sinks.merge_new(spark, ranked.where(F.col("copy_rank") == 1), silver.name, settings, unique=True)
+        sinks.merge_new(spark, accepted.where(F.col("copy_rank") == 1), silver.name, settings, unique=True)
         faults.checkpoint("normalize:after-silver")
         sinks.merge_new(spark, refused, "quarantine", settings)
     finally:
         ranked.unpersist()
-        checked.unpersist()
     metrics["consumed"] = dict(consumed)
     return metrics
 

@@ -1,8 +1,8 @@
 """The observation envelope: normalize's and dedup's pure transforms (``DataFrame -> DataFrame``).
 
 normalize: :func:`sda.transforms.wire.parse_bronze` -> :func:`validate` (registry join, physical limits) ->
-:func:`to_observations` (SI units, deterministic ``obs_id``) for the good rows and
-:func:`to_quarantine` for the refused ones.
+:func:`to_measurements` (the silver envelope: SI units, deterministic ``obs_id``; a refused row keeps its
+reason and payload) -> the good rows to silver, the refused ones through :func:`to_quarantine`.
 
 dedup: :func:`cluster` groups near-duplicate observations of one sensor (same measurement reported
 twice: re-sent frames, overlapping archive files) and flags each group's representative (``is_rep``).
@@ -152,15 +152,14 @@ def obs_id(sensor_id: "Column", kind: "Column", event_time: "Column", values: li
     return F.sha2(F.concat_ws("|", *parts), 256)
 
 
-def to_observations(valid: "DataFrame", run_id: str) -> "DataFrame":
-    """Accepted measurements (``validate`` output, reason null) -> the silver envelope (SI units)."""
+def _envelope_columns(run_id: str, obs_id_column: "Column") -> list:
+    """The silver envelope's columns (SI units) of a ``validate`` output, with ``obs_id_column`` as obs_id."""
     from pyspark.sql import functions as F
 
     c = F.col
     deg = math.pi / 180.0
-    return valid.select(
-        obs_id(c("sensor_id"), c("sensor_kind"), c("event_time"),
-               [c(m) for m in wire.MEASUREMENT_COLUMNS]).alias("obs_id"),
+    return [
+        obs_id_column.alias("obs_id"),
         "sensor_id",
         "sensor_kind",
         "event_time",
@@ -180,11 +179,31 @@ def to_observations(valid: "DataFrame", run_id: str) -> "DataFrame":
         "bronze_id",
         "source_file",
         F.lit(run_id).alias("run_id"),
-    )
+    ]
+
+
+def _obs_id_of() -> "Column":
+    from pyspark.sql import functions as F
+
+    c = F.col
+    return obs_id(c("sensor_id"), c("sensor_kind"), c("event_time"), [c(m) for m in wire.MEASUREMENT_COLUMNS])
+
+
+def to_measurements(checked: "DataFrame", run_id: str) -> "DataFrame":
+    """Every measurement of a ``validate`` output, accepted or not, in one frame: the silver envelope
+    (obs_id null where refused) plus what :func:`to_quarantine` keeps of a refused one (``reason``,
+    ``record_no``, ``item_no``, and ``payload``, which only a refused one keeps: a radar frame's
+    payload would otherwise be carried once per detection). normalize caches this one frame
+    instead of the validated rows and the observations both."""
+    from pyspark.sql import functions as F
+
+    refused = F.col("reason").isNotNull()
+    return checked.select(*_envelope_columns(run_id, F.when(~refused, _obs_id_of())), "reason", "record_no", "item_no",
+                          F.when(refused, F.col("payload")).alias("payload"))
 
 
 def to_quarantine(refused: "DataFrame", stage: str, run_id: str) -> "DataFrame":
-    """Refused measurements (``validate`` output, reason set) -> quarantine rows.
+    """Refused measurements (:func:`to_measurements` rows with a ``reason``) -> quarantine rows.
 
     Keyed by (stage, bronze record, detection): one bad detection of a radar frame is one row, and a
     rerun writes the same keys again.
