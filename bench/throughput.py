@@ -43,6 +43,9 @@ Figures (the last line printed is one JSON object; the same JSON goes to ``--out
   summed over its Python workers alive at the end (shared pages counted in each), ``client_peak_mb`` =
   VmHWM of the child process that ran the stages (its ru_maxrss would include the parent's), all read
   after correlate; ``memory_after_replay``: the same after the replay;
+* ``layer_writes``: per table the batch's stages write, one row per observation (silver ``observations``,
+  ``observations_dedup``, gold ``correlated``), the seconds of its MERGEs (Delta's ``executionTimeMs``)
+  and the rows they inserted: the writing no query plan removes, to set beside the bare copy;
 * ``ingest_scan``: seconds per ingest run at each landing-zone size (``ingest_scan_runs``: every run).
 
 How long: the default, 25 to 33 minutes on this idle 2-core machine (2026-11-25: simulation 3 min,
@@ -75,6 +78,7 @@ UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
 WHOLE_RANGE = ("--start", "2026-01-01T00:00:00Z", "--end", "2100-01-01T00:00:00Z")  # ingest takes every file
 FLOW = ("normalize", "dedup", "correlate")
+LAYERS = ("observations", "observations_dedup", "correlated")  # what each stage of FLOW writes, row per observation
 TARGETS = {"pipeline_obs_per_s": 5000, "ratio_to_copy": 0.25}
 KEPT = ("records_in", "records_out", "observations", "duplicates", "late", "quarantined", "files_seen", "files_new",
         "bronze_records", "correlated", "uncorrelated")
@@ -208,6 +212,23 @@ def timed_stage(spark, settings, stage: str, run_id: str, interval=WHOLE_RANGE, 
     return round(time.perf_counter() - t0, 2), {k: metrics[k] for k in KEPT if k in metrics}
 
 
+def layer_writes(settings) -> dict:
+    """Per layer the flow writes (silver, deduplicated silver, gold ``correlated``): the seconds its MERGEs
+    took (Delta's own ``executionTimeMs``, most of it writing the rows) and the rows they inserted."""
+    from sda.lake.tables import TABLES
+
+    out = {}
+    for name in LAYERS:
+        ms = rows = 0
+        for log in sorted((Path(TABLES[name].path(settings)) / "_delta_log").glob("*.json")):
+            for line in log.read_text().splitlines():
+                metrics = (json.loads(line).get("commitInfo") or {}).get("operationMetrics", {})
+                ms += int(metrics.get("executionTimeMs", 0))
+                rows += int(metrics.get("numTargetRowsInserted", 0))
+        out[name] = {"seconds": round(ms / 1000, 2), "rows": rows, "rows_per_s": rate(rows, ms / 1000)}
+    return out
+
+
 def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | None) -> dict:
     """In a child process: catalogue, ingest, normalize, dedup and correlate over every landed file (one
     incremental batch), each timed; the memory peaks; then, with ``replay_range``, the replay of it."""
@@ -221,6 +242,8 @@ def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | No
         say(f"[{label}] {stage}: {out['stage_s'][stage]} s {out['stages'][stage]}")
     out["memory"] = memory_now(server_pid)
     say(f"[{label}] memory after correlate: {out['memory']}")
+    out["layer_writes"] = layer_writes(settings)
+    say(f"[{label}] the layers' writes: {out['layer_writes']}")
     if replay_range:
         interval = ("--start", iso(replay_range[0]), "--end", iso(replay_range[1]))
         for stage in FLOW:
@@ -363,6 +386,7 @@ def summarize(args, sim: dict, run: dict, copy: dict, scan, sim1: dict | None, r
         "copy_rows": copy["rows"], "copy_s": copy["seconds"], "copy_rows_per_s": copy_rate,
         "pipeline_s": pipeline_s, "pipeline_obs_per_s": pipeline_rate, "ratio_to_copy": ratio,
         "stage_s": run["stage_s"], "ingest_records_per_s": rate(sim["records"], run["stage_s"]["ingest"]),
+        "layer_writes": run["layer_writes"],
         "replay_s": replay_s,
         "replay_obs_per_s": rate(run["replay"]["correlate"].get("observations", 0), sum(replay_s.values()))
         if replay_s else None,
