@@ -152,14 +152,20 @@ def obs_id(sensor_id: "Column", kind: "Column", event_time: "Column", values: li
     return F.sha2(F.concat_ws("|", *parts), 256)
 
 
-def _envelope_columns(run_id: str, obs_id_column: "Column") -> list:
-    """The silver envelope's columns (SI units) of a ``validate`` output, with ``obs_id_column`` as obs_id."""
+def to_measurements(checked: "DataFrame", run_id: str) -> "DataFrame":
+    """Every measurement of a ``validate`` output, accepted or not, in one frame: the silver envelope
+    (SI units; obs_id null where refused) plus what :func:`to_quarantine` keeps of a refused one
+    (``reason``, ``record_no``, ``item_no``, and ``payload``, which only a refused one keeps: a radar
+    frame's payload would otherwise be carried once per detection). normalize caches this one frame
+    instead of the validated rows and the observations both."""
     from pyspark.sql import functions as F
 
     c = F.col
     deg = math.pi / 180.0
-    return [
-        obs_id_column.alias("obs_id"),
+    refused = c("reason").isNotNull()
+    return checked.select(
+        F.when(~refused, obs_id(c("sensor_id"), c("sensor_kind"), c("event_time"),
+                                [c(m) for m in wire.MEASUREMENT_COLUMNS])).alias("obs_id"),
         "sensor_id",
         "sensor_kind",
         "event_time",
@@ -179,27 +185,11 @@ def _envelope_columns(run_id: str, obs_id_column: "Column") -> list:
         "bronze_id",
         "source_file",
         F.lit(run_id).alias("run_id"),
-    ]
-
-
-def _obs_id_of() -> "Column":
-    from pyspark.sql import functions as F
-
-    c = F.col
-    return obs_id(c("sensor_id"), c("sensor_kind"), c("event_time"), [c(m) for m in wire.MEASUREMENT_COLUMNS])
-
-
-def to_measurements(checked: "DataFrame", run_id: str) -> "DataFrame":
-    """Every measurement of a ``validate`` output, accepted or not, in one frame: the silver envelope
-    (obs_id null where refused) plus what :func:`to_quarantine` keeps of a refused one (``reason``,
-    ``record_no``, ``item_no``, and ``payload``, which only a refused one keeps: a radar frame's
-    payload would otherwise be carried once per detection). normalize caches this one frame
-    instead of the validated rows and the observations both."""
-    from pyspark.sql import functions as F
-
-    refused = F.col("reason").isNotNull()
-    return checked.select(*_envelope_columns(run_id, F.when(~refused, _obs_id_of())), "reason", "record_no", "item_no",
-                          F.when(refused, F.col("payload")).alias("payload"))
+        "reason",
+        "record_no",
+        "item_no",
+        F.when(refused, c("payload")).alias("payload"),
+    )
 
 
 def to_quarantine(refused: "DataFrame", stage: str, run_id: str) -> "DataFrame":
