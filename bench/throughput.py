@@ -26,6 +26,8 @@ Everything is offline and runs on Spark Connect servers of the benchmark's own (
    after ``--scan-new`` (20) new files land, are timed (the median is reported): the ledger's
    (path, size, mtime) check should keep a run's cost to its new files.
 
+The memory peaks and the layers' write times are read by ``bench/throughput_measure.py``.
+
 Figures (the last line printed is one JSON object; the same JSON goes to ``--out``, by default
 ``bench/results/throughput.json``, or ``throughput-quick.json`` with ``--quick``):
 
@@ -74,11 +76,12 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from throughput_measure import layer_writes, memory_now  # noqa: E402 - beside this file
+
 UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
 WHOLE_RANGE = ("--start", "2026-01-01T00:00:00Z", "--end", "2100-01-01T00:00:00Z")  # ingest takes every file
 FLOW = ("normalize", "dedup", "correlate")
-LAYERS = ("observations", "observations_dedup", "correlated")  # what each stage of FLOW writes, row per observation
 TARGETS = {"pipeline_obs_per_s": 5000, "ratio_to_copy": 0.25}
 KEPT = ("records_in", "records_out", "observations", "duplicates", "late", "quarantined", "files_seen", "files_new",
         "bronze_records", "correlated", "uncorrelated")
@@ -133,52 +136,6 @@ def own_server(settings):
             say(f"server on port {settings.connect_port} stopped")
 
 
-# --- memory ----------------------------------------------------------------------------------------
-
-def _process_tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
-def _name_and_hwm_kb(pid: int) -> tuple[str, int]:
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return fields.get("Name", "").strip(), int(fields.get("VmHWM", "0 kB").split()[0])
-
-
-def server_memory(pid: int | None) -> dict:
-    """Peak resident memory (MB) of the server's JVM and of its Python workers alive now."""
-    jvm_kb = workers_kb = workers = 0
-    for p in _process_tree(pid) if pid else []:
-        try:
-            name, hwm = _name_and_hwm_kb(p)
-        except (OSError, ValueError):
-            continue
-        if name == "java":
-            jvm_kb += hwm
-        elif name.startswith("python"):
-            workers_kb, workers = workers_kb + hwm, workers + 1
-    return {"server_peak_mb": round(jvm_kb / 1024), "server_workers_peak_mb": round(workers_kb / 1024),
-            "server_workers": workers}
-
-
-def memory_now(server_pid: int | None) -> dict:
-    """The server's peaks and this process's: its VmHWM, not ru_maxrss, which a spawned child inherits
-    from its parent's address space at the fork before exec."""
-    return {**server_memory(server_pid), "client_peak_mb": round(_name_and_hwm_kb(os.getpid())[1] / 1024)}
-
-
 # --- phases --------------------------------------------------------------------------------------
 
 def sim_start(hours: float) -> dt.datetime:
@@ -210,23 +167,6 @@ def timed_stage(spark, settings, stage: str, run_id: str, interval=WHOLE_RANGE, 
     metrics = importlib.import_module(f"jobs.{stage}").main([*interval, "--run-id", run_id, *extra],
                                                             settings=settings, spark=spark)
     return round(time.perf_counter() - t0, 2), {k: metrics[k] for k in KEPT if k in metrics}
-
-
-def layer_writes(settings) -> dict:
-    """Per layer the flow writes (silver, deduplicated silver, gold ``correlated``): the seconds its MERGEs
-    took (Delta's own ``executionTimeMs``, most of it writing the rows) and the rows they inserted."""
-    from sda.lake.tables import TABLES
-
-    out = {}
-    for name in LAYERS:
-        ms = rows = 0
-        for log in sorted((Path(TABLES[name].path(settings)) / "_delta_log").glob("*.json")):
-            for line in log.read_text().splitlines():
-                metrics = (json.loads(line).get("commitInfo") or {}).get("operationMetrics", {})
-                ms += int(metrics.get("executionTimeMs", 0))
-                rows += int(metrics.get("numTargetRowsInserted", 0))
-        out[name] = {"seconds": round(ms / 1000, 2), "rows": rows, "rows_per_s": rate(rows, ms / 1000)}
-    return out
 
 
 def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | None) -> dict:
