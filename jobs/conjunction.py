@@ -62,7 +62,7 @@ from pyspark.sql import types as T
 from sda.alerts.publish import publish
 from sda.alerts.values import aware
 from sda.lake import schemas
-from sda.lake.spark import task_slots
+from sda.lake.spark import observed, task_slots
 from sda.lake.tables import TABLES, newest_element_sets
 from sda.orbit import screening
 from sda.pipeline import faults, runtime, sinks
@@ -183,16 +183,13 @@ def screen_parts(spark: "SparkSession", catalogue: "screening.CatalogueLines", p
             pairs = pairs.where((t < F.coalesce(failed[F.col("primary_id")], never))
                                 & (t < F.coalesce(failed[F.col("secondary_id")], never)))
         linear = Observation("linear")  # counted as the refinement reads the pairs: no job of its own
-        per_pair = (
-            pairs
-            .groupBy("primary_id", "secondary_id")
-            .agg(F.sort_array(F.collect_list("step")).alias("steps"))
-            .observe(linear, F.count(F.lit(1)).alias("pairs"),
-                     F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps"))
-            .repartition(min(partitions, max(slots, -(-side.candidate_rows // REFINE_ROWS_PER_TASK))))
-        )
+        grouped = pairs.groupBy("primary_id", "secondary_id").agg(F.sort_array(F.collect_list("step")).alias("steps"))
+        counts = (F.count(F.lit(1)).alias("pairs"), F.coalesce(F.sum(F.size("steps")), F.lit(0)).alias("steps"))
+        per_pair = grouped.observe(linear, *counts).repartition(
+            min(partitions, max(slots, -(-side.candidate_rows // REFINE_ROWS_PER_TASK))))
         found = refine(per_pair, catalogue, parts, step_s, start, end, threshold_km).toPandas()
-        metrics.update({"pairs_linear": int(linear.get["pairs"]), "pair_steps_linear": int(linear.get["steps"])})
+        got = observed(linear, grouped, *counts)
+        metrics.update({"pairs_linear": int(got["pairs"]), "pair_steps_linear": int(got["steps"])})
     finally:
         cands.unpersist()
     found = found.astype({**screening.APPROACH_COLUMNS, "exact": bool})
