@@ -167,3 +167,23 @@ def test_a_merge_reads_its_own_snapshot_of_the_source_and_restores_the_session(s
     assert recording.seen == ["none", "none"]
     assert counts == {"rows_inserted": 2, "rows_updated": 0, "rows_deleted": 0}
     assert result(spark, settings) == [("a", 2), ("c", 1)]
+
+
+def test_copies_across_an_hour_boundary_are_one_group_seen_from_both_hours(spark, settings):
+    # BASE is on the hour: a sensor's rows are clustered an hour at a time (envelope.CLUSTER_CHUNK_S),
+    # each hour with a minute of its neighbours. A chain of copies 40 to 50 ms apart across the
+    # boundary is one group whichever hour a member is in: its earliest member represents all four.
+    rows = [radar("y4", -0.080, range_m=3_000_000.0, az=3.0, el=0.2),
+            radar("y1", -0.030, range_m=3_000_040.0, az=3.0, el=0.2),
+            radar("y2", 0.020, range_m=3_000_080.0, az=3.0, el=0.2),
+            radar("y3", 0.060, range_m=3_000_120.0, az=3.0, el=0.2),  # 120 m from y4: a copy only by the chain
+            radar("z", 0.030, range_m=3_000_700.0, az=3.0, el=0.2),  # 580 m from the nearest: another object
+            radar("w", 3_599.990, range_m=4_000_000.0, az=1.0, el=0.4),  # the other end of the hour ...
+            radar("w2", 3_600.040, range_m=4_000_010.0, az=1.0, el=0.4)]  # ... and its copy in the next one
+    ensure_tables(spark, settings)
+    sinks.merge_new(spark, spark.createDataFrame([tuple(r[f.name] for f in schemas.OBSERVATION.fields) for r in rows],
+                                                 schemas.OBSERVATION), "observations", settings)
+    metrics = dedup.main(["--start", "2026-11-21T05:00:00Z", "--end", "2026-11-21T08:00:00Z", "--run-id", "d-1"],
+                         settings=settings, spark=spark)
+    assert result(spark, settings) == [("w", 2), ("y4", 4), ("z", 1)]
+    assert (metrics["records_in"], metrics["records_out"], metrics["near_duplicates"]) == (7, 3, 4)

@@ -38,6 +38,13 @@ RADAR_RANGE_TOL_M = 100.0
 RADAR_ANGLE_TOL_RAD = math.radians(0.05)
 OPTICAL_SEP_TOL_RAD = math.radians(5.0 / 3600.0)
 ISL_POS_TOL_M = 500.0
+# dedup clusters a sensor's observations an hour at a time, so Python holds one hour of one sensor, not
+# a whole batch of it (a day of a radar: ~500,000 whole rows). Each hour also gets the minute either
+# side: a group of near-duplicates across an hour boundary is then seen whole from both hours, and
+# each row comes out of its own hour only. A chain of copies longer than that minute would already be
+# cut by an incremental run's scope (one dedup window either side of the new rows).
+CLUSTER_CHUNK_S = 3600
+CLUSTER_HALO_S = 60
 
 _SITE_COLUMNS = ("registered_kind", "site_lat_deg", "site_lon_deg", "site_alt_m", "min_el_deg")
 
@@ -322,13 +329,14 @@ def _components(pdf) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
 
 
 def _cluster_one_sensor_arrow(table):
-    """:func:`_components` of one sensor's observations (an Arrow table of whole rows): the rows kept,
-    each with its ``rep_obs_id`` and ``copies`` appended. The other columns pass through untouched
-    (no conversion to pandas, no join back by obs_id)."""
+    """:func:`_components` of one sensor's observations of one hour and its halo (an Arrow table of whole
+    rows): the hour's own rows kept, each with its ``rep_obs_id`` and ``copies`` appended. The other
+    columns pass through untouched (no conversion to pandas, no join back by obs_id)."""
     import pyarrow as pa
 
     inputs = [c for c in (*_CLUSTER_INPUT, "touched") if c in table.column_names]
     rep, copies, keep = _components(table.select(inputs).to_pandas())
+    keep &= table.column("own").to_numpy(zero_copy_only=False)  # the neighbouring hours' rows only informed
     table = table.append_column("rep_obs_id", table.column("obs_id").take(pa.array(rep)))
     return table.append_column("copies", pa.array(copies, type=pa.int64())).filter(pa.array(keep))
 
@@ -338,18 +346,27 @@ def cluster(observations: "DataFrame") -> "DataFrame":
 
     The groups are a function of the *set* of rows given, not of their order, so any arrival order
     of the same observations gives the same groups and representatives. Different sensors are never
-    grouped: two sensors seeing one object are independent measurements. When the observations carry
+    grouped: two sensors seeing one object are independent measurements. A sensor's rows are clustered an
+    hour at a time with a minute's halo (:data:`CLUSTER_CHUNK_S`). When the observations carry
     a boolean ``touched``, only the groups with a touched member come out (decided with the groups,
     in the same pass).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    chunk_us, halo_us = CLUSTER_CHUNK_S * 1_000_000, CLUSTER_HALO_S * 1_000_000
     keyed = observations.withColumn("event_us", F.unix_micros("event_time"))
+    hour = F.floor(F.col("event_us") / F.lit(chunk_us))
+    offset = F.col("event_us") - hour * F.lit(chunk_us)
+    # each row in its hour, and in the neighbouring hour whose halo it is in
+    chunks = F.array(hour, F.when(offset < halo_us, hour - 1), F.when(offset >= chunk_us - halo_us, hour + 1))
+    keyed = (keyed.withColumn("own_chunk", hour).withColumn("chunk", F.explode(chunks))
+             .where(F.col("chunk").isNotNull())
+             .withColumn("own", F.col("chunk") == F.col("own_chunk")).drop("own_chunk"))
     schema = T.StructType([*keyed.schema.fields, T.StructField("rep_obs_id", T.StringType()),
                            T.StructField("copies", T.LongType())])
     return (
-        keyed.groupBy("sensor_id").applyInArrow(_cluster_one_sensor_arrow, schema=schema)
-        .drop("event_us")
+        keyed.groupBy("sensor_id", "chunk").applyInArrow(_cluster_one_sensor_arrow, schema=schema)
+        .drop("event_us", "chunk", "own")
         .withColumn("is_rep", F.col("obs_id") == F.col("rep_obs_id"))
     )
