@@ -41,8 +41,10 @@ Figures (the last line printed is one JSON object; the same JSON goes to ``--out
   = pipeline_obs_per_s / copy_rows_per_s; ``targets`` (5,000 obs/s, 0.25) and ``targets_met``;
 * ``memory``: ``{"1x": ..., "4x": ...}`` (4x: the main scenario of 2), each with ``server_peak_mb`` =
   the server JVM's VmHWM (``/proc/<pid>/status``, a process-lifetime peak, hence a fresh server per
-  size; bounded by ``--driver-memory`` plus the JVM's off-heap), ``server_workers_peak_mb`` = VmHWM
-  summed over its Python workers alive at the end (shared pages counted in each), ``client_peak_mb`` =
+  size; bounded by ``--driver-memory`` plus the JVM's off-heap), ``server_workers_peak_mb`` = the largest
+  sum of its Python workers' proportional set size (Pss: a shared page split between its sharers),
+  sampled every 0.5 s through the run (``server_workers``: the most alive at once;
+  ``server_workers_peak_mb_by_stage``: the same while each stage ran), ``client_peak_mb`` =
   VmHWM of the child process that ran the stages (its ru_maxrss would include the parent's), all read
   after correlate; ``memory_after_replay``: the same after the replay;
 * ``layer_writes``: per table the batch's stages write, one row per observation (silver ``observations``,
@@ -76,7 +78,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from throughput_measure import layer_writes, memory_now  # noqa: E402 - beside this file
+from throughput_measure import WorkerPeak, layer_writes, memory_now  # noqa: E402 - beside this file
 
 UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
@@ -176,21 +178,25 @@ def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | No
 
     spark = connect(settings)
     out: dict = {"stage_s": {}, "stages": {}, "replay_s": {}, "replay": {}}
-    for stage in ("catalog", "ingest", *FLOW):
-        extra = ["--file", str(settings.catalog_file)] if stage == "catalog" else []
-        out["stage_s"][stage], out["stages"][stage] = timed_stage(spark, settings, stage, f"{label}-run", extra=extra)
-        say(f"[{label}] {stage}: {out['stage_s'][stage]} s {out['stages'][stage]}")
-    out["memory"] = memory_now(server_pid)
-    say(f"[{label}] memory after correlate: {out['memory']}")
-    out["layer_writes"] = layer_writes(settings)
-    say(f"[{label}] the layers' writes: {out['layer_writes']}")
-    if replay_range:
-        interval = ("--start", iso(replay_range[0]), "--end", iso(replay_range[1]))
-        for stage in FLOW:
-            out["replay_s"][stage], out["replay"][stage] = timed_stage(spark, settings, stage, f"{label}-replay",
-                                                                       interval, ["--replay"])
-            say(f"[{label}] replay {stage}: {out['replay_s'][stage]} s {out['replay'][stage]}")
-        out["memory_after_replay"] = memory_now(server_pid)
+    with WorkerPeak(server_pid) as workers:
+        for stage in ("catalog", "ingest", *FLOW):
+            extra = ["--file", str(settings.catalog_file)] if stage == "catalog" else []
+            out["stage_s"][stage], out["stages"][stage] = timed_stage(spark, settings, stage, f"{label}-run",
+                                                                      extra=extra)
+            workers.mark(stage)
+            say(f"[{label}] {stage}: {out['stage_s'][stage]} s {out['stages'][stage]}")
+        out["memory"] = memory_now(server_pid, workers)
+        say(f"[{label}] memory after correlate: {out['memory']}")
+        out["layer_writes"] = layer_writes(settings)
+        say(f"[{label}] the layers' writes: {out['layer_writes']}")
+        if replay_range:
+            interval = ("--start", iso(replay_range[0]), "--end", iso(replay_range[1]))
+            for stage in FLOW:
+                out["replay_s"][stage], out["replay"][stage] = timed_stage(spark, settings, stage, f"{label}-replay",
+                                                                           interval, ["--replay"])
+                workers.mark(f"replay {stage}")
+                say(f"[{label}] replay {stage}: {out['replay_s'][stage]} s {out['replay'][stage]}")
+            out["memory_after_replay"] = memory_now(server_pid, workers)
     spark.stop()
     return out
 

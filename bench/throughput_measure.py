@@ -1,11 +1,13 @@
-"""What bench/throughput.py reads off a run besides its clock: peak memory of the Spark server's processes
-and of the client (``/proc/<pid>/status`` VmHWM), and the seconds and rows of the MERGEs that wrote
-each layer (Delta's own commit metrics in ``_delta_log``)."""
+"""What bench/throughput.py reads off a run besides its clock: peak memory of the Spark server's JVM and
+of the client (``/proc/<pid>/status`` VmHWM) and of the server's Python workers (sampled through the
+run), and the seconds and rows of the MERGEs that wrote each layer (Delta's own commit metrics in
+``_delta_log``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 # what normalize, dedup and correlate write, one row per observation
@@ -29,32 +31,75 @@ def _process_tree(root: int) -> list[int]:
     return out
 
 
-def _name_and_hwm_kb(pid: int) -> tuple[str, int]:
+def _name_and_kb(pid: int, field: str) -> tuple[str, int]:
+    """The process's name and one of its ``/proc/<pid>/status`` sizes (``VmHWM``, the peak resident size), kB."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return fields.get("Name", "").strip(), int(fields.get("VmHWM", "0 kB").split()[0])
+    return fields.get("Name", "").strip(), int(fields.get(field, "0 kB").split()[0])
 
 
-def server_memory(pid: int | None) -> dict:
-    """Peak resident memory (MB) of the server's JVM and of its Python workers alive now."""
-    jvm_kb = workers_kb = workers = 0
-    for p in _process_tree(pid) if pid else []:
+class WorkerPeak:
+    """The server's Python workers come and go with its tasks, so a reading at the end misses them: this
+    thread sums their proportional set size (``Pss`` of ``/proc/<pid>/smaps_rollup``: a page the forked
+    workers share is split between them, not counted in each) every ``every_s`` while the block runs,
+    and keeps the largest sum and the most workers alive at once."""
+
+    def __init__(self, server_pid: int | None, every_s: float = 0.5) -> None:
+        self.server_pid, self.every_s = server_pid, every_s
+        self.peak_kb = self.most = self._since_mark_kb = 0
+        self.by_stage: dict[str, int] = {}  # MB, the largest sum while each stage ran (see mark)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worker-peak", daemon=True)
+
+    def sample(self) -> None:
+        total = alive = 0
+        for p in _process_tree(self.server_pid) if self.server_pid else []:
+            try:
+                if not _name_and_kb(p, "VmHWM")[0].startswith("python"):
+                    continue
+                pss = next(line for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines()
+                           if line.startswith("Pss:"))
+            except (OSError, ValueError, StopIteration):
+                continue  # gone between the listing and the read
+            total, alive = total + int(pss.split()[1]), alive + 1
+        self.peak_kb, self.most = max(self.peak_kb, total), max(self.most, alive)
+        self._since_mark_kb = max(self._since_mark_kb, total)
+
+    def mark(self, stage: str) -> None:
+        """``stage`` has just ended: its peak is the largest sum since the previous mark."""
+        self.sample()
+        self.by_stage[stage], self._since_mark_kb = round(self._since_mark_kb / 1024), 0
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample()
+
+    def __enter__(self) -> "WorkerPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def figures(self) -> dict:
+        return {"server_workers_peak_mb": round(self.peak_kb / 1024), "server_workers": self.most,
+                "server_workers_peak_mb_by_stage": dict(self.by_stage)}
+
+
+def memory_now(server_pid: int | None, workers: WorkerPeak) -> dict:
+    """The peaks so far: the server JVM's VmHWM, its workers' largest summed Pss (``workers``), and this
+    process's VmHWM, not ru_maxrss, which a spawned child inherits from its parent's address space at
+    the fork before exec."""
+    jvm_kb = 0
+    for p in _process_tree(server_pid) if server_pid else []:
         try:
-            name, hwm = _name_and_hwm_kb(p)
+            name, hwm = _name_and_kb(p, "VmHWM")
         except (OSError, ValueError):
             continue
-        if name == "java":
-            jvm_kb += hwm
-        elif name.startswith("python"):
-            workers_kb, workers = workers_kb + hwm, workers + 1
-    return {"server_peak_mb": round(jvm_kb / 1024), "server_workers_peak_mb": round(workers_kb / 1024),
-            "server_workers": workers}
-
-
-def memory_now(server_pid: int | None) -> dict:
-    """The server's peaks and this process's: its VmHWM, not ru_maxrss, which a spawned child inherits
-    from its parent's address space at the fork before exec."""
-    return {**server_memory(server_pid), "client_peak_mb": round(_name_and_hwm_kb(os.getpid())[1] / 1024)}
-
+        jvm_kb += hwm if name == "java" else 0
+    workers.sample()
+    return {"server_peak_mb": round(jvm_kb / 1024), **workers.figures(),
+            "client_peak_mb": round(_name_and_kb(os.getpid(), "VmHWM")[1] / 1024)}
 
 
 def layer_writes(settings) -> dict:
