@@ -54,7 +54,7 @@ class WorkerPeak:
         total = alive = 0
         for p in _process_tree(self.server_pid) if self.server_pid else []:
             try:
-                if not _name_and_kb(p, "VmHWM")[0].startswith("python"):
+                if not Path(f"/proc/{p}/comm").read_text().startswith("python"):
                     continue
                 pss = next(line for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines()
                            if line.startswith("Pss:"))

@@ -360,9 +360,7 @@ def cluster(observations: "DataFrame") -> "DataFrame":
     offset = F.col("event_us") - hour * F.lit(chunk_us)
     # each row in its hour, and in the neighbouring hour whose halo it is in
     chunks = F.array(hour, F.when(offset < halo_us, hour - 1), F.when(offset >= chunk_us - halo_us, hour + 1))
-    keyed = (keyed.withColumn("own_chunk", hour).withColumn("chunk", F.explode(chunks))
-             .where(F.col("chunk").isNotNull())
-             .withColumn("own", F.col("chunk") == F.col("own_chunk")).drop("own_chunk"))
+    keyed = keyed.withColumn("chunk", F.explode(F.array_compact(chunks))).withColumn("own", F.col("chunk") == hour)
     schema = T.StructType([*keyed.schema.fields, T.StructField("rep_obs_id", T.StringType()),
                            T.StructField("copies", T.LongType())])
     return (
