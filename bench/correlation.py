@@ -5,7 +5,7 @@ scored against the simulator's truth.
 
     .venv/bin/python bench/correlation.py [--ages 0.5,1,3,7] [--minutes 10] [--max-observations 30000]
                                           [--start 2025-10-05T00:00:00Z] [--seed 1] [--compare-fixed]
-                                          [--out FILE]
+                                          [--fixed-sigma-m 2000] [--out FILE]
 
 An age of 0 is an exact catalogue (the sensors observe the very element sets it holds), which
 measures the association at catalogue scale against sensor noise alone.
@@ -25,8 +25,10 @@ association of its detection with any of its numbers is right, counted apart as 
 ``wrong_same_element_set_pct`` is the part of ``wrong_pct`` that went to an object published with
 the very element set of the true one (none expected, with the stacks seen as one body);
 ``wrong_distinguishable_pct`` is the rest. With ``--compare-fixed``
-the same observations also go through the old fixed isotropic gate (2 km) for comparison (``fixed``
-figures and ``fixed_correlate_s``).
+the same observations also go through the old fixed isotropic gate (2 km, or ``--fixed-sigma-m``) for
+comparison (``fixed`` figures and ``fixed_correlate_s``). At ``--ages 0`` the element sets are the truth,
+so ``--compare-fixed --fixed-sigma-m 1`` is the association with exact orbits: what is left held
+there is sensor noise, not the catalogue's uncertainty.
 
 Prints the figures as it goes and, last, one JSON line with ``ages_days`` and, per age (key the age
 as text), ``right_pct``, ``wrong_pct``, ``uct_pct``, ``ambiguous_pct`` and the counts; the same JSON
@@ -76,6 +78,16 @@ def _minutes(text: str) -> float:
     return value
 
 
+def _sigma_m(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value <= 1e6:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a sigma in metres in (0, 1e6]")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     from sda.sim.common import parse_time
     from sda.sim.simulate import positive_int
@@ -89,7 +101,11 @@ def parser() -> argparse.ArgumentParser:
                    help="observations scored per age, a deterministic sample (default 30000)")
     p.add_argument("--start", type=parse_time, default=parse_time("2025-10-05T00:00:00Z"))
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--compare-fixed", action="store_true", help="also run the fixed 2 km isotropic gate")
+    p.add_argument("--compare-fixed", action="store_true",
+                   help="also run a fixed isotropic prediction sigma (--fixed-sigma-m) for every object")
+    p.add_argument("--fixed-sigma-m", type=_sigma_m, default=FIXED_SIGMA_M,
+                   help=f"that sigma, metres per axis (default {FIXED_SIGMA_M:g}: the former gate; 1 at "
+                        "--ages 0: exact orbits)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "correlation.json")
     return p
 
@@ -143,11 +159,12 @@ def main(argv=None) -> dict:
                 f"body {figures['right_same_body']}) in {figures['correlate_s']} s")
             if args.compare_fixed:
                 t0 = time.monotonic()
-                matched = scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=FIXED_SIGMA_M)
+                matched = scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=args.fixed_sigma_m)
                 fixed = scoring.score(matched, lines)
                 fixed["correlate_s"] = round(time.monotonic() - t0, 1)
+                fixed["sigma_m"] = args.fixed_sigma_m
                 figures["fixed"] = fixed
-                log(f"age {age:g} d, fixed {FIXED_SIGMA_M:g} m gate: right {fixed['right_pct']:.3f} %, "
+                log(f"age {age:g} d, fixed {args.fixed_sigma_m:g} m gate: right {fixed['right_pct']:.3f} %, "
                     f"wrong {fixed['wrong_pct']:.3f} %, uct {fixed['uct_pct']:.3f} % in {fixed['correlate_s']} s")
             result[f"{age:g}"] = figures
     args.out.parent.mkdir(parents=True, exist_ok=True)
