@@ -18,7 +18,8 @@ the whole catalogue stays the candidate set), is associated by
 :func:`sda.orbit.correlation.correlate_frame` per 60 s bucket, as the correlate job does, and scored:
 ``right_pct`` (associated with the true object), ``wrong_pct`` (with another one), ``uct_pct``
 (uncorrelated although catalogued), ``ambiguous_pct`` (associated and flagged), ``wrong_unflagged``
-(wrong and not flagged ambiguous). ``correlate_s`` is the wall-clock time of the association
+(wrong and not flagged ambiguous), ``held_by_sensor`` (the held cross-tags by sensor and true
+object). ``correlate_s`` is the wall-clock time of the association
 (one core). A docked stack (the ISS and the vehicles at it: several catalogue numbers published with
 one element set) is one body to the sensors and the simulator (:func:`sda.sim.objects.bodies`): an
 association of its detection with any of its numbers is right, counted apart as ``right_same_body``.
@@ -157,6 +158,8 @@ def main(argv=None) -> dict:
                 f"({figures['wrong_unflagged']} wrong not flagged; wrong to an identical element set "
                 f"{figures['wrong_same_element_set_pct']:.3f} %; right to another number of the observed "
                 f"body {figures['right_same_body']}) in {figures['correlate_s']} s")
+            if figures.get("held_by_sensor"):
+                log(f"age {age:g} d: cross-tags held (sensor: object): {figures['held_by_sensor']}")
             if args.compare_fixed:
                 t0 = time.monotonic()
                 matched = scoring.correlate(obs, ids, sats, gate_km, sigmas, prediction_sigma_m=args.fixed_sigma_m)

@@ -555,3 +555,23 @@ def test_an_association_with_another_number_of_the_observed_body_is_right():
     assert (figures["right"], figures["wrong"], figures["uct"]) == (3, 1, 1)
     assert figures["right_same_body"] == 1 and figures["wrong_unflagged"] == 0
     assert figures["right_pct"] == 60.0 and figures["wrong_pct"] == 20.0
+
+
+def test_held_cross_tags_are_listed_by_sensor_and_object():
+    import pandas as pd
+
+    from sda.sim import scoring
+
+    scored = pd.DataFrame({
+        "status": ["uncorrelated", "uncorrelated", "uncorrelated", "uncorrelated", "correlated"],
+        "norad_id": pd.array([None, None, None, None, 7], dtype="Int64"),
+        "true_id": pd.array([65119, 65119, 39234, 5, 7], dtype="Int64"),
+        "nearest_norad_id": pd.array([65123, 65123, 41752, None, None], dtype="Int64"),
+        "sensor_id": ["FYLINGDALES", "FYLINGDALES", "DIEGOGARCIA", "EGLIN", "EGLIN"],
+        "ambiguous": [True, True, True, False, False],
+    })
+    figures = scoring.score(scored)
+    # three held (flagged, not associated); the fourth uncorrelated had no candidate, not a cross-tag
+    assert figures["held_ambiguous"] == 3 and figures["uct"] == 4
+    assert figures["held_by_sensor"] == {"FYLINGDALES: 65119": 2, "DIEGOGARCIA: 39234": 1}
+    assert "held_by_sensor" not in scoring.score(scored.iloc[3:])

@@ -126,9 +126,15 @@ def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) ->
     return obs.merge(found, on="obs_id", validate="one_to_one")
 
 
+def _id(value) -> str:
+    return "-" if pd.isna(value) else str(int(value))
+
+
 def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = None) -> dict:
     """Percentages of right / wrong / uct / ambiguous, and how many wrong ones are not flagged ambiguous;
-    with ``lines`` (norad_id -> TLE lines) the wrong ones that went to an identical element set."""
+    which objects the wrong ones confused (``wrong_pairs``) and which sensor's observations of which
+    object were held as cross-tags (``held_by_sensor``); with ``lines`` (norad_id -> TLE lines) the wrong
+    ones that went to an identical element set."""
     n = len(scored)
     associated = (scored["status"] == "correlated").to_numpy()
     exact = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
@@ -151,6 +157,11 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
     if wrong.any():  # which objects the wrong ones confused: "true->associated": count, most first
         pairs = pd.Series([f"{int(t)}->{int(a)}" for t, a in zip(scored["true_id"][wrong], scored["norad_id"][wrong])])
         out["wrong_pairs"] = {k: int(v) for k, v in pairs.value_counts().head(10).items()}
+    held = scored["ambiguous"].to_numpy(dtype=bool) & ~associated
+    if held.any() and "sensor_id" in scored:  # where the cross-tags were: "sensor: true object": count
+        rows = scored[held]
+        seen = pd.Series([f"{s}: {_id(t)}" for s, t in zip(rows["sensor_id"], rows["true_id"])])
+        out["held_by_sensor"] = {k: int(v) for k, v in seen.value_counts().head(10).items()}
     if lines is not None:
         from sda.sim.tle_error import element_set_key
 
