@@ -69,24 +69,17 @@ def _ages(text: str) -> list[float]:
     return ages
 
 
-def _minutes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value <= 120.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected minutes in (0, 120]")
-    return value
-
-
-def _sigma_m(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value <= 1e6:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a sigma in metres in (0, 1e6]")
-    return value
+def _in_range(high: float, what: str):
+    """An argparse type: a number in (0, ``high``], refused with ``what`` it should be."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not 0.0 < value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what} in (0, {high:.0f}]")
+        return value
+    return parse
 
 
 def parser() -> argparse.ArgumentParser:
@@ -97,14 +90,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0],
                    help="element-set ages, days (default 0.5,1,3,7); 0 = an exact catalogue (the sensors "
                         "observe the very element sets it holds: sensor noise alone)")
-    p.add_argument("--minutes", type=_minutes, default=10.0, help="simulated minutes per age (default 10)")
+    p.add_argument("--minutes", type=_in_range(120.0, "minutes"), default=10.0,
+                   help="simulated minutes per age (default 10)")
     p.add_argument("--max-observations", type=positive_int, default=30_000,
                    help="observations scored per age, a deterministic sample (default 30000)")
     p.add_argument("--start", type=parse_time, default=parse_time("2025-10-05T00:00:00Z"))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--compare-fixed", action="store_true",
                    help="also run a fixed isotropic prediction sigma (--fixed-sigma-m) for every object")
-    p.add_argument("--fixed-sigma-m", type=_sigma_m, default=FIXED_SIGMA_M,
+    p.add_argument("--fixed-sigma-m", type=_in_range(1e6, "a sigma in metres"), default=FIXED_SIGMA_M,
                    help=f"that sigma, metres per axis (default {FIXED_SIGMA_M:g}: the former gate; 1 at "
                         "--ages 0: exact orbits)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "correlation.json")
