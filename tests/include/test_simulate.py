@@ -566,7 +566,6 @@ def test_held_cross_tags_are_listed_by_sensor_and_object():
         "status": ["uncorrelated", "uncorrelated", "uncorrelated", "uncorrelated", "correlated"],
         "norad_id": pd.array([None, None, None, None, 7], dtype="Int64"),
         "true_id": pd.array([65119, 65119, 39234, 5, 7], dtype="Int64"),
-        "nearest_norad_id": pd.array([65123, 65123, 41752, None, None], dtype="Int64"),
         "sensor_id": ["FYLINGDALES", "FYLINGDALES", "DIEGOGARCIA", "EGLIN", "EGLIN"],
         "ambiguous": [True, True, True, False, False],
     })

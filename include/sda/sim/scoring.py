@@ -144,6 +144,7 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
     same = exact | stack
     no_object = scored["true_id"].isna().to_numpy()
     ambiguous = scored["ambiguous"].to_numpy(dtype=bool) & associated
+    held = scored["ambiguous"].to_numpy(dtype=bool) & ~associated  # cross-tags: flagged, not associated
     right = (associated & same) | (~associated & no_object)
     wrong = associated & ~same
     uct = ~associated & ~no_object
@@ -153,11 +154,10 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
            "ambiguous_pct": pct(ambiguous), "wrong_unflagged": int((wrong & ~ambiguous).sum()),
            "right_same_body": int((associated & stack).sum()),
            # cross-tags: flagged, not associated (near coin tosses between two objects); counted in uct
-           "held_ambiguous": int((scored["ambiguous"].to_numpy(dtype=bool) & ~associated).sum())}
+           "held_ambiguous": int(held.sum())}
     if wrong.any():  # which objects the wrong ones confused: "true->associated": count, most first
         pairs = pd.Series([f"{int(t)}->{int(a)}" for t, a in zip(scored["true_id"][wrong], scored["norad_id"][wrong])])
         out["wrong_pairs"] = {k: int(v) for k, v in pairs.value_counts().head(10).items()}
-    held = scored["ambiguous"].to_numpy(dtype=bool) & ~associated
     if held.any() and "sensor_id" in scored:  # where the cross-tags were: "sensor: true object": count
         rows = scored[held]
         seen = pd.Series([f"{s}: {_id(t)}" for s, t in zip(rows["sensor_id"], rows["true_id"])])
