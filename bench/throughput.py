@@ -26,7 +26,7 @@ Everything is offline and runs on Spark Connect servers of the benchmark's own (
    after ``--scan-new`` (20) new files land, are timed (the median is reported): the ledger's
    (path, size, mtime) check should keep a run's cost to its new files.
 
-The memory peaks and the layers' write times are read by ``bench/throughput_measure.py``.
+The memory peaks, the CPU seconds and the layers' write times are read by ``bench/throughput_measure.py``.
 
 Figures (the last line printed is one JSON object; the same JSON goes to ``--out``, by default
 ``bench/results/throughput.json``, or ``throughput-quick.json`` with ``--quick``):
@@ -50,6 +50,14 @@ Figures (the last line printed is one JSON object; the same JSON goes to ``--out
 * ``layer_writes``: per table the batch's stages write, one row per observation (silver ``observations``,
   ``observations_dedup``, gold ``correlated``), the seconds of its MERGEs (Delta's ``executionTimeMs``)
   and the rows they inserted: the writing no query plan removes, to set beside the bare copy;
+* ``cpu_s``: per stage (and ``replay <stage>``) the CPU seconds, user + system, of the server's JVM
+  (``jvm``), of its Python workers (``python``: the Arrow UDFs; each worker's as last sampled, every
+  0.5 s, so one that ends between two samples loses at most that) and of the process that ran the
+  stages (``client``), and ``cores_busy`` = their sum / the stage's seconds (2 at most here);
+  ``copy_cpu_s``: the same for the bare copy; ``pipeline_cpu_us_per_obs`` and ``copy_cpu_us_per_row``:
+  all of it per observation through normalize, dedup and correlate, and per row of the copy. Their
+  quotient is the ratio the two would have if they kept the cores equally busy: how much more work an
+  observation is than a copied row, whatever the scheduling;
 * ``ingest_scan``: seconds per ingest run at each landing-zone size (``ingest_scan_runs``: every run).
 
 How long: the default, 25 to 33 minutes on this idle 2-core machine (2026-11-25: simulation 3 min,
@@ -78,7 +86,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from throughput_measure import WorkerPeak, layer_writes, memory_now  # noqa: E402 - beside this file
+from throughput_measure import WorkerPeak, cpu_used, layer_writes, memory_now  # noqa: E402 - beside this file
 
 UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
@@ -177,14 +185,16 @@ def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | No
     from sda.lake.spark import connect
 
     spark = connect(settings)
-    out: dict = {"stage_s": {}, "stages": {}, "replay_s": {}, "replay": {}}
+    out: dict = {"stage_s": {}, "stages": {}, "replay_s": {}, "replay": {}, "cpu_s": {}}
     with WorkerPeak(server_pid) as workers:
         for stage in ("catalog", "ingest", *FLOW):
             extra = ["--file", str(settings.catalog_file)] if stage == "catalog" else []
+            cpu = workers.cpu_seconds()
             out["stage_s"][stage], out["stages"][stage] = timed_stage(spark, settings, stage, f"{label}-run",
                                                                       extra=extra)
+            out["cpu_s"][stage] = cpu_used(cpu, workers.cpu_seconds(), out["stage_s"][stage])
             workers.mark(stage)
-            say(f"[{label}] {stage}: {out['stage_s'][stage]} s {out['stages'][stage]}")
+            say(f"[{label}] {stage}: {out['stage_s'][stage]} s {out['stages'][stage]}, CPU s {out['cpu_s'][stage]}")
         out["memory"] = memory_now(server_pid, workers)
         say(f"[{label}] memory after correlate: {out['memory']}")
         out["layer_writes"] = layer_writes(settings)
@@ -192,8 +202,10 @@ def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | No
         if replay_range:
             interval = ("--start", iso(replay_range[0]), "--end", iso(replay_range[1]))
             for stage in FLOW:
+                cpu = workers.cpu_seconds()
                 out["replay_s"][stage], out["replay"][stage] = timed_stage(spark, settings, stage, f"{label}-replay",
                                                                            interval, ["--replay"])
+                out["cpu_s"][f"replay {stage}"] = cpu_used(cpu, workers.cpu_seconds(), out["replay_s"][stage])
                 workers.mark(f"replay {stage}")
                 say(f"[{label}] replay {stage}: {out['replay_s'][stage]} s {out['replay'][stage]}")
             out["memory_after_replay"] = memory_now(server_pid, workers)
@@ -309,6 +321,11 @@ def rate(n: float, seconds: float) -> float | None:
     return round(n / seconds, 1) if seconds else None
 
 
+def cpu_total(used: dict) -> float:
+    """The CPU seconds of a :func:`throughput_measure.cpu_used` reading, JVM, workers and client together."""
+    return sum(used[k] for k in ("jvm", "python", "client"))
+
+
 def memory_entry(sim: dict, run: dict) -> dict:
     observations = run["stages"]["correlate"].get("observations", 0)
     return {"hours": round(sim["hours"], 3), "objects": sim["objects"], "records": sim["records"], **run["memory"],
@@ -326,6 +343,7 @@ def summarize(args, sim: dict, run: dict, copy: dict, scan, sim1: dict | None, r
     ratio = round(pipeline_rate / copy_rate, 3) if pipeline_rate and copy_rate else None
     memory = {"1x": memory_entry(sim1, run1) if run1 else None, "4x": memory_entry(sim, run)}
     replay_s = run["replay_s"] or None
+    pipeline_cpu = sum(cpu_total(run["cpu_s"][s]) for s in FLOW)
     return {
         "records": sim["records"], "observations": observations,
         "silver_observations": run["stages"]["normalize"].get("records_out"),
@@ -333,6 +351,9 @@ def summarize(args, sim: dict, run: dict, copy: dict, scan, sim1: dict | None, r
         "pipeline_s": pipeline_s, "pipeline_obs_per_s": pipeline_rate, "ratio_to_copy": ratio,
         "stage_s": run["stage_s"], "ingest_records_per_s": rate(sim["records"], run["stage_s"]["ingest"]),
         "layer_writes": run["layer_writes"],
+        "cpu_s": run["cpu_s"], "copy_cpu_s": copy["cpu_s"],
+        "pipeline_cpu_us_per_obs": round(pipeline_cpu / observations * 1e6, 1) if observations else None,
+        "copy_cpu_us_per_row": round(cpu_total(copy["cpu_s"]) / copy["rows"] * 1e6, 1) if copy["rows"] else None,
         "replay_s": replay_s,
         "replay_obs_per_s": rate(run["replay"]["correlate"].get("observations", 0), sum(replay_s.values()))
         if replay_s else None,
@@ -364,7 +385,10 @@ def main(argv: list[str] | None = None) -> dict:
         from sda.lake.spark import connect
 
         spark = connect(settings)
-        copy = bare_copy(spark, settings.landing, args.work / "copy")
+        with WorkerPeak(pid) as sampler:
+            cpu = sampler.cpu_seconds()
+            copy = bare_copy(spark, settings.landing, args.work / "copy")
+            copy["cpu_s"] = cpu_used(cpu, sampler.cpu_seconds(), copy["seconds"])
         if not args.skip_ingest_scan:
             scan = ingest_scan(spark, args.work / "scan", template_beacon(settings.landing), settings.connect_port,
                                args.driver_memory, args.scan_sizes, args.scan_new, args.scan_runs)
