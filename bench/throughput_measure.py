@@ -15,19 +15,24 @@ LAYERS = ("observations", "observations_dedup", "correlated")
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
-def _process_tree(root: int) -> list[int]:
+def _process_tree(root: int) -> dict[int, str]:
+    """``root`` and its descendants, each with its ``/proc/<pid>/stat`` line as read to find its parent."""
     children: dict[int, list[int]] = {}
+    stats: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
+            stats[int(entry.name)] = stat
             children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
+    out, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        out.append(pid)
+        if pid in stats:
+            out[pid] = stats[pid]
         todo += children.get(pid, [])
     return out
 
@@ -38,9 +43,8 @@ def _name_and_kb(pid: int, field: str) -> tuple[str, int]:
     return fields.get("Name", "").strip(), int(fields.get(field, "0 kB").split()[0])
 
 
-def _stat(pid: int) -> tuple[str, int, int]:
-    """(name, start time, CPU ticks used: user + system) of a process, from ``/proc/<pid>/stat``."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
+def _cpu_fields(stat: str) -> tuple[str, int, int]:
+    """(name, start time, CPU ticks used: user + system) from a ``/proc/<pid>/stat`` line."""
     fields = stat.rsplit(")", 1)[1].split()
     return stat[stat.index("(") + 1:stat.rindex(")")], int(fields[19]), int(fields[11]) + int(fields[12])
 
@@ -66,9 +70,9 @@ class WorkerPeak:
     def sample(self) -> None:
         total = alive = jvm = 0
         ticks: dict[tuple[int, int], int] = {}
-        for p in _process_tree(self.server_pid) if self.server_pid else []:
+        for p, stat in (_process_tree(self.server_pid) if self.server_pid else {}).items():
             try:
-                name, started, used = _stat(p)
+                name, started, used = _cpu_fields(stat)
                 if name == "java":
                     jvm += used
                 if not name.startswith("python"):
