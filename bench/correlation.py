@@ -19,7 +19,9 @@ the whole catalogue stays the candidate set), is associated by
 ``right_pct`` (associated with the true object), ``wrong_pct`` (with another one), ``uct_pct``
 (uncorrelated although catalogued), ``ambiguous_pct`` (associated and flagged), ``wrong_unflagged``
 (wrong and not flagged ambiguous), ``held_by_sensor`` (the held cross-tags by sensor and true
-object). ``correlate_s`` is the wall-clock time of the association
+object), ``held_likeliest_right`` (held cross-tags whose likeliest candidate is the true object) and
+``right_pct_if_held_committed`` / ``wrong_pct_if_held_committed`` (the figures had every cross-tag been
+associated with its likeliest candidate instead of held). ``correlate_s`` is the wall-clock time of the association
 (one core). A docked stack (the ISS and the vehicles at it: several catalogue numbers published with
 one element set) is one body to the sensors and the simulator (:func:`sda.sim.objects.bodies`): an
 association of its detection with any of its numbers is right, counted apart as ``right_same_body``.
@@ -152,6 +154,11 @@ def main(argv=None) -> dict:
                 f"({figures['wrong_unflagged']} wrong not flagged; wrong to an identical element set "
                 f"{figures['wrong_same_element_set_pct']:.3f} %; right to another number of the observed "
                 f"body {figures['right_same_body']}) in {figures['correlate_s']} s")
+            if "held_likeliest_right" in figures:
+                log(f"age {age:g} d: the likeliest candidate of {figures['held_likeliest_right']} of the "
+                    f"{figures['held_ambiguous']} held cross-tags is the observed object; committing them all "
+                    f"would make right {figures['right_pct_if_held_committed']:.3f} %, "
+                    f"wrong {figures['wrong_pct_if_held_committed']:.3f} %")
             if figures.get("held_by_sensor"):
                 log(f"age {age:g} d: cross-tags held (sensor: object): {figures['held_by_sensor']}")
             if args.compare_fixed:

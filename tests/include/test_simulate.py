@@ -574,3 +574,26 @@ def test_held_cross_tags_are_listed_by_sensor_and_object():
     assert figures["held_ambiguous"] == 3 and figures["uct"] == 4
     assert figures["held_by_sensor"] == {"FYLINGDALES: 65119": 2, "DIEGOGARCIA: 39234": 1}
     assert "held_by_sensor" not in scoring.score(scored.iloc[3:])
+
+
+def test_committing_the_cross_tags_is_scored_against_their_likeliest_candidate():
+    import pandas as pd
+
+    from sda.sim import scoring
+
+    scored = pd.DataFrame({
+        "status": ["uncorrelated", "uncorrelated", "uncorrelated", "uncorrelated", "correlated"],
+        "norad_id": pd.array([None, None, None, None, 7], dtype="Int64"),
+        "nearest_norad_id": pd.array([65119, 65123, 26, 40, 7], dtype="Int64"),
+        "true_id": pd.array([65119, 65119, 25, None, 7], dtype="Int64"),
+        "same_body": [(), (), (25, 26), (), ()],
+        "ambiguous": [True, True, True, True, False],
+    })
+    figures = scoring.score(scored)
+    # held: four. Their likeliest: the true object, the other of the pair, another number of the
+    # observed docked body, and a catalogued object for an observation of none
+    assert figures["held_likeliest_right"] == 2
+    # as held: right are the correlated row and the uncatalogued one (2 of 5), wrong none
+    assert (figures["right_pct"], figures["wrong_pct"]) == (40.0, 0.0)
+    # committed: right 1 + 2 of 5, wrong the swapped pair member and the uncatalogued one
+    assert (figures["right_pct_if_held_committed"], figures["wrong_pct_if_held_committed"]) == (60.0, 40.0)

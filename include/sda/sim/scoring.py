@@ -130,18 +130,26 @@ def _id(value) -> str:
     return "-" if pd.isna(value) else str(int(value))
 
 
+def _is_observed_body(norad_ids: pd.Series, true_ids: pd.Series, bodies: pd.Series) -> np.ndarray:
+    """Per row: ``norad_ids`` is the true object or another number of its body (a docked stack)."""
+    return np.array([pd.notna(a) and pd.notna(t) and (int(a) == int(t) or int(a) in body)
+                     for a, t, body in zip(norad_ids, true_ids, bodies)], dtype=bool)
+
+
 def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = None) -> dict:
     """Percentages of right / wrong / uct / ambiguous, and how many wrong ones are not flagged ambiguous;
     which objects the wrong ones confused (``wrong_pairs``) and which sensor's observations of which
     object were held as cross-tags (``held_by_sensor``); with ``lines`` (norad_id -> TLE lines) the wrong
-    ones that went to an identical element set."""
+    ones that went to an identical element set. With ``nearest_norad_id``: how many cross-tags' likeliest
+    candidate was the observed object (``held_likeliest_right``), and right and wrong as they would be
+    if every cross-tag were associated with it (``right_pct_if_held_committed``,
+    ``wrong_pct_if_held_committed``): what the rule that holds them saves or costs."""
     n = len(scored)
     associated = (scored["status"] == "correlated").to_numpy()
     exact = (scored["norad_id"] == scored["true_id"]).fillna(False).to_numpy(dtype=bool)
     bodies = scored["same_body"] if "same_body" in scored else pd.Series([()] * n, index=scored.index)
-    stack = np.array([not e and pd.notna(a) and int(a) in body
-                      for e, a, body in zip(exact, scored["norad_id"], bodies)], dtype=bool)
-    same = exact | stack
+    same = _is_observed_body(scored["norad_id"], scored["true_id"], bodies)
+    stack = same & ~exact
     no_object = scored["true_id"].isna().to_numpy()
     ambiguous = scored["ambiguous"].to_numpy(dtype=bool) & associated
     held = scored["ambiguous"].to_numpy(dtype=bool) & ~associated  # cross-tags: flagged, not associated
@@ -155,6 +163,12 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
            "right_same_body": int((associated & stack).sum()),
            # cross-tags: flagged, not associated (near coin tosses between two objects); counted in uct
            "held_ambiguous": int(held.sum())}
+    if "nearest_norad_id" in scored:
+        # what committing the cross-tags would do: each to its likeliest candidate (the rule holds them)
+        likeliest = _is_observed_body(scored["nearest_norad_id"], scored["true_id"], bodies) & held
+        out.update(held_likeliest_right=int(likeliest.sum()),
+                   right_pct_if_held_committed=pct((right & ~held) | likeliest),
+                   wrong_pct_if_held_committed=pct(wrong | (held & ~likeliest)))
     if wrong.any():  # which objects the wrong ones confused: "true->associated": count, most first
         pairs = pd.Series([f"{int(t)}->{int(a)}" for t, a in zip(scored["true_id"][wrong], scored["norad_id"][wrong])])
         out["wrong_pairs"] = {k: int(v) for k, v in pairs.value_counts().head(10).items()}
