@@ -126,7 +126,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         return metrics
     window_s = settings.dedup_window_s
     stats = changes.agg(F.count("*").alias("n"), F.count_distinct("obs_id").alias("ids"),
-                        F.min("event_time").alias("lo"), F.max("event_time").alias("hi")).first()
+                        F.min("event_time").alias("lo"), F.max("event_time").alias("hi"),
+                        F.max("ingest_batch").alias("newest")).first()
     metrics["records_in"] = stats["n"]
     runtime.progress(STAGE, "%d observations in, event times %s .. %s", stats["n"], stats["lo"], stats["hi"])
     metrics["exact_duplicates"] = stats["n"] - stats["ids"]
@@ -160,9 +161,12 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             try:
                 metrics["late"] = flagged.where(F.col("is_new") & F.col("late")).count()
                 # every new on-time row is a member (its own window is touched): its fate is in members
-                for row in members.where(F.col("is_new")).groupBy("is_rep").count().collect():
-                    metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
-                metrics["clusters_written"] = members.where(F.col("is_rep")).count()
+                metrics["clusters_written"] = 0
+                for row in members.groupBy("is_new", "is_rep").count().collect():
+                    if row["is_new"]:
+                        metrics["records_out" if row["is_rep"] else "near_duplicates"] += row["count"]
+                    if row["is_rep"]:
+                        metrics["clusters_written"] += row["count"]
                 faults.checkpoint("dedup:before-write")
                 sinks.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data", settings)
                 faults.checkpoint("dedup:after-late")
@@ -174,7 +178,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             flagged.unpersist()
     metrics["duplicates"] = metrics["exact_duplicates"] + metrics["near_duplicates"]
     metrics["consumed"] = {SOURCE: last}
-    newest = changes.agg(F.max("ingest_batch")).first()[0] if metrics["records_in"] else None
+    newest = stats["newest"]
     if newest is not None:  # the pipeline watermark once this run's batches are in (sda.pipeline.watermarks)
         _, mark = watermarks.current(spark, settings, int(newest))
         metrics["watermark"] = (None if mark is None

@@ -79,6 +79,7 @@ def test_exact_and_near_duplicates_collapse_and_sensors_stay_apart(spark, settin
     assert result(spark, settings) == EXPECTED
     assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
             metrics["duplicates"]) == (15, 10, 0, 5)
+    assert metrics["clusters_written"] == 10  # one representative per cluster of EXPECTED
     assert metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"]
     kept = {r["obs_id"]: r for r in TABLES["observations_dedup"].read(spark, settings).collect()}
     # the representative is the silver row itself, with its lineage
@@ -122,6 +123,9 @@ def test_a_replay_clusters_its_range_with_the_rows_just_outside_it(spark, settin
 
     assert result(spark, settings) == EXPECTED  # not b (nor x1 with one copy) as a representative of its own
     assert (metrics["records_in"], metrics["records_out"], metrics["near_duplicates"]) == (5, 3, 2)  # c, h, x1
+    # the clusters with a member in the touched windows (window 0 of EGLIN and of SOCORRO), older
+    # members included: a+b, c, d, x1+x2; f+g, h
+    assert metrics["clusters_written"] == 6
     assert (metrics["rows_inserted"], metrics["rows_updated"], metrics["rows_deleted"]) == (0, 0, 0)
     assert data_files(spark, settings) == files  # and no file was rewritten with the same rows
 

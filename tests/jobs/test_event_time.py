@@ -73,6 +73,9 @@ def test_late_gate_routes_data_behind_the_watermark_and_counts_it(spark, event_s
     chain.run_stage(spark, s, "normalize", "run-2")
     metrics = chain.run_stage(spark, s, "dedup", "run-2")
     assert (metrics["records_in"], metrics["records_out"], metrics["duplicates"], metrics["late"]) == (4, 2, 0, 2)
+    # the pipeline watermark once batch 2 is in, as the run reports it: the least of the active sensors'
+    # (ISL-02 has seen only T0+100 s: T0-500 s; ISL-01 T0+2400 s)
+    assert dt.datetime.fromisoformat(metrics["watermark"]) == T0 - dt.timedelta(seconds=500)
 
     late = {round((utc(r["event_time"]) - T0).total_seconds()): r for r in TABLES["late_data"].read(spark, s).collect()}
     assert sorted(late) == [100, 2395]
