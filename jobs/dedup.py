@@ -168,7 +168,9 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
                     if row["is_rep"]:
                         metrics["clusters_written"] += row["count"]
                 faults.checkpoint("dedup:before-write")
-                sinks.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data", settings)
+                if metrics["late"]:
+                    sinks.merge_new(spark, late_rows(flagged.where(F.col("is_new")), args.run_id), "late_data",
+                                    settings)
                 faults.checkpoint("dedup:after-late")
                 metrics.update(write_clusters(spark, members, settings, lo, hi))
             finally:

@@ -108,7 +108,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         faults.checkpoint("normalize:after-watermarks")
         sinks.merge_new(spark, accepted.where(F.col("copy_rank") == 1), silver.name, settings, unique=True)
         faults.checkpoint("normalize:after-silver")
-        sinks.merge_new(spark, refused, "quarantine", settings)
+        if metrics["quarantined"]:  # an empty MERGE would still read the quarantine table
+            sinks.merge_new(spark, refused, "quarantine", settings)
     finally:
         ranked.unpersist()
     metrics["consumed"] = dict(consumed)

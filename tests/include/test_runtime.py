@@ -135,3 +135,18 @@ def test_write_rows_appends_new_keys_and_replaces_existing_ones(spark, settings)
     got = sorted((r["sensor_id"], r["ingest_batch"], r["records"], r["run_id"])
                  for r in TABLES["watermarks"].read(spark, settings).collect())
     assert got == [("S1", 1, 12, "r1-retry"), ("S1", 2, 1, "r1"), ("S2", 1, 10, "r1")]
+
+
+def test_a_merge_of_an_empty_source_is_not_run(spark, settings, monkeypatch):
+    from sda.lake.tables import ensure_tables
+
+    ensure_tables(spark, settings, ["late_data", "passes"])
+    statements: list[str] = []
+    run_sql = spark.sql
+    monkeypatch.setattr(spark, "sql", lambda query, *a, **k: statements.append(query) or run_sql(query, *a, **k))
+    for table in ("late_data", "passes"):
+        empty = spark.createDataFrame([], TABLES[table].schema)
+        sinks.merge_new(spark, empty, table, settings)
+        sinks.upsert(spark, empty, table, settings)
+    # unbounded by its empty source, such a MERGE would have read the whole table to change nothing
+    assert not [q for q in statements if q.lstrip().upper().startswith("MERGE")]

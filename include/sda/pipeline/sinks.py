@@ -139,6 +139,8 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
         source = source.localCheckpoint()
         own_snapshot = True
     on = merge_condition(spec, source)
+    if on is None:  # an empty source: no clause can apply (MergeSql has no NOT MATCHED BY SOURCE)
+        return {}
     sql_clauses = " ".join(clauses(MergeSql()).clauses)
     view = f"sda_merge_{table}_{os.getpid()}_{next(_VIEW_SEQ)}"
     source.createOrReplaceTempView(view)
@@ -171,10 +173,12 @@ def update(spark: "SparkSession", table: str, settings: Settings, condition: str
 _BOUND_RE = re.compile(r"^-?\d{4,}-\d\d-\d\d( \d\d:\d\d:\d\d\.\d{6})?\Z")
 
 
-def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
+def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str | None:
     """``t.k = s.k AND ...`` over the key, plus, for each of the table's ``prune`` columns, equality
     and the source's [min, max] as literals: Delta prunes partitions and skips files by those, so a
-    MERGE reads the part of the table the batch touches instead of all of it."""
+    MERGE reads the part of the table the batch touches instead of all of it. None when those bounds
+    show the source empty: a MERGE of it would change nothing, yet without bounds it would read the
+    whole table."""
     from pyspark.sql import functions as F
 
     if not spec.key:
@@ -187,11 +191,13 @@ def merge_condition(spec: TableSpec, source: "DataFrame | None" = None) -> str:
             fmt = "yyyy-MM-dd" if kind == "date" else "yyyy-MM-dd HH:mm:ss.SSSSSS"  # session time zone is UTC
             aggs += [F.date_format(F.min(col), fmt).alias(f"lo_{col}"),
                      F.date_format(F.max(col), fmt).alias(f"hi_{col}")]
-        bounds = source.agg(*aggs).first()
+        bounds = source.agg(*aggs, F.count(F.lit(1)).alias("rows")).first()
+        if not bounds["rows"]:
+            return None
         for col in spec.prune:
             lo, hi = bounds[f"lo_{col}"], bounds[f"hi_{col}"]
             if lo is None:
-                continue  # empty source: nothing to prune by
+                continue  # the column is null in every source row: nothing to prune by
             literal = "DATE" if spec.schema[col].dataType.typeName() == "date" else "TIMESTAMP"
             for value in (lo, hi):  # Spark's own formatting of a date/timestamp: digits and separators only
                 if not _BOUND_RE.match(value):
