@@ -182,16 +182,27 @@ def failed_tasks_message(airflow: Airflow, run_id: str) -> str:
             f"Airflow log: {airflow.log_path}")
 
 
+RETOUCH_S = 30.0  # warm-up: how long to wait for a run before the files are touched again
+
+
+def touch(landing: Path, files: list[str]) -> float:
+    """Give ``files`` (relative to ``landing``) a new mtime and inode change time; returns when."""
+    for rel in files:
+        os.utime(landing / rel)
+    return time.monotonic()
+
+
 def warm_up(airflow: Airflow, lake: Lake, warm_files: list[str], timeout_s: float, progress: Progress) -> str:
     """Wait until every warm-up file is ingested and the run that took them has succeeded."""
     deadline, next_check = time.monotonic() + timeout_s, 0.0
     # The files were written before the triggerer watched the landing zone, and the scheduled run of
     # the latest cadence interval may end before they were: touch them (mtime and inode change time
-    # now), so that the landing watcher starts a run that takes them.
+    # now), so that the landing watcher starts a run that takes them. A watcher reports only files
+    # changed after it started, and the triggerer can be slow to start it: while no run is active,
+    # they are touched again every RETOUCH_S.
     time.sleep(10)  # the triggerer picks the new watcher up
     landing = Path(os.environ["SDA_LANDING"])
-    for rel in warm_files:
-        os.utime(landing / rel)
+    touched = touch(landing, warm_files)
     say(f"warm-up: waiting for a run to take the {len(warm_files)} warm-up files (touched for the landing watcher)")
     while True:
         lake.poll_bookkeeping()
@@ -200,9 +211,14 @@ def warm_up(airflow: Airflow, lake: Lake, warm_files: list[str], timeout_s: floa
             break
         if time.monotonic() >= next_check:
             next_check = time.monotonic() + 10
-            for r in airflow.runs():
+            dag_runs = airflow.runs()
+            for r in dag_runs:
                 if r["state"] == "failed":
                     raise BenchError("warm-up: " + failed_tasks_message(airflow, r["dag_run_id"]))
+            if time.monotonic() - touched >= RETOUCH_S and not any(r["state"] in ("queued", "running")
+                                                                   for r in dag_runs):
+                touched = touch(landing, warm_files)
+                say("warm-up: no run yet; the warm-up files touched again")
         airflow.check_alive()
         progress.tick()
         if time.monotonic() > deadline:
