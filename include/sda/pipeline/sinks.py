@@ -128,7 +128,8 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
           clauses: Callable[[MergeSql], MergeSql]) -> dict[str, int]:
     """``MERGE INTO table t USING source s ON <key and prune bounds>`` with the clauses ``clauses``
     adds, retried on a write conflict (:func:`with_conflict_retry`). Returns Delta's counts
-    (``num_affected_rows``, ``num_inserted_rows``, ``num_updated_rows``, ``num_deleted_rows``)."""
+    (``num_affected_rows``, ``num_inserted_rows``, ``num_updated_rows``, ``num_deleted_rows``), or
+    nothing when the table's prune bounds show the source empty: that MERGE is not run."""
     spec = TABLES[table]
     own_snapshot = False
     if spec.prune:
