@@ -13,7 +13,8 @@ Exactly once, through a crash at any point:
 1. *plan*: the new files are written to the ledger as one batch (``batch_id`` = last + 1,
    status ``planned``) with the ingest time and run id the batch's rows will carry; a backlog larger
    than ``ingest_batch_mb`` is split into several batches, each planned and written in turn, so the
-   task holds one batch's bytes and rows at a time;
+   task holds one batch at a time: its records (a file's bytes are let go once it is split into
+   records) and, per kind, the Arrow table Spark Connect sends;
 2. *append*: each kind's bronze rows are appended with Delta's idempotent writes
    (``txnAppId`` = :data:`APP_ID`, ``txnVersion`` = batch id): Delta itself skips an append it has
    already committed for that batch;
@@ -34,7 +35,7 @@ import os
 import sys
 from pathlib import Path
 from stat import S_ISREG
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -45,6 +46,9 @@ from sda.lake.tables import BRONZE_BY_KIND, TABLES
 from sda.pipeline import faults, runtime, sinks
 from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.transforms import wire
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 STAGE = "ingest"
 APP_ID = "sda-ingest"  # Delta txnAppId of the bronze appends; txnVersion is the ledger batch id
@@ -59,6 +63,35 @@ class LandedFile:
     size: int
     data: bytes
     mtime_us: int | None = None  # modification time when read (epoch microseconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedFile:
+    """A landed file split into what ingest writes, without its bytes: a batch holds its files in this
+    form, each accepted record once, in Arrow (no Python object per record), which Spark Connect
+    sends as it is."""
+    path: str
+    kind: str
+    sha256: str
+    size: int
+    mtime_us: int | None
+    accepted: "pa.Table"  # bronze_id, record_no, payload of the records bronze takes, in file order
+    refused: list[tuple[int, str, bytes]]  # (record number, reason, the line as landed): quarantine
+
+
+def parse_file(f: LandedFile) -> ParsedFile:
+    import pyarrow as pa
+
+    nos, payloads, refused = [], [], []
+    for rec in wire.file_records(f.kind, f.data):
+        if rec.reason is None:
+            nos.append(rec.record_no)
+            payloads.append(rec.text)
+        else:
+            refused.append((rec.record_no, rec.reason, rec.raw))
+    accepted = pa.table({"bronze_id": pa.array([bronze_id(f.sha256, no) for no in nos], pa.string()),
+                         "record_no": pa.array(nos, pa.int64()), "payload": pa.array(payloads, pa.string())})
+    return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused)
 
 
 # --- pure helpers ----------------------------------------------------------------------------------
@@ -132,29 +165,46 @@ def ingest_quarantine_id(file_path: str, file_sha256: str, record_no: int) -> st
 
 
 def batch_rows(
-    files: list[LandedFile], ingest_time: dt.datetime, run_id: str, batch_id: int = 0
-) -> tuple[dict[str, list[tuple]], list[tuple], dict[str, tuple[int, int]]]:
-    """The bronze rows per kind, the quarantine rows, and (bronze records, quarantined) per file."""
-    bronze: dict[str, list[tuple]] = {kind: [] for kind in schemas.SENSOR_KINDS}
+    files: list[ParsedFile], ingest_time: dt.datetime, run_id: str, batch_id: int = 0
+) -> tuple[dict[str, "pa.Table"], list[tuple], dict[str, tuple[int, int]]]:
+    """The bronze rows per kind (an Arrow table of :data:`schemas.BRONZE`'s columns, a chunk per file:
+    the files' own arrays, not copied), the quarantine rows, and (bronze records, quarantined) per file."""
+    import pyarrow as pa
+
+    chunks: dict[str, list[pa.Table]] = {kind: [] for kind in schemas.SENSOR_KINDS}
     quarantine: list[tuple] = []
     counts: dict[str, tuple[int, int]] = {}
     for f in files:
-        records = wire.file_records(f.kind, f.data)
-        refused = 0
-        for rec in records:
-            if rec.reason is None:
-                bronze[f.kind].append(
-                    (bronze_id(f.sha256, rec.record_no), f.kind, f.path, rec.record_no, rec.text,
-                     ingest_time, ingest_time.date(), run_id, batch_id)
-                )
-            else:
-                refused += 1
-                quarantine.append(
-                    (ingest_quarantine_id(f.path, f.sha256, rec.record_no), STAGE, rec.reason, f.kind, f.path,
-                     rec.record_no, None, None, bytearray(rec.raw), ingest_time, run_id)
-                )
-        counts[f.path] = (len(records) - refused, refused)
+        chunks[f.kind].append(_bronze_chunk(f, ingest_time, run_id, batch_id))
+        quarantine += [(ingest_quarantine_id(f.path, f.sha256, no), STAGE, reason, f.kind, f.path, no, None, None,
+                        bytearray(raw), ingest_time, run_id) for no, reason, raw in f.refused]
+        counts[f.path] = (f.accepted.num_rows, len(f.refused))
+    bronze = {kind: pa.concat_tables(tables) if tables else _bronze_arrow_schema().empty_table()
+              for kind, tables in chunks.items()}
     return bronze, quarantine, counts
+
+
+def _bronze_arrow_schema() -> "pa.Schema":
+    import pyarrow as pa
+
+    return pa.schema([("bronze_id", pa.string()), ("sensor_kind", pa.string()), ("source_file", pa.string()),
+                      ("record_no", pa.int64()), ("payload", pa.string()), ("ingest_time", pa.timestamp("us", "UTC")),
+                      ("ingest_date", pa.date32()), ("run_id", pa.string()), ("ingest_batch", pa.int64())])
+
+
+def _bronze_chunk(f: ParsedFile, ingest_time: dt.datetime, run_id: str, batch_id: int) -> "pa.Table":
+    """``f``'s accepted records as bronze rows: its own arrays, with the batch's constants beside them."""
+    import pyarrow as pa
+
+    schema = _bronze_arrow_schema()
+
+    def constant(name: str, value: Any) -> "pa.Array":
+        return pa.repeat(pa.scalar(value, schema.field(name).type), f.accepted.num_rows)
+
+    return pa.table([f.accepted["bronze_id"], constant("sensor_kind", f.kind), constant("source_file", f.path),
+                     f.accepted["record_no"], f.accepted["payload"], constant("ingest_time", ingest_time),
+                     constant("ingest_date", ingest_time.date()), constant("run_id", run_id),
+                     constant("ingest_batch", batch_id)], schema=schema)
 
 
 # --- the ledger ------------------------------------------------------------------------------------
@@ -214,7 +264,7 @@ def mark_done(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]
 
 # --- the batch -------------------------------------------------------------------------------------
 
-def append_bronze(spark: SparkSession, settings: Settings, kind: str, rows: list[tuple], batch_id: int) -> None:
+def append_bronze(spark: SparkSession, settings: Settings, kind: str, rows: "pa.Table", batch_id: int) -> None:
     df = spark.createDataFrame(rows, schemas.BRONZE)
     sinks.append_once(df, BRONZE_BY_KIND[kind].name, settings, APP_ID, batch_id)
 
@@ -225,7 +275,7 @@ def write_quarantine(spark: SparkSession, settings: Settings, rows: list[tuple])
 
 
 def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, Any]],
-                  files: list[LandedFile], rows: tuple[dict[str, list[tuple]], list[tuple]] | None = None,
+                  files: list[ParsedFile], rows: tuple[dict[str, "pa.Table"], list[tuple]] | None = None,
                   ) -> dict[str, int]:
     """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan.
     ``rows``: the batch's (bronze rows per kind, quarantine rows) when the caller built them already."""
@@ -239,13 +289,13 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
         bronze, quarantine = rows
     faults.checkpoint("ingest:before-write")
     for kind in schemas.SENSOR_KINDS:
-        if bronze[kind]:
+        if bronze[kind].num_rows:
             append_bronze(spark, settings, kind, bronze[kind], batch_id)
             faults.checkpoint(f"ingest:after-{kind}")
     write_quarantine(spark, settings, quarantine)
     faults.checkpoint("ingest:after-quarantine")
     mark_done(spark, settings, plan)
-    out = sum(len(v) for v in bronze.values())
+    out = sum(table.num_rows for table in bronze.values())
     return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine), "duplicates": 0}
 
 
@@ -282,7 +332,7 @@ def replay_planned(spark: SparkSession, settings: Settings,
                 write_ledger(spark, settings, [{**row, "status": "vanished"}])
                 totals["files_vanished"] += 1
                 continue
-            files.append(f)
+            files.append(parse_file(f))
             kept.append(row)
         if kept:
             metrics = execute_batch(spark, settings, kept, files)
@@ -311,7 +361,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     limit = settings.ingest_batch_mb * 1e6
     batch_id = None  # the last batch id written, read from the ledger when the first batch is
 
-    def write(files: list[LandedFile]) -> None:
+    def write(files: list[ParsedFile]) -> None:
         nonlocal batch_id
         batch_id = (last_batch_id(spark, settings) if batch_id is None else batch_id) + 1
         _ingest_batch(spark, settings, args.run_id, files, batch_id, metrics)
@@ -338,7 +388,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
             metrics["files_already_ingested"] += 1
             touched.append({**known[(f.path, f.sha256)], "file_mtime_us": f.mtime_us})
         else:
-            new_files.append(f)
+            new_files.append(parse_file(f))  # its bytes are let go: the batch keeps its records only
             size += f.size
     if new_files:
         write(new_files)

@@ -165,6 +165,31 @@ def test_file_records_drops_trailing_blank_lines_only():
     assert [(r.record_no, r.reason) for r in records] == [(0, None), (1, "blank line"), (2, None)]
 
 
+def test_a_batch_is_one_arrow_table_per_kind_in_the_bronze_columns():
+    from sda.lake import schemas
+
+    when = dt.datetime(2026, 11, 21, 23, 59, 59, 500000, tzinfo=dt.timezone.utc)
+    files = [ingest.parse_file(ingest.LandedFile(rel, kind, _sha(data), len(data), data))
+             for rel, kind, data in (("isl/b.bcn", "isl", ISL_FILE), ("isl/c.bcn", "isl", ISL_OK.encode()))]
+    assert not hasattr(files[0], "data")  # a parsed file keeps its records, not its bytes
+    bronze, quarantine, counts = ingest.batch_rows(files, when, "run-7", 3)
+    assert (bronze["radar"].num_rows, bronze["optical"].num_rows) == (0, 0)
+    isl = bronze["isl"]
+    assert isl.column_names == [f.name for f in schemas.BRONZE.fields]
+    assert isl.to_pylist() == [
+        {"bronze_id": _sha(f"{_sha(ISL_FILE)}:0".encode()), "sensor_kind": "isl", "source_file": "isl/b.bcn",
+         "record_no": 0, "payload": ISL_OK, "ingest_time": when, "ingest_date": dt.date(2026, 11, 21),
+         "run_id": "run-7", "ingest_batch": 3},
+        {"bronze_id": _sha(f"{_sha(ISL_OK.encode())}:0".encode()), "sensor_kind": "isl", "source_file": "isl/c.bcn",
+         "record_no": 0, "payload": ISL_OK, "ingest_time": when, "ingest_date": dt.date(2026, 11, 21),
+         "run_id": "run-7", "ingest_batch": 3},
+    ]
+    # b.bcn's lines 1 (no position) and 2 (not a beacon) are quarantined with their bytes as landed
+    assert [(q[4], q[5], bytes(q[8])) for q in quarantine] == [
+        ("isl/b.bcn", 1, b"BCN|src=ISL-01|seq=2|t_ms=1795240802250"), ("isl/b.bcn", 2, b"HELLO")]
+    assert counts == {"isl/b.bcn": (1, 2), "isl/c.bcn": (1, 0)}
+
+
 def test_candidate_files():
     assert ingest.is_candidate(Path("a.jsonl"), "radar")
     assert ingest.is_candidate(Path("2026/11/a.jsonl"), "radar")
