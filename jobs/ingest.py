@@ -185,11 +185,9 @@ def batch_rows(
 
 
 def _bronze_arrow_schema() -> "pa.Schema":
-    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
 
-    return pa.schema([("bronze_id", pa.string()), ("sensor_kind", pa.string()), ("source_file", pa.string()),
-                      ("record_no", pa.int64()), ("payload", pa.string()), ("ingest_time", pa.timestamp("us", "UTC")),
-                      ("ingest_date", pa.date32()), ("run_id", pa.string()), ("ingest_batch", pa.int64())])
+    return to_arrow_schema(schemas.BRONZE)
 
 
 def _bronze_chunk(f: ParsedFile, ingest_time: dt.datetime, run_id: str, batch_id: int) -> "pa.Table":
