@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import os
@@ -184,6 +185,7 @@ def batch_rows(
     return bronze, quarantine, counts
 
 
+@functools.cache  # one per process: _bronze_chunk asks for it once per file
 def _bronze_arrow_schema() -> "pa.Schema":
     from pyspark.sql.pandas.types import to_arrow_schema
 
