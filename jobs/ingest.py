@@ -83,14 +83,15 @@ class ParsedFile:
 def parse_file(f: LandedFile) -> ParsedFile:
     import pyarrow as pa
 
-    nos, payloads, refused = [], [], []
+    nos, ids, payloads, refused = [], [], [], []
     for rec in wire.file_records(f.kind, f.data):
         if rec.reason is None:
             nos.append(rec.record_no)
+            ids.append(bronze_id(f.sha256, rec.record_no if rec.ident is None else rec.ident))
             payloads.append(rec.text)
         else:
             refused.append((rec.record_no, rec.reason, rec.raw))
-    accepted = pa.table({"bronze_id": pa.array([bronze_id(f.sha256, no) for no in nos], pa.string()),
+    accepted = pa.table({"bronze_id": pa.array(ids, pa.string()),
                          "record_no": pa.array(nos, pa.int64()), "payload": pa.array(payloads, pa.string())})
     return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused)
 
@@ -156,7 +157,7 @@ def _inside(landing: Path, path: Path) -> bool:
     return path.resolve().is_relative_to(landing.resolve())
 
 
-def bronze_id(file_sha256: str, record_no: int) -> str:
+def bronze_id(file_sha256: str, record_no: int | str) -> str:
     return hashlib.sha256(f"{file_sha256}:{record_no}".encode()).hexdigest()
 
 

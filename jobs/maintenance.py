@@ -87,6 +87,7 @@ CHANGE_FEED_CONSUMERS: dict[str, tuple[str, ...]] = {
     "radar_frames": ("normalize",),
     "optical_tracks": ("normalize",),
     "isl_beacons": ("normalize",),
+    "tdm_messages": ("normalize",),
     "observations": ("dedup",),
     "observations_dedup": ("correlate",),
 }

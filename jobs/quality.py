@@ -40,7 +40,7 @@ from sda.quality import report
 STAGE = "quality"
 GATE_FAILED_EXIT = 3
 LAYERS = {
-    "bronze": ("radar_frames", "optical_tracks", "isl_beacons"),
+    "bronze": ("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages"),
     "silver": ("observations", "observations_dedup"),
     "gold": ("uncorrelated", "correlated", "conjunctions", "alerts", "alert_events"),
 }

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-SENSOR_KINDS = ("radar", "optical", "isl")
-LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn"}
+# The landing kinds, each with a bronze table. ``tdm`` (CCSDS Tracking Data Messages, KVN or XML) is a
+# format, not a sensor type: normalize gives each of its measurements the kind of envelope it fills.
+SENSOR_KINDS = ("radar", "optical", "isl", "tdm")
+LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn", "tdm": (".kvn", ".xml", ".tdm")}
 
 # --- tables ---------------------------------------------------------------------------------------
 

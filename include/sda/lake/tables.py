@@ -83,6 +83,9 @@ _SPECS = [
               partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
     TableSpec("isl_beacons", "bronze", schemas.BRONZE, "raw inter-satellite-link beacon messages",
               partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+    TableSpec("tdm_messages", "bronze", schemas.BRONZE,
+              "CCSDS TDM measurements (one per segment and epoch, with the segment's metadata)",
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
     TableSpec("observations", "silver", schemas.OBSERVATION,
               "every well-formed observation in the common envelope (SI units, event time)",
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
@@ -137,7 +140,8 @@ _SPECS = [
 ]
 
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in _SPECS}
-BRONZE_BY_KIND = {"radar": TABLES["radar_frames"], "optical": TABLES["optical_tracks"], "isl": TABLES["isl_beacons"]}
+BRONZE_BY_KIND = {"radar": TABLES["radar_frames"], "optical": TABLES["optical_tracks"], "isl": TABLES["isl_beacons"],
+                  "tdm": TABLES["tdm_messages"]}
 
 
 def table_exists(name: str, settings: "Settings") -> bool:

@@ -266,9 +266,9 @@ def _alert_checks(table: str, settings: "Settings", key: Check, level_descriptio
 def suite_checks(table: str, settings: "Settings", columns: list[str] | None = None) -> list[Check]:
     """The checks of ``table``'s suite. ``columns`` (the frame's columns) switches on optional ones."""
     columns = columns or []
-    if table in ("radar_frames", "optical_tracks", "isl_beacons"):
-        kind = {"radar_frames": "radar", "optical_tracks": "optical", "isl_beacons": "isl"}[table]
-        checks = _bronze(table, kind)
+    bronze_kinds = {"radar_frames": "radar", "optical_tracks": "optical", "isl_beacons": "isl", "tdm_messages": "tdm"}
+    if table in bronze_kinds:
+        checks = _bronze(table, bronze_kinds[table])
     elif table == "observations":
         checks = _observation_checks(table, settings)
     elif table == "observations_dedup":
@@ -302,7 +302,7 @@ def suite_checks(table: str, settings: "Settings", columns: list[str] | None = N
     return checks
 
 
-SUITE_TABLES = ("radar_frames", "optical_tracks", "isl_beacons", "observations", "observations_dedup",
+SUITE_TABLES = ("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages", "observations", "observations_dedup",
                 "correlated", "uncorrelated", "conjunctions", "alerts", "alert_events")
 
 

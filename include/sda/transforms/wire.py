@@ -56,6 +56,7 @@ class Record:
     raw: bytes  # the line as landed, without its line ending
     text: str | None  # decoded payload when accepted
     reason: str | None  # why it is quarantined, None when accepted
+    ident: str | None = None  # what identifies the record in its file when the line alone does not (TDM XML)
 
 
 def split_lines(data: bytes) -> list[tuple[int, bytes]]:
@@ -75,6 +76,8 @@ def file_records(kind: str, data: bytes) -> list[Record]:
     :data:`wire_formats.OPTICAL_HEADER` the columns cannot be trusted, so every line (the first included:
     it may be data from a header-less file) is refused.
     """
+    if kind == "tdm":
+        return _tdm_records(data)
     lines = split_lines(data)
     if kind == "optical" and lines:
         header = lines[0][1].removeprefix(b"\xef\xbb\xbf")  # a BOM is an encoding artefact, not content
@@ -91,6 +94,17 @@ def file_records(kind: str, data: bytes) -> list[Record]:
         reason = check_record(kind, text)
         out.append(Record(no, raw, text if reason is None else None, reason))
     return out
+
+
+def _tdm_records(data: bytes) -> list[Record]:
+    """A TDM file's measurements (:mod:`sda.transforms.tdm_read`); a refused file is one record: all its
+    bytes, at the line the reason names."""
+    from sda.transforms import tdm_read
+
+    records, refused = tdm_read.read(data)
+    if refused:
+        return [Record(refused[1], data, None, refused[0])]
+    return [Record(no, b"", payload, None, ident) for no, ident, payload in records]
 
 
 def check_record(kind: str, text: str) -> str | None:
@@ -323,7 +337,13 @@ def parse_isl(bronze: "DataFrame") -> "DataFrame":
     return _contract(rows.withColumn("parse_error", _first_error(checks)))
 
 
-PARSERS = {"radar": parse_radar, "optical": parse_optical, "isl": parse_isl}
+def parse_tdm(bronze: "DataFrame") -> "DataFrame":
+    from sda.transforms import tdm
+
+    return _contract(tdm.parse(bronze))
+
+
+PARSERS = {"radar": parse_radar, "optical": parse_optical, "isl": parse_isl, "tdm": parse_tdm}
 
 
 def parse_bronze(bronze: "DataFrame", kind: str) -> "DataFrame":

@@ -1,0 +1,292 @@
+"""CCSDS TDM measurements (bronze ``tdm_messages``, see :mod:`sda.transforms.tdm_read`) -> the envelope's wire values.
+
+normalize's half. :func:`interpret` is plain Python: one bronze payload (a segment's data lines at one
+epoch, with the segment's metadata) -> the wire values of one observation, in the units of the
+project's own formats (km, deg, hours, km/s) and with the kind of envelope it fills, or the reason it
+cannot be represented. :func:`parse` runs it on Spark (``mapInArrow``) in the parsed-record contract
+of :mod:`sda.transforms.wire`. Conventions (CCSDS 503.0-B-2):
+
+* TIME_SYSTEM: UTC only; any other is refused (no leap-second table is kept here).
+* PATH: one-way ``a,b`` (the receiver ``b`` measured; ``a`` is the object) or two-way ``a,b,a``
+  (``a`` transmitted and received). Relayed or multi-leg paths, PATH_1/PATH_2 (single differences)
+  and a missing PATH are refused. The measuring participant must be a registry ``sensor_id``
+  (normalize's registry check), the other a NORAD catalogue number (``25544``, ``NORAD 25544`` or
+  ``NORAD-25544``), else refused.
+* ANGLE_TYPE AZEL: ANGLE_1 azimuth, ANGLE_2 elevation (deg) with RANGE at the same epoch -> a radar
+  observation (DOPPLER_INSTANTANEOUS, when present, its range-rate in km/s). RADEC: ANGLE_1 right
+  ascension, ANGLE_2 declination (deg) -> an optical observation; REFERENCE_FRAME EME2000, ICRF or
+  GCRF is rotated to the pipeline's TEME of date, TEME is taken as it is, any other is refused.
+  XEYN, XSYE, angles without a range under AZEL, a range or Doppler without angles, and range or
+  Doppler under RADEC (the optical envelope has no range) are refused.
+* RANGE_UNITS km (the default): the sensor-object range. ``s``: light time along the path, so the
+  range is c t / 2 on a two-way path and c t on a one-way one. RU is refused (its conversion needs
+  the ranging code). RANGE_MODULUS greater than 0 and under 100,000 km leaves the range ambiguous:
+  refused.
+* Light time: the envelope's radar measurement is the geometry at one instant (the reflection). A
+  two-way measurement time-tagged at RECEIVE (the default TIMETAG_REF) is moved to epoch - range/c,
+  one tagged at TRANSMIT to epoch + range/c. Optical epochs are kept as written (the pipeline's
+  optical model, like its CSV format, makes no light-time correction).
+* CORRECTION_RANGE / _ANGLE_1 / _ANGLE_2 / _DOPPLER with CORRECTIONS_APPLIED = NO are added to the
+  values (the standard's sign: "to be added"); with YES they were applied already. Non-zero
+  TRANSMIT_DELAY_n / RECEIVE_DELAY_n on a range and DATA_QUALITY = DEGRADED are refused. Other data
+  keywords (DOPPLER_INTEGRATED -- an average over an interval, not the envelope's instantaneous
+  range-rate --, frequencies, MAG, RCS, clock, meteorology, ...) stay in bronze and are not carried;
+  a measurement with none of the keywords above is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+C_KM_S = 299_792.458
+MAX_RANGE_KM = 100_000.0  # the envelope's physical limit (sda.transforms.envelope.MAX_RANGE_KM)
+EPOCH_RE = re.compile(r"^(\d{4})-(?:(\d{2})-(\d{2})|(\d{3}))T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?Z?$")
+NORAD_RE = re.compile(r"^(?:NORAD[ _-]?)?(\d{1,9})$", re.IGNORECASE)
+MEASURED = ("RANGE", "ANGLE_1", "ANGLE_2", "DOPPLER_INSTANTANEOUS")
+INERTIAL_FRAMES = ("EME2000", "ICRF", "GCRF")
+WIRE = ("range_km", "az_deg", "el_deg", "rr_km_s", "ra_hours", "dec_deg")
+
+
+class Refused(ValueError):
+    """A measurement the envelope cannot represent, with why."""
+
+
+def epoch_ns(text: str) -> int:
+    """A TDM epoch (``YYYY-MM-DDThh:mm:ss[.f]`` or day-of-year ``YYYY-DDDThh:mm:ss[.f]``, UTC) -> unix
+    nanoseconds (digits beyond nanoseconds are dropped)."""
+    m = EPOCH_RE.match(text.strip())
+    if not m:
+        raise Refused(f"epoch {text!r} is not a CCSDS time")
+    year, month, day, doy, hh, mi, ss, frac = m.groups()
+    try:
+        if doy is not None:
+            date = dt.date(int(year), 1, 1) + dt.timedelta(days=int(doy) - 1)
+            if date.year != int(year):
+                raise ValueError("day of year out of range")
+        else:
+            date = dt.date(int(year), int(month), int(day))
+        if int(hh) > 23 or int(mi) > 59 or int(ss) > 59:
+            raise ValueError("time of day out of range (a leap second is not supported)")
+    except ValueError as exc:
+        raise Refused(f"epoch {text!r}: {exc}") from None
+    days = (date - dt.date(1970, 1, 1)).days
+    seconds = days * 86400 + int(hh) * 3600 + int(mi) * 60 + int(ss)
+    return seconds * 1_000_000_000 + int((frac or "0").ljust(9, "0"))
+
+
+def _number(keyword: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise Refused(f"{keyword} value {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise Refused(f"{keyword} value {text!r} is not finite")
+    return value
+
+
+def _meta_number(meta: dict[str, str], key: str) -> float:
+    return _number(key, meta[key]) if meta.get(key, "").strip() else 0.0
+
+
+def roles(meta: dict[str, str]) -> tuple[str, int, int]:
+    """(sensor participant name, object NORAD number, number of legs) from PARTICIPANT_n and PATH."""
+    if "PATH_1" in meta or "PATH_2" in meta:
+        raise Refused(f"MODE {meta.get('MODE', 'SINGLE_DIFF')} with PATH_1/PATH_2 (differenced data) is not supported")
+    if not meta.get("PATH"):
+        raise Refused("no PATH: which participant measured is not declared")
+    try:
+        path = [int(p) for p in meta["PATH"].split(",")]
+    except ValueError:
+        raise Refused(f"PATH {meta['PATH']!r} is not a list of participant numbers") from None
+    if len(path) == 2 and path[0] != path[1]:
+        obj, sensor = path
+    elif len(path) == 3 and path[0] == path[2] and path[0] != path[1]:
+        sensor, obj = path[0], path[1]
+    else:
+        raise Refused(f"PATH {meta['PATH']}: only one-way (a,b) and two-way (a,b,a) paths are supported, "
+                      "not relays or more legs")
+    names = {n: meta.get(f"PARTICIPANT_{n}", "").strip() for n in (sensor, obj)}
+    for n, name in names.items():
+        if not name:
+            raise Refused(f"PATH {meta['PATH']} names participant {n}, but PARTICIPANT_{n} is not given")
+    m = NORAD_RE.match(names[obj])
+    if not m:
+        raise Refused(f"PARTICIPANT_{obj} {names[obj]!r} (the tracked object) is not a NORAD catalogue number")
+    return names[sensor], int(m.group(1)), len(path) - 1
+
+
+def _check_conventions(meta: dict[str, str], values: dict[str, float]) -> None:
+    system = meta.get("TIME_SYSTEM", "").strip().upper()
+    if system != "UTC":
+        raise Refused(f"TIME_SYSTEM {system or '(none)'} is not supported: only UTC")
+    if meta.get("DATA_QUALITY", "").strip().upper() == "DEGRADED":
+        raise Refused("DATA_QUALITY DEGRADED: the sender marks these data as degraded")
+    if "RANGE" in values:
+        for key in sorted(meta):
+            if re.fullmatch(r"(TRANSMIT|RECEIVE)_DELAY_\d", key) and _meta_number(meta, key) != 0.0:
+                raise Refused(f"{key} = {meta[key]} s: station delays are not applied to ranges here")
+
+
+def _gather(lines: list[list]) -> dict[str, float]:
+    values: dict[str, float] = {}
+    ignored = []
+    for _, keyword, _, text in lines:
+        if keyword not in MEASURED:  # DOPPLER_INTEGRATED too: the envelope's range-rate is instantaneous
+            ignored.append(keyword)
+            continue
+        if keyword in values:
+            raise Refused(f"two {keyword} values at one epoch")
+        values[keyword] = _number(keyword, text)
+    if not values:
+        raise Refused(f"no measurement the observation envelope carries (keywords: {', '.join(sorted(set(ignored)))})")
+    return values
+
+
+def _corrected(meta: dict[str, str], values: dict[str, float]) -> dict[str, float]:
+    if meta.get("CORRECTIONS_APPLIED", "").strip().upper() != "NO":
+        return values
+    names = {"RANGE": "CORRECTION_RANGE", "ANGLE_1": "CORRECTION_ANGLE_1", "ANGLE_2": "CORRECTION_ANGLE_2",
+             "DOPPLER_INSTANTANEOUS": "CORRECTION_DOPPLER"}
+    return {k: v + _meta_number(meta, names[k]) for k, v in values.items()}
+
+
+def range_km(meta: dict[str, str], value: float, legs: int) -> float:
+    """A RANGE value in RANGE_UNITS -> the sensor-object range (km)."""
+    units = (meta.get("RANGE_UNITS") or "km").strip()
+    if units == "km":
+        km, modulus = value, _meta_number(meta, "RANGE_MODULUS")
+    elif units == "s":
+        km, modulus = C_KM_S * value / legs, C_KM_S * _meta_number(meta, "RANGE_MODULUS") / legs
+    else:
+        raise Refused(f"RANGE_UNITS {units} is not supported (range units need the ranging code's clock)")
+    if 0.0 < modulus < MAX_RANGE_KM:
+        raise Refused(f"RANGE_MODULUS {meta['RANGE_MODULUS']} {units}: the range is ambiguous modulo {modulus:.3f} km")
+    return km
+
+
+def _radar(meta: dict[str, str], v: dict[str, float], legs: int, epoch: int) -> tuple[dict[str, float], int]:
+    if "RANGE" not in v:
+        raise Refused("AZEL angles without a RANGE at the same epoch: the envelope has no angles-only az/el")
+    if "ANGLE_1" not in v or "ANGLE_2" not in v:
+        raise Refused("RANGE without both ANGLE_1 and ANGLE_2 at the same epoch: the envelope has no range-only "
+                      "measurement")
+    rng = range_km(meta, v["RANGE"], legs)
+    out = {"range_km": rng, "az_deg": v["ANGLE_1"] % 360.0, "el_deg": v["ANGLE_2"],
+           "rr_km_s": v.get("DOPPLER_INSTANTANEOUS")}
+    if legs == 2:  # the reflection instant: half the round trip before reception, after transmission
+        tag = (meta.get("TIMETAG_REF") or "RECEIVE").strip().upper()
+        shift = round(rng / C_KM_S * 1e9)
+        epoch = epoch - shift if tag == "RECEIVE" else epoch + shift
+    return out, epoch
+
+
+def teme_from_inertial(ra_deg: float, dec_deg: float, epoch: int) -> tuple[float, float]:
+    """EME2000/GCRF right ascension and declination (deg) -> TEME of date (deg), at unix ns ``epoch``."""
+    import brahe
+    import numpy as np
+
+    if not brahe.get_global_eop_initialization():
+        brahe.set_global_eop_provider_from_static_provider(brahe.StaticEOPProvider.from_zero())
+    when = dt.datetime.fromtimestamp(epoch // 1_000_000_000, dt.timezone.utc)
+    t = brahe.Epoch.from_datetime(when.year, when.month, when.day, when.hour, when.minute,
+                                  when.second + (epoch % 1_000_000_000) / 1e9, 0.0, brahe.TimeSystem.UTC)
+    ra, dec = math.radians(ra_deg), math.radians(dec_deg)
+    u = np.array([math.cos(dec) * math.cos(ra), math.cos(dec) * math.sin(ra), math.sin(dec)])
+    x, y, z = np.asarray(brahe.rotation_gcrf_to_teme(t)) @ np.asarray(brahe.rotation_eme2000_to_gcrf()) @ u
+    return math.degrees(math.atan2(y, x)) % 360.0, math.degrees(math.asin(max(-1.0, min(1.0, z))))
+
+
+def _optical(meta: dict[str, str], v: dict[str, float], epoch: int) -> dict[str, float]:
+    if "RANGE" in v or "DOPPLER_INSTANTANEOUS" in v:
+        raise Refused("RANGE or DOPPLER_INSTANTANEOUS with RADEC angles: the optical envelope has no range")
+    if "ANGLE_1" not in v or "ANGLE_2" not in v:
+        raise Refused("RADEC needs both ANGLE_1 and ANGLE_2 at the same epoch")
+    frame = (meta.get("REFERENCE_FRAME") or "").strip().upper()
+    ra, dec = v["ANGLE_1"] % 360.0, v["ANGLE_2"]
+    if frame in INERTIAL_FRAMES:
+        ra, dec = teme_from_inertial(ra, dec, epoch)
+    elif frame != "TEME":
+        raise Refused(f"RADEC in REFERENCE_FRAME {frame or '(none)'}: supported are EME2000, ICRF, GCRF and TEME")
+    return {"ra_hours": ra / 15.0, "dec_deg": dec}
+
+
+def _measurement(meta: dict[str, str], lines: list[list]) -> tuple[dict[str, Any], str, int]:
+    """(wire values, envelope kind, epoch in unix ns) of one measurement's data lines, or :class:`Refused`."""
+    legs = roles(meta)[2]
+    values = _gather(lines)
+    _check_conventions(meta, values)
+    values = _corrected(meta, values)
+    epoch = epoch_ns(lines[0][2])
+    angle_type = (meta.get("ANGLE_TYPE") or "").strip().upper()
+    angles = {"ANGLE_1", "ANGLE_2"} & values.keys()
+    if angle_type == "RADEC":
+        return _optical(meta, values, epoch), "optical", epoch
+    if angle_type == "AZEL" or not (angle_type or angles):
+        wire_values, epoch = _radar(meta, values, legs, epoch)
+        return wire_values, "radar", epoch
+    if not angle_type:
+        raise Refused("ANGLE_1/ANGLE_2 without an ANGLE_TYPE")
+    raise Refused(f"ANGLE_TYPE {angle_type} is not supported: AZEL and RADEC are")
+
+
+def interpret(payload: str) -> dict[str, Any]:
+    """One bronze TDM payload -> ``sensor_id``, ``sensor_kind`` (radar | optical; ``tdm`` when refused),
+    ``norad_id``, ``event_time`` (aware UTC datetime, microseconds), the wire values and ``parse_error``."""
+    out: dict[str, Any] = {"sensor_id": None, "sensor_kind": "tdm", "norad_id": None, "event_time": None,
+                           **dict.fromkeys(WIRE), "parse_error": None}
+    try:
+        record = json.loads(payload)
+        meta, lines = record["metadata"], record["lines"]
+        where = f"TDM line {int(lines[0][0]) + 1}"
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        out["parse_error"] = f"unparseable TDM record ({type(exc).__name__}: {exc})"
+        return out
+    try:
+        out["sensor_id"], out["norad_id"], _ = roles(meta)
+        wire_values, kind, epoch = _measurement(meta, lines)
+    except Refused as exc:
+        out["parse_error"] = f"{where}: {exc}"
+        return out
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        out["parse_error"] = f"{where}: unparseable TDM record ({type(exc).__name__}: {exc})"
+        return out
+    micros = (epoch + 500) // 1000
+    out.update(wire_values, sensor_kind=kind,
+               event_time=dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros))
+    return out
+
+
+_LINEAGE = ("bronze_id", "source_file", "record_no", "payload", "ingest_time", "ingest_batch")
+
+
+def _interpret_batches(batches):
+    import pyarrow as pa
+
+    for batch in batches:
+        cols = {name: batch.column(name) for name in _LINEAGE}
+        rows = [interpret(p) for p in cols["payload"].to_pylist()]
+        out = {name: cols[name] for name in _LINEAGE}
+        out["item_no"] = pa.nulls(len(rows), pa.int64())
+        out["sensor_kind"] = pa.array([r["sensor_kind"] for r in rows], pa.string())
+        out["sensor_id"] = pa.array([r["sensor_id"] for r in rows], pa.string())
+        out["event_time"] = pa.array([r["event_time"] for r in rows], pa.timestamp("us", tz="UTC"))
+        for name in WIRE:
+            out[name] = pa.array([r[name] for r in rows], pa.float64())
+        out["parse_error"] = pa.array([r["parse_error"] for r in rows], pa.string())
+        yield pa.RecordBatch.from_pydict(out)
+
+
+def parse(bronze: "DataFrame") -> "DataFrame":
+    """``tdm_messages`` rows -> one parsed measurement each (lineage, ``item_no`` null, the kind of
+    envelope it fills, ``sensor_id``, ``event_time``, wire values, ``parse_error``)."""
+    schema = ("bronze_id string, source_file string, record_no long, payload string, ingest_time timestamp, "
+              "ingest_batch long, item_no long, sensor_kind string, sensor_id string, event_time timestamp, "
+              + ", ".join(f"{name} double" for name in WIRE) + ", parse_error string")
+    return bronze.select(*_LINEAGE).mapInArrow(_interpret_batches, schema)
