@@ -45,11 +45,14 @@ MAX_WRONG = 0.001
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
-    root = tmp_path_factory.mktemp("accuracy")
+    return _scenario(tmp_path_factory.mktemp("accuracy"))
+
+
+def _scenario(root, truth: str = "numerical"):
     defaults = SimConfig(start=START, end=START)
     cfg = SimConfig(start=START, end=START + dt.timedelta(minutes=30), landing=root / "landing",
                     catalog_out=root / "catalog.tle", inject_conjunction=True,
-                    tca=START + dt.timedelta(hours=3, minutes=30))
+                    tca=START + dt.timedelta(hours=3, minutes=30), truth=truth)
     assert (cfg.objects, cfg.seed, cfg.dup_rate, cfg.reprocess_rate, cfg.late_rate) == (
         defaults.objects, defaults.seed, defaults.dup_rate, defaults.reprocess_rate, defaults.late_rate)
     result = simulate(cfg)
@@ -95,10 +98,17 @@ def test_association_accuracy_against_truth(scenario):
     assert correct.mean() >= MIN_CORRECT and wrong.mean() < MAX_WRONG, f"{figures}\n{per_kind}"
 
 
-def test_residuals_match_the_sensor_noise(scenario):
+@pytest.fixture(scope="module")
+def exact_scenario(tmp_path_factory):
+    """The default scenario observed on the element sets' own SGP4 trajectories (``truth="sgp4"``): the
+    catalogue's prediction is then exact, so what is left in a residual is the sensor's noise alone."""
+    return _scenario(tmp_path_factory.mktemp("exact"), truth="sgp4")
+
+
+def test_residuals_match_the_sensor_noise(exact_scenario):
     """The signed residuals of the correct associations are the simulator's noise: zero mean, the
-    registry's sigma (the catalogue is the truth here, so the prediction adds nothing)."""
-    scored, _ = scenario
+    registry's sigma (the prediction is exact here, so it adds nothing)."""
+    scored, _ = exact_scenario
     ok = scored[(scored["status"] == "correlated") & (scored["norad_id"] == scored["true_id"])
                 & (scored["disorder"] != "reprocessed")]
     radar = ok[ok["sensor_kind"] == "radar"]

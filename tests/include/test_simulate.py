@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sgp4.api import WGS72, Satrec
+from scipy.interpolate import BarycentricInterpolator
 from sgp4.propagation import gstime
 
 from sda.lake.wire_formats import ISL_KEYS, OPTICAL_HEADER
@@ -50,13 +50,21 @@ def run(tmp_path_factory):
     truth_file = next((landing / "_truth").glob("*.jsonl"))
     truth = [json.loads(line) for line in truth_file.read_text().splitlines()]
     summary = json.loads(next((landing / "_truth").glob("*.summary.json")).read_text())
-    sats = {}
-    lines = cat.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("1 "):
-            sat = Satrec.twoline2rv(line, lines[i + 1], WGS72)
-            sats[sat.satnum] = sat
-    return landing, cat, truth, summary, sats
+    return landing, cat, truth, summary, true_bodies(landing, summary)
+
+
+class TrueBody:
+    """One body's true states as the truth file stores them (TEME km, km/s on a time grid)."""
+
+    def __init__(self, times, states):
+        self.times, self.states = times, states
+
+
+def true_bodies(landing: Path, summary: dict) -> dict[int, TrueBody]:
+    """The truth's ephemeris, read with numpy alone: {catalogue number: TrueBody}."""
+    with np.load(landing / summary["truth"]["ephemeris_file"]) as data:
+        times = float(data["t0"]) + float(data["step"]) * np.arange(data["states"].shape[1])
+        return {int(n): TrueBody(times, data["states"][i]) for i, n in enumerate(data["norad"])}
 
 
 # --- independent parsers and geometry -------------------------------------------------------------------
@@ -118,11 +126,14 @@ def _unix(iso: str) -> float:
     return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def _teme(sat, unix_s):
+def _teme(body, unix_s):
+    """A true state between grid times: scipy's barycentric polynomial through the 8 nearest grid states."""
     jd = 2440587.5 + unix_s / 86400.0
-    e, r, v = sat.sgp4(math.floor(jd - 0.5) + 0.5, jd - (math.floor(jd - 0.5) + 0.5))
-    assert e == 0
-    return np.array(r), np.array(v), jd
+    k = int(np.searchsorted(body.times, unix_s))
+    nodes = slice(max(0, min(k - 4, len(body.times) - 8)), max(0, min(k - 4, len(body.times) - 8)) + 8)
+    state = BarycentricInterpolator(body.times[nodes], body.states[nodes])(unix_s)
+    assert np.all(np.isfinite(state))
+    return np.asarray(state[:3]), np.asarray(state[3:]), jd
 
 
 def _site_ecef(lat, lon, alt_m):

@@ -1,4 +1,9 @@
-"""The injected conjunction: two objects designed to pass ``miss_m`` apart at a given TCA."""
+"""The injected conjunction: two objects designed to pass ``miss_m`` apart at a given TCA.
+
+:func:`design_true_conjunction` designs it on the simulator's *true* (numerical) trajectories
+(:mod:`sda.sim.dynamics`): the true miss is the one asked for, and the catalogue's element sets of the
+pair, fitted to the true states at the run's start, see it only through SGP4's own error by the TCA.
+:func:`design_conjunction` is the geometry alone, on SGP4 orbits."""
 
 from __future__ import annotations
 
@@ -122,3 +127,72 @@ def design_conjunction(tca: dt.datetime, miss_m: float, seed: int) -> dict:
         "tle": [("CONJ-PRIMARY", p1, p2), ("CONJ-SECONDARY", s1, s2)],
         "satrecs": (prim, sec),
     }
+
+
+def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str,
+                    bstar: float = 5.0e-5) -> tuple[Satrec, str, str, float]:
+    """An element set with epoch ``epoch_unix`` whose SGP4 state at its epoch is (``r_km``, ``v_kms``) in
+    TEME: osculating elements, the input corrected by SGP4's own error until it is below 1 mm (through
+    the exported TLE, so what the catalogue holds is what was fitted). Returns (Satrec, line 1, line 2,
+    the remaining position error in m)."""
+    epoch_jd = frames.UNIX_EPOCH_JD + epoch_unix / 86400.0
+    r_target, v_target = np.asarray(r_km, float), np.asarray(v_kms, float)
+    r_in, v_in = r_target.copy(), v_target.copy()
+    best = None
+    for _ in range(40):
+        sat = catgen.make_satrec(norad, epoch_jd, bstar=bstar, intldesg=intldesg, **rv_to_elements(r_in, v_in))
+        sat, line1, line2 = _roundtrip(sat)
+        r, v = _sgp4_at(sat, epoch_unix)
+        dr, dv = r - r_target, v - v_target
+        err = float(np.linalg.norm(dr))
+        if best is None or err < best[0]:
+            best = (err, sat, line1, line2)
+        if err < 1.0e-6:
+            break
+        r_in, v_in = r_in - dr, v_in - dv
+    err, sat, line1, line2 = best
+    return sat, line1, line2, err * 1000.0
+
+
+def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float, seed: int) -> dict:
+    """The pair of :func:`design_conjunction` made true: its states at the TCA (``miss_m`` apart, the
+    relative velocity across the miss) are integrated back to ``start`` with the simulator's force model
+    and the pair's own parameters; the element sets written to the catalogue are fitted to those true
+    states at ``start`` (fresh: epoch ``start``). The achieved miss and TCA are the truth's own, found on
+    the pair's true trajectories integrated forward from ``start`` on the truth's grid."""
+    from sda.sim import dynamics
+
+    geometry = design_conjunction(tca, miss_m, seed)
+    t0, t_ca = start.timestamp(), tca.timestamp()
+    ids = (PRIMARY_ID, SECONDARY_ID)
+    names = ("CONJ-PRIMARY", "CONJ-SECONDARY")
+    params = dynamics.draw_params(ids, names, seed)
+    _, r, v = frames.propagate(list(geometry["satrecs"]), np.array([t_ca]))
+    gcrf_tca = dynamics.teme_to_gcrf(r[:, 0], v[:, 0], t_ca)
+    gcrf0 = gcrf_tca if t_ca == t0 else dynamics.integrate(gcrf_tca, t_ca, 1, params, step=t0 - t_ca)[:, 1]
+    r0, v0 = dynamics.gcrf_to_teme(gcrf0[:, None, :], np.array([t0]))
+    tle, sats = [], []
+    for k, (norad, name, intl) in enumerate(zip(ids, names, ("99001A", "99001B"))):
+        sat, line1, line2, _ = fit_element_set(norad, t0, r0[k, 0], v0[k, 0], intl)
+        tle.append((name, line1, line2))
+        sats.append(sat)
+    eph, _ = dynamics.propagate(ids, gcrf0, t0, t_ca + 60.0, params)
+    t_best, miss, speed = _closest_on(eph, t_ca)
+    return {
+        "primary": PRIMARY_ID, "secondary": SECONDARY_ID, "tca": iso_utc(tca), "designed_miss_m": miss_m,
+        "achieved_tca": iso_ms(int(round(t_best * 1000))), "achieved_miss_m": round(miss, 3),
+        "rel_speed_ms": round(speed, 1), "truth": "numerical", "tle": tle, "satrecs": tuple(sats),
+        "true_gcrf_start": gcrf0, "params": params,
+    }
+
+
+def _closest_on(eph, around_unix: float, half_window_s: float = 60.0) -> tuple[float, float, float]:
+    """(time, distance m, relative speed m/s) of the two bodies' closest approach on ephemeris ``eph``."""
+    ts = around_unix + np.arange(-half_window_s, half_window_s + 1e-9, 0.01)
+    _, r, _ = eph.at(ts)
+    i = int(np.nanargmin(np.linalg.norm(r[0] - r[1], axis=-1)))
+    fine = ts[i] + np.arange(-0.01, 0.01 + 1e-9, 1e-5)
+    _, r, v = eph.at(fine)
+    d = np.linalg.norm(r[0] - r[1], axis=-1)
+    j = int(np.nanargmin(d))
+    return float(fine[j]), float(d[j] * 1000.0), float(np.linalg.norm(v[0, j] - v[1, j]) * 1000.0)

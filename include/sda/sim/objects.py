@@ -1,18 +1,20 @@
-"""The observed objects: catalogue loaded or generated, subsampled, the injected pair appended."""
+"""The observed objects: catalogue loaded or generated, subsampled, the injected pair appended, and
+their true trajectories (:func:`true_orbits`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 from pathlib import Path
 
 import numpy as np
 
-from sda.orbit import catgen
+from sda.orbit import catgen, frames
 from sda.orbit.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
-from sda.sim import tle_error
+from sda.sim import dynamics, tle_error
 from sda.sim.common import hash_int
-from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction
+from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction, design_true_conjunction
 
 
 def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, "tle_error.TleErrors | None"]:
@@ -44,7 +46,10 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
     catalog_file = Path(cfg.catalog) if cfg.catalog is not None else None
     if cfg.inject_conjunction:
         tca = cfg.tca or cfg.start + dt.timedelta(hours=2)
-        injected = design_conjunction(tca, cfg.miss_m, cfg.seed)
+        if getattr(cfg, "truth", "numerical") == "numerical":
+            injected = design_true_conjunction(cfg.start, tca, cfg.miss_m, cfg.seed)
+        else:
+            injected = design_conjunction(tca, cfg.miss_m, cfg.seed)
         extra = catgen.format_tle(injected["tle"])
         new_entries, _ = parse_tle_text(extra)
         entries = entries + new_entries
@@ -87,9 +92,10 @@ def bodies(entries: list[CatalogEntry]) -> tuple[list[CatalogEntry], dict[int, t
 
 
 class Objects:
-    """The observed bodies (:func:`bodies`: one per docked stack): ``sats`` the orbits the sensors see
-    (the true ones when the catalogue has errors), ``catalogue_sats`` the catalogue's element sets when
-    they differ (else None), ``same_body`` the stacks' catalogue numbers by the number observed."""
+    """The observed bodies (:func:`bodies`: one per docked stack): ``sats`` the element sets the true
+    orbits start from (the perturbed ones when the catalogue has errors), ``catalogue_sats`` the
+    catalogue's element sets when they differ (else None), ``same_body`` the stacks' catalogue numbers by
+    the number observed, ``truth`` the true trajectories the sensors see (:func:`true_orbits`)."""
 
     def __init__(self, entries: list[CatalogEntry], true_sats: dict | None = None):
         entries, self.same_body = bodies(entries)
@@ -103,3 +109,53 @@ class Objects:
             if "DEB" in name.upper():
                 self.rcs_db[i] -= 8.0
         self.area_m2 = 10.0 ** (self.rcs_db / 10.0)
+        self.truth: TrueOrbits | None = None
+
+
+@dataclasses.dataclass
+class TrueOrbits:
+    """The bodies' true trajectories (:mod:`sda.sim.dynamics`): the ephemeris, each body's force
+    parameters, its GCRF state at the run's start, and the last grid states (to extend the ephemeris)."""
+
+    ephemeris: dynamics.Ephemeris
+    params: list[dynamics.BodyParams]
+    start_gcrf: np.ndarray
+    last_gcrf: np.ndarray
+
+    def rows(self) -> list[dict]:
+        """One truth row per body: its parameters and initial state (what regenerates its trajectory)."""
+        return [{"norad_id": int(n), "cd": p.cd, "cr": p.cr, "area_to_mass_m2_kg": p.area_to_mass,
+                 "start_gcrf_m": [None if not np.isfinite(x) else float(x) for x in s]}
+                for n, p, s in zip(self.ephemeris.norad, self.params, self.start_gcrf)]
+
+
+class Sgp4Truth:
+    """``--truth sgp4``: the bodies' true element sets' own SGP4 trajectories (the pipeline's model: a
+    test device for measurement models, never a truth to score accuracy against)."""
+
+    def __init__(self, sats):
+        self.ephemeris = self
+        self._sats = sats
+
+    def at(self, unix_s):
+        return frames.propagate(self._sats, unix_s)
+
+
+def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
+    """Integrate every body from its true element set's state at ``cfg.start`` (the injected pair from its
+    designed state) to ``cfg.end`` with the simulator's force model (:mod:`sda.sim.dynamics`)."""
+    t0 = cfg.start.timestamp()
+    _, r, v = frames.propagate(objs.sats, np.array([t0]))
+    params = dynamics.draw_params(objs.norad, objs.names, cfg.seed)
+    start = np.full((len(objs.norad), 6), np.nan)
+    ok = np.isfinite(r[:, 0]).all(axis=1)
+    if ok.any():
+        start[ok] = dynamics.teme_to_gcrf(r[ok, 0], v[ok, 0], t0)
+    if injected is not None:
+        for k, norad in enumerate((injected["primary"], injected["secondary"])):
+            row = np.flatnonzero(objs.norad == norad)
+            if row.size:
+                start[row[0]] = injected["true_gcrf_start"][k]
+                params[row[0]] = injected["params"][k]
+    eph, last = dynamics.propagate(objs.norad, start, t0, cfg.end.timestamp(), params)
+    return TrueOrbits(eph, params, start, last)

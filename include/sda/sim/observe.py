@@ -47,7 +47,7 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
         grid = np.unique(np.concatenate([g_radar, g_opt, g_isl]))
         if grid.size == 0:
             continue
-        err, R, V = frames.propagate(objs.sats, grid / 1000.0)
+        err, R, V = objs.truth.ephemeris.at(grid / 1000.0)
         valid = err == 0
         cat = None if objs.catalogue_sats is None else frames.propagate(objs.catalogue_sats, grid / 1000.0)[1:]
         col = {int(t): i for i, t in enumerate(grid)}

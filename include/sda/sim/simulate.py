@@ -94,7 +94,7 @@ from sda.sim.common import (
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, closest_approach, design_conjunction, rv_to_elements
 from sda.sim.disorder import UNKNOWN_IDS, apply_disorder
 from sda.sim.formats import write_landing
-from sda.sim.objects import Objects, load_objects, sha256_file
+from sda.sim.objects import Objects, Sgp4Truth, load_objects, sha256_file, true_orbits
 from sda.sim.observe import ISL_FRACTION, OPTICAL_EXPOSURE_S, observe
 from sda.sim.tle_error import MAX_AGE_DAYS, parse_age
 from sda.sim.truth import Record, Truth, write_truth
@@ -105,6 +105,8 @@ __all__ = [  # the simulator's API; the names after SimulationResult are re-expo
     "OPTICAL_EXPOSURE_S", "ISL_FRACTION", "iso_ms", "iso_us", "chunk_label", "parse_time", "Truth", "Record",
     "rv_to_elements", "closest_approach", "design_conjunction",
 ]
+
+TRUTH_MODELS = ("numerical", "sgp4")
 
 # --- configuration ----------------------------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class SimConfig:
     optical_cadence_s: float = 30.0
     isl_cadence_s: float = 60.0
     tle_age_days: tuple[float, float] | None = None  # element-set age range (days): catalogue errors on
+    truth: str = "numerical"  # the true trajectories: numerical (sda.sim.dynamics) or sgp4 (test device)
 
     def validate(self) -> None:
         for name in ("start", "end") + (("tca",) if self.tca else ()):
@@ -161,6 +164,8 @@ class SimConfig:
             lo, hi = self.tle_age_days
             if not 0.0 < lo <= hi <= MAX_AGE_DAYS:
                 raise ValueError(f"--tle-age-days {lo:g}:{hi:g}: expected 0 < LO <= HI <= {MAX_AGE_DAYS:g}")
+        if self.truth not in TRUTH_MODELS:
+            raise ValueError(f"--truth {self.truth!r}: expected one of {', '.join(TRUTH_MODELS)}")
         if self.tca is not None and abs(self.tca - self.start) > MAX_SPAN:
             raise ValueError(f"--tca {iso_utc(self.tca)} is more than {MAX_SPAN.days} days from --start")
 
@@ -186,6 +191,8 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
     parts += [getattr(cfg, name) for name in RATE_NAMES + ("reorder_rate",)]
     if cfg.tle_age_days is not None:  # (appended only when set: exact-catalogue ids are unchanged)
         parts.append(list(cfg.tle_age_days))
+    if cfg.truth != "numerical":
+        parts.append(cfg.truth)
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
     return f"sim_{cfg.start.strftime('%Y%m%dT%H%M%SZ')}_{digest}"
 
@@ -204,12 +211,14 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     entries, catalog_file, injected, errors = load_objects(cfg, settings)
     catalog_sha = sha256_file(catalog_file)
     objs = Objects(entries, None if errors is None else errors.true_sats)
+    objs.truth = true_orbits(cfg, objs, injected) if cfg.truth == "numerical" else Sgp4Truth(objs.sats)
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng([cfg.seed, 4]))
     sim_id = _sim_id(cfg, catalog_sha)
     truth_rows = write_landing(landing, files)
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
-                                                        catalog_sha, injected, len(objs.norad), errors, objs.same_body)
+                                                        catalog_sha, injected, len(objs.norad), errors, objs.same_body,
+                                                        objs.truth if cfg.truth == "numerical" else None)
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files],
                             counts, inj)
 
@@ -280,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tle-age-days", type=_age, metavar="DAYS|LO:HI",
                    help="catalogue element sets this many days old (LO:HI: drawn per object), with errors drawn from "
                         "the uncertainty model; the sensors observe the true orbits (default: an exact catalogue)")
+    p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",
+                   help="what the sensors observe: numerical (default) trajectories of a force model the pipeline "
+                        "does not share (sda.sim.dynamics), or sgp4: the true element sets' own SGP4 trajectories, a "
+                        "test device for measurement models (an accuracy figure against it proves nothing)")
     return p
 
 
@@ -305,6 +318,7 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
+        truth=args.truth,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
     )
     try:

@@ -7,6 +7,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
+from sda.sim import dynamics
 from sda.sim.common import DISORDERS, RATE_NAMES, iso_ms, iso_utc
 
 
@@ -62,11 +65,13 @@ class Record:
 
 def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files, catalog_file: Path, catalog_sha: str,
                 injected, n_objects: int, errors=None, same_body: dict[int, tuple[int, ...]] | None = None,
-                ) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
+                true_orbits=None) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
     """Write ``_truth/<sim_id>.jsonl`` and ``_truth/<sim_id>.summary.json`` (and with element-set
     ``errors`` ``_truth/<sim_id>.orbits.jsonl``); return (truth file, summary file, counts, injected).
     ``same_body``: the catalogue numbers of each body published under several (a docked stack), by the
-    number it is observed as; a row of such a body gets them as ``same_body``."""
+    number it is observed as; a row of such a body gets them as ``same_body``. ``true_orbits``
+    (:class:`sda.sim.objects.TrueOrbits`) goes to ``_truth/<sim_id>.ephemeris.npz`` and
+    ``_truth/<sim_id>.bodies.json`` (:func:`load_ephemeris` reads them back, extended on demand)."""
     same_body = same_body or {}
     truth_rows.sort(key=lambda t: (t.file, t.record_no, -1 if t.det_index is None else t.det_index))
     truth_dir = landing / "_truth"
@@ -88,7 +93,7 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
         file_counts[f.kind] += 1
     inj = None
     if injected is not None:
-        inj = {k: v for k, v in injected.items() if k not in ("tle", "satrecs")}
+        inj = {k: v for k, v in injected.items() if k not in ("tle", "satrecs", "true_gcrf_start", "params")}
     summary = {
         "sim_id": sim_id, "start": iso_utc(cfg.start), "end": iso_utc(cfg.end), "seed": cfg.seed,
         "catalog_file": str(catalog_file), "catalog_sha256": catalog_sha, "objects": n_objects,
@@ -102,6 +107,36 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
         orbits_file.write_text("".join(json.dumps(o) + "\n" for o in errors.orbits))
         summary["tle_error"] = {"age_days": list(errors.age_days), "objects": len(errors.orbits),
                                 "orbits_file": f"_truth/{orbits_file.name}"}
+    if true_orbits is not None:
+        summary["truth"] = _write_true_orbits(truth_dir, sim_id, true_orbits)
     summary_file = truth_dir / f"{sim_id}.summary.json"
     summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     return truth_file, summary_file, counts, inj
+
+
+def _write_true_orbits(truth_dir: Path, sim_id: str, true_orbits) -> dict:
+    eph = true_orbits.ephemeris
+    eph_file, bodies_file = truth_dir / f"{sim_id}.ephemeris.npz", truth_dir / f"{sim_id}.bodies.json"
+    np.savez_compressed(eph_file, norad=eph.norad, t0=eph.t0, step=eph.step, states=eph.states,
+                        last_gcrf=true_orbits.last_gcrf)
+    bodies_file.write_text(json.dumps(true_orbits.rows(), indent=0) + "\n")
+    return {"model": dynamics.MODEL, "step_s": eph.step, "start": iso_ms(int(round(eph.t0 * 1000))),
+            "end": iso_ms(int(round(eph.t_end * 1000))), "frame": "TEME (km, km/s) as sda.orbit.frames",
+            "ephemeris_file": f"_truth/{eph_file.name}", "bodies_file": f"_truth/{bodies_file.name}"}
+
+
+def load_ephemeris(summary_file: Path, until_unix: float | None = None) -> dynamics.Ephemeris:
+    """The true ephemeris a simulation wrote (``summary_file`` its ``_truth/<sim_id>.summary.json``),
+    extended with the same force model and each body's recorded parameters to cover ``until_unix``
+    (e.g. the end of the screening horizon) when that is past its end."""
+    summary_file = Path(summary_file)
+    info = json.loads(summary_file.read_text())["truth"]
+    root = summary_file.parent.parent
+    with np.load(root / info["ephemeris_file"]) as data:
+        eph = dynamics.Ephemeris(data["norad"], float(data["t0"]), float(data["step"]), data["states"])
+        last = data["last_gcrf"]
+    if until_unix is None or until_unix <= eph.t_end - (dynamics.LAGRANGE_POINTS // 2) * eph.step:
+        return eph
+    rows = json.loads((root / info["bodies_file"]).read_text())
+    params = [dynamics.BodyParams(r["cd"], r["cr"], r["area_to_mass_m2_kg"]) for r in rows]
+    return dynamics.extend(eph, last, params, until_unix)[0]

@@ -1,0 +1,283 @@
+"""The simulator's truth: each body's orbit from a numerical force model the pipeline does not share.
+
+The pipeline predicts with SGP4 (a mean-element analytical theory). The sensors of the simulator observe
+trajectories integrated numerically by ``brahe`` (MIT; its gravity field, atmosphere, Earth orientation
+and space weather ship in its wheel, so nothing is fetched at run time):
+
+* Earth gravity EGM2008 to degree and order :data:`GRAVITY_DEGREE` (20);
+* atmospheric drag, NRLMSISE-00 with the wheel's space-weather record, for bodies whose perigee is below
+  :data:`DRAG_PERIGEE_KM`;
+* Sun and Moon point masses from brahe's analytic (low-precision) ephemerides: its default, JPL's DE440s
+  kernel, would be downloaded;
+* solar radiation pressure, cannonball, with a conical Earth shadow;
+* integrator RKF7(8), relative tolerance 1e-11, absolute 1e-7 m.
+
+Every body has its own drag coefficient, reflectivity coefficient and area-to-mass ratio
+(:func:`draw_params`), drawn per object and recorded in the truth, so no estimator knows them.
+
+**Sampling.** Each body is integrated from the run's start ``t0`` through a fixed grid of :data:`STEP_S`
+(every grid time is an integration stop) and the states are kept there. A state at any other time
+comes from 8-point Lagrange interpolation of the grid's positions and velocities (:class:`Ephemeris`):
+below 1 mm in LEO against a direct integration to that time (tests/include/test_sim_dynamics.py), where
+brahe's own trajectory interpolation (cubic Hermite between adaptive steps) errs by up to 120 m.
+Continuing a stored ephemeris from its last grid state (:func:`extend`) gives the same trajectory to
+about a millimetre a day as one integration would: a truth stored over the run can be regenerated to
+the end of the screening horizon from what is stored (its last states and the bodies' parameters).
+
+**Frames.** brahe integrates in GCRF. The pipeline's frames (:mod:`sda.orbit.frames`) are TEME and an
+ECEF reached from it by GMST; the simulator takes brahe's ITRF to be that ECEF, so a site's view of a
+body is what brahe's Earth-fixed state says, and hands TEME (km, km/s) to the rest of the simulator,
+converted by the pipeline's own ``ecef_to_teme``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from pathlib import Path
+
+import numpy as np
+
+from sda.orbit import frames
+
+STEP_S = 120.0
+LAGRANGE_POINTS = 8
+GRAVITY_DEGREE = 20
+DRAG_PERIGEE_KM = 2000.0
+DECAY_RADIUS_KM = frames.R_EARTH_KM + 100.0  # below this a body has re-entered: no state from then on
+REL_TOL, ABS_TOL_M = 1.0e-11, 1.0e-7
+MODEL = (f"brahe numerical: EGM2008 {GRAVITY_DEGREE}x{GRAVITY_DEGREE}, NRLMSISE-00 drag (perigee < "
+         f"{DRAG_PERIGEE_KM:g} km), Sun and Moon (analytic), SRP with conical shadow; RKF78, rel {REL_TOL:g}")
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyParams:
+    """A body's own force parameters: drag coefficient, reflectivity coefficient, area-to-mass (m^2/kg)."""
+
+    cd: float
+    cr: float
+    area_to_mass: float
+
+    def vector(self) -> np.ndarray:
+        """brahe's parameter vector [mass, drag area, Cd, SRP area, Cr] for a 1 kg body."""
+        return np.array([1.0, self.area_to_mass, self.cd, self.area_to_mass, self.cr])
+
+
+def draw_params(norad_ids, names, seed: int) -> list[BodyParams]:
+    """Each body's parameters, drawn from its own stream (seed, catalogue number): the same body gets
+    the same values whatever else is simulated. Area-to-mass is log-uniform: payloads 0.005-0.03,
+    rocket bodies 0.005-0.015, debris 0.02-0.3 m^2/kg; Cd uniform 2.0-2.6; Cr uniform 1.0-1.8."""
+    out = []
+    for norad, name in zip(norad_ids, names):
+        rng = np.random.default_rng([int(seed), 6, int(norad)])
+        upper = str(name).upper()
+        lo, hi = (0.02, 0.3) if "DEB" in upper else (0.005, 0.015) if "R/B" in upper else (0.005, 0.03)
+        am = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        out.append(BodyParams(cd=round(float(rng.uniform(2.0, 2.6)), 4), cr=round(float(rng.uniform(1.0, 1.8)), 4),
+                              area_to_mass=round(am, 6)))
+    return out
+
+
+@functools.cache
+def _brahe():
+    import brahe as bh
+
+    bh.initialize_eop()  # the wheel's own files: no download
+    bh.initialize_sw()
+    return bh
+
+
+@functools.cache
+def _force(drag: bool):
+    bh = _brahe()
+    index = bh.ParameterSource.parameter_index
+    return bh.ForceModelConfig(
+        gravity=bh.GravityConfiguration.spherical_harmonic(degree=GRAVITY_DEGREE, order=GRAVITY_DEGREE),
+        drag=bh.DragConfiguration(model=bh.AtmosphericModel.NRLMSISE00, area=index(1), cd=index(2)) if drag else None,
+        srp=bh.SolarRadiationPressureConfiguration(area=index(3), cr=index(4), eclipse_model=bh.EclipseModel.CONICAL),
+        third_body=[bh.ThirdBodyConfiguration(bh.ThirdBody.SUN, bh.EphemerisSource.LowPrecision),
+                    bh.ThirdBodyConfiguration(bh.ThirdBody.MOON, bh.EphemerisSource.LowPrecision)],
+        mass=index(0))
+
+
+def _config():
+    bh = _brahe()
+    return (bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78)
+            .with_rel_tol(REL_TOL).with_abs_tol(ABS_TOL_M))
+
+
+def _epochs(unix_s) -> list:
+    bh = _brahe()
+    return [bh.Epoch.from_unix_timestamp(float(t)) for t in np.atleast_1d(unix_s)]
+
+
+# --- frames ------------------------------------------------------------------------------------------
+
+def teme_to_gcrf(r_km: np.ndarray, v_kms: np.ndarray, unix_s: float) -> np.ndarray:
+    """TEME (km, km/s) at one time -> GCRF states [n, 6] (m, m/s), through the pipeline's ECEF = ITRF."""
+    r_e, v_e = frames.teme_to_ecef(np.atleast_2d(r_km), np.atleast_2d(v_kms), unix_s)
+    rot = _brahe().rotation_gcrf_to_itrf(_epochs(unix_s)[0])  # ITRF = rot @ GCRF
+    w = np.array([0.0, 0.0, frames.OMEGA_EARTH])
+    r_i = r_e * 1000.0
+    v_i = v_e * 1000.0 + np.cross(w, r_i)
+    return np.concatenate([r_i @ rot, v_i @ rot], axis=-1)
+
+
+def gcrf_to_teme(states: np.ndarray, unix_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GCRF states [n, k, 6] (m, m/s) at times [k] -> TEME (r, v) [n, k, 3] in km, km/s."""
+    rot = np.asarray(_brahe().rotation_gcrf_to_itrf(_epochs(unix_s)))  # [k, 3, 3]
+    rot = rot.reshape(-1, 3, 3)
+    r_i = np.einsum("kij,nkj->nki", rot, states[..., :3])
+    w = np.array([0.0, 0.0, frames.OMEGA_EARTH])
+    v_i = np.einsum("kij,nkj->nki", rot, states[..., 3:]) - np.cross(w, r_i)
+    return frames.ecef_to_teme(r_i / 1000.0, v_i / 1000.0, np.asarray(unix_s, float)[None, :])
+
+
+# --- the ephemeris -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Ephemeris:
+    """True states of ``norad`` bodies on the grid ``t0 + k * step`` (TEME, km and km/s; NaN once a body
+    has re-entered), with exact interpolation between grid times."""
+
+    norad: np.ndarray  # [n]
+    t0: float
+    step: float
+    states: np.ndarray  # [n, k, 6]
+
+    @property
+    def t_end(self) -> float:
+        return self.t0 + (self.states.shape[1] - 1) * self.step
+
+    def rows(self, norad_ids) -> np.ndarray:
+        index = {int(n): i for i, n in enumerate(self.norad)}
+        return np.array([index[int(n)] for n in norad_ids], dtype=np.int64)
+
+    def at(self, unix_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every body at times ``unix_s`` [t]: (error codes [n, t], r [n, t, 3] km, v [n, t, 3] km/s),
+        as :func:`sda.orbit.frames.propagate` gives them: code 6 (SGP4's "decayed") and NaN where the
+        body has re-entered, 7 and NaN outside the ephemeris."""
+        t = np.atleast_1d(np.asarray(unix_s, dtype=float))
+        inside = (t >= self.t0 - 1e-6) & (t <= self.t_end + 1e-6)
+        idx, weights = _lagrange(self.t0, self.step, self.states.shape[1], np.where(inside, t, self.t0))
+        out = np.einsum("tp,ntpc->ntc", weights, self.states[:, idx, :])
+        err = np.where(np.isfinite(out).all(axis=-1), 0, 6).astype(np.uint8)
+        err[:, ~inside] = 7
+        out[err != 0] = np.nan
+        return err, out[..., :3], out[..., 3:]
+
+    def at_pairs(self, index, unix_s) -> tuple[np.ndarray, np.ndarray]:
+        """Body ``index[p]`` at time ``unix_s[p]`` for each pair: (r [p, 3] km, v [p, 3] km/s), NaN outside."""
+        index = np.asarray(index, dtype=np.int64)
+        t = np.asarray(unix_s, dtype=float)
+        inside = (t >= self.t0 - 1e-6) & (t <= self.t_end + 1e-6)
+        idx, weights = _lagrange(self.t0, self.step, self.states.shape[1], np.where(inside, t, self.t0))
+        out = np.einsum("pq,pqc->pc", weights, self.states[index[:, None], idx, :])
+        out[~inside] = np.nan
+        return out[:, :3], out[:, 3:]
+
+    def save(self, path: Path) -> None:
+        np.savez_compressed(path, norad=self.norad, t0=self.t0, step=self.step, states=self.states)
+
+    @classmethod
+    def load(cls, path: Path) -> "Ephemeris":
+        with np.load(path) as data:
+            return cls(data["norad"], float(data["t0"]), float(data["step"]), data["states"])
+
+
+def _lagrange(t0: float, step: float, k: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grid columns [t, P] and Lagrange weights [t, P] of the P nodes around each time (one-sided at the
+    ends of the grid)."""
+    p = min(LAGRANGE_POINTS, k)
+    x = (t - t0) / step
+    first = np.clip(np.floor(x).astype(np.int64) - (p // 2 - 1), 0, k - p)
+    idx = first[:, None] + np.arange(p)[None, :]
+    u = x[:, None] - idx  # distance to each node, in steps
+    weights = np.ones((len(t), p))
+    for j in range(p):
+        for m in range(p):
+            if m != j:
+                weights[:, j] *= u[:, m] / (j - m)
+    return idx, weights
+
+
+def _propagators(initial_gcrf: np.ndarray, t0: float, params: list[BodyParams], perigee_km: np.ndarray) -> list:
+    bh = _brahe()
+    epoch = _epochs(t0)[0]
+    config = _config()
+    props = []
+    for state, par, hp in zip(initial_gcrf, params, perigee_km):
+        prop = bh.NumericalOrbitPropagator(epoch, np.asarray(state, float), config,
+                                           _force(bool(hp < DRAG_PERIGEE_KM)), par.vector())
+        prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
+        props.append(prop)
+    return props
+
+
+def _perigee_km(states: np.ndarray) -> np.ndarray:
+    """Osculating perigee altitude (km) of GCRF states [n, 6] (m, m/s)."""
+    r, v = states[:, :3] / 1000.0, states[:, 3:] / 1000.0
+    rn = np.linalg.norm(r, axis=1)
+    energy = np.sum(v * v, axis=1) / 2.0 - frames.MU_KM3_S2 / rn
+    a = -frames.MU_KM3_S2 / (2.0 * energy)
+    h = np.linalg.norm(np.cross(r, v), axis=1)
+    e = np.sqrt(np.maximum(0.0, 1.0 - h * h / (frames.MU_KM3_S2 * a)))
+    return a * (1.0 - e) - frames.R_EARTH_KM
+
+
+def integrate(initial_gcrf: np.ndarray, t0: float, steps: int, params: list[BodyParams],
+              step: float = STEP_S) -> np.ndarray:
+    """GCRF states [n, steps + 1, 6] (m, m/s) on the grid ``t0 + k * step`` from ``initial_gcrf`` [n, 6] at
+    ``t0``, all bodies in parallel (brahe's thread pool). A body that re-enters, or that the integrator
+    cannot carry on, is NaN from the first grid time it fails at."""
+    bh = _brahe()
+    n = len(initial_gcrf)
+    out = np.full((n, steps + 1, 6), np.nan)
+    out[:, 0] = initial_gcrf
+    alive = np.flatnonzero(np.isfinite(initial_gcrf).all(axis=1)
+                           & (np.linalg.norm(initial_gcrf[:, :3], axis=1) > DECAY_RADIUS_KM * 1000.0))
+    props = _propagators(initial_gcrf[alive], t0, [params[i] for i in alive], _perigee_km(initial_gcrf[alive]))
+    for k in range(1, steps + 1):
+        target = _epochs(t0 + k * step)[0]
+        try:
+            bh.par_propagate_to(props, target)
+            failed = set()
+        except Exception:  # one body's failure stops the batch: find it, go on with the others
+            failed = set()
+            for j, prop in enumerate(props):
+                try:
+                    prop.propagate_to(target)
+                except Exception:
+                    failed.add(j)
+        states = np.array([p.current_state() for p in props]).reshape(-1, 6)
+        ok = np.array([j not in failed for j in range(len(props))], dtype=bool)
+        ok &= np.isfinite(states).all(axis=1) & (np.linalg.norm(states[:, :3], axis=1) > DECAY_RADIUS_KM * 1000.0)
+        out[alive[ok], k] = states[ok]
+        props = [p for p, good in zip(props, ok) if good]
+        alive = alive[ok]
+        if not props:
+            break
+    return out
+
+
+def propagate(norad, initial_gcrf: np.ndarray, t0: float, t_end: float, params: list[BodyParams],
+              step: float = STEP_S) -> tuple[Ephemeris, np.ndarray]:
+    """The true ephemeris of bodies ``norad`` from GCRF states at ``t0`` to at least ``t_end`` (the grid
+    runs :data:`LAGRANGE_POINTS` / 2 steps past it, so interpolation there is centred), and the last grid
+    states in GCRF (what :func:`extend` continues from)."""
+    steps = int(math.ceil((t_end - t0) / step - 1e-9)) + LAGRANGE_POINTS // 2
+    gcrf = integrate(np.asarray(initial_gcrf, float).reshape(-1, 6), t0, steps, params, step)
+    times = t0 + step * np.arange(steps + 1)
+    r, v = gcrf_to_teme(gcrf, times)
+    return Ephemeris(np.asarray(norad, dtype=np.int64), float(t0), float(step), np.concatenate([r, v], -1)), gcrf[:, -1]
+
+
+def extend(eph: Ephemeris, last_gcrf: np.ndarray, params: list[BodyParams],
+           t_end: float) -> tuple[Ephemeris, np.ndarray]:
+    """``eph`` continued from its last grid states ``last_gcrf`` [n, 6] (GCRF, m, m/s) to cover ``t_end``."""
+    if t_end <= eph.t_end - (LAGRANGE_POINTS // 2) * eph.step:
+        return eph, last_gcrf
+    more, last = propagate(eph.norad, last_gcrf, eph.t_end, t_end, params, eph.step)
+    states = np.concatenate([eph.states, more.states[:, 1:]], axis=1)
+    return Ephemeris(eph.norad, eph.t0, eph.step, states), last
