@@ -12,6 +12,7 @@
     sda tables [--create]                                       the table registry (--create: create missing tables)
     sda status                                                  row counts of every table
     sda settings                                                the effective settings
+    sda export omm|oem --out DIR [...]                          the catalogue as CCSDS OMM / OEM (sda.pipeline.export)
 """
 
 from __future__ import annotations
@@ -219,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="create the tables that do not exist yet (on the Spark Connect server), then exit")
     sub.add_parser("status", help="row counts of every table")
     sub.add_parser("settings", help="print the effective settings")
+    from sda.pipeline import export
+
+    export.add_parser(sub)
     return parser
 
 
@@ -248,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_tables(args.create)
         if args.command == "status":
             return _cmd_status()
+        if args.command == "export":
+            from sda.pipeline import export
+
+            return export.main(args)
         for key, value in sorted(load_settings().as_env().items()):
             print(f"{key}={value}")
         return 0
