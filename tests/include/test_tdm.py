@@ -146,15 +146,10 @@ def test_range_without_angles_and_ancillary_only_are_refused():
         "TDM line 24: no measurement the observation envelope carries (keywords: RCS)")
 
 
-def test_radec_teme_is_taken_as_written():
-    text = _variant("e16_optical.kvn", 0, PARTICIPANT_1="SOCORRO", PARTICIPANT_2="25544", REFERENCE_FRAME="TEME")
-    out = tdm.interpret(text)
-    assert out["parse_error"] is None and out["sensor_kind"] == "optical"
-    assert out["ra_hours"] == pytest.approx(332.2298750 / 15.0, abs=1e-12)  # 22.14865833... h
-    assert out["dec_deg"] == -16.3028389
-    # one-way optical: the epoch as written (17:46:39.02)
-    assert out["event_time"] == dt.datetime(2012, 10, 29, 17, 46, 39, 20000, tzinfo=UTC)
-    assert out["range_km"] is None and out["az_deg"] is None
+def test_radec_outside_eme2000_and_icrf_is_refused():
+    text = _variant("e16_optical.kvn", 0, PARTICIPANT_1="SOCORRO", PARTICIPANT_2="25544", REFERENCE_FRAME="TOD")
+    assert tdm.interpret(text)["parse_error"] == (
+        "TDM line 18: RADEC in REFERENCE_FRAME TOD: supported are EME2000 and ICRF")
 
 
 def test_radec_eme2000_is_rotated_to_teme_as_astropy_does():
@@ -174,6 +169,9 @@ def test_radec_eme2000_is_rotated_to_teme_as_astropy_does():
     assert out["ra_hours"] * 15.0 == pytest.approx(ra, abs=0.1 / 3600)
     assert out["dec_deg"] == pytest.approx(dec, abs=0.1 / 3600)
     assert abs(out["ra_hours"] * 15.0 - 332.2298750) > 0.1  # the rotation is not a no-op (precession since 2000)
+    # one-way optical: the epoch as written (17:46:39.02); no range, no radar values
+    assert out["event_time"] == dt.datetime(2012, 10, 29, 17, 46, 39, 20000, tzinfo=UTC)
+    assert out["sensor_kind"] == "optical" and out["range_km"] is None and out["az_deg"] is None
 
 
 def test_epochs():

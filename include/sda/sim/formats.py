@@ -46,8 +46,11 @@ class LandingFile:
         return f"{self.kind}/{self.sensor_id}_{label}{tail}{suffix}"
 
 
-def write_landing(landing: Path, files: list[LandingFile]) -> list[Truth]:
-    """Write the files (sorted by path, mtimes capped at now) and return their truth rows in file order."""
+def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False) -> list[Truth]:
+    """Write the files (sorted by path, mtimes capped at now) and return their truth rows in file order.
+    ``tdm``: radar and optical files as CCSDS TDM (:mod:`sda.sim.tdm`; truth rows keep the native line numbers)."""
+    from sda.sim import tdm as tdm_format
+
     truth_rows: list[Truth] = []
     now_ms = int(time.time() * 1000)
     files.sort(key=lambda f: f.relpath)
@@ -59,9 +62,13 @@ def write_landing(landing: Path, files: list[LandingFile]) -> list[Truth]:
                 t.file, t.record_no = f.relpath, first + i
                 truth_rows.append(t)
             lines.append(rec.payload if rec.data is None else encode(rec))
-        path = landing / f.relpath
+        path, data = landing / f.relpath, b"\n".join(lines) + b"\n"
+        if tdm and f.kind in tdm_format.TDM_KINDS:
+            path, data = landing / tdm_format.relpath(f.relpath), tdm_format.tdm_text(f.kind, f.records, f.mtime_ms)
+            if data is None:  # no well-formed record: no file
+                continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"\n".join(lines) + b"\n")
+        path.write_bytes(data)
         mtime = min(f.mtime_ms, now_ms) / 1000.0
         os.utime(path, (mtime, mtime))
     return truth_rows

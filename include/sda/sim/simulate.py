@@ -136,6 +136,7 @@ class SimConfig:
     isl_cadence_s: float = 60.0
     tle_age_days: tuple[float, float] | None = None  # element-set age range (days): catalogue errors on
     truth: str = "numerical"  # the true trajectories: numerical (sda.sim.dynamics) or sgp4 (test device)
+    format: str = "native"  # native: the project's own formats; tdm: radar and optical as CCSDS TDM (sda.sim.tdm)
 
     def validate(self) -> None:
         for name in ("start", "end") + (("tca",) if self.tca else ()):
@@ -215,7 +216,7 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng([cfg.seed, 4]))
     sim_id = _sim_id(cfg, catalog_sha)
-    truth_rows = write_landing(landing, files)
+    truth_rows = write_landing(landing, files, tdm=cfg.format == "tdm")
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None)
@@ -289,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tle-age-days", type=_age, metavar="DAYS|LO:HI",
                    help="catalogue element sets this many days old (LO:HI: drawn per object), with errors drawn from "
                         "the uncertainty model; the sensors observe the true orbits (default: an exact catalogue)")
+    p.add_argument("--format", choices=("native", "tdm"), default="native",
+                   help="tdm: radar and optical files as CCSDS TDM (KVN) under tdm/ (default native)")
     p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",
                    help="what the sensors observe: numerical (default) trajectories of a force model the pipeline "
                         "does not share (sda.sim.dynamics), or sgp4: the true element sets' own SGP4 trajectories, a "
@@ -318,7 +321,7 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
-        truth=args.truth,
+        truth=args.truth, format=args.format,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
     )
     try:

@@ -14,8 +14,9 @@ of :mod:`sda.transforms.wire`. Conventions (CCSDS 503.0-B-2):
   ``NORAD-25544``), else refused.
 * ANGLE_TYPE AZEL: ANGLE_1 azimuth, ANGLE_2 elevation (deg) with RANGE at the same epoch -> a radar
   observation (DOPPLER_INSTANTANEOUS, when present, its range-rate in km/s). RADEC: ANGLE_1 right
-  ascension, ANGLE_2 declination (deg) -> an optical observation; REFERENCE_FRAME EME2000, ICRF or
-  GCRF is rotated to the pipeline's TEME of date, TEME is taken as it is, any other is refused.
+  ascension, ANGLE_2 declination (deg) -> an optical observation; REFERENCE_FRAME EME2000 or ICRF is
+  rotated to the pipeline's TEME of date (brahe's IAU 2006/2000A rotations, EOP offsets zero), any
+  other (TOD, the ITRFs) is refused.
   XEYN, XSYE, angles without a range under AZEL, a range or Doppler without angles, and range or
   Doppler under RADEC (the optical envelope has no range) are refused.
 * RANGE_UNITS km (the default): the sensor-object range. ``s``: light time along the path, so the
@@ -50,7 +51,7 @@ MAX_RANGE_KM = 100_000.0  # the envelope's physical limit (sda.transforms.envelo
 EPOCH_RE = re.compile(r"^(\d{4})-(?:(\d{2})-(\d{2})|(\d{3}))T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?Z?$")
 NORAD_RE = re.compile(r"^(?:NORAD[ _-]?)?(\d{1,9})$", re.IGNORECASE)
 MEASURED = ("RANGE", "ANGLE_1", "ANGLE_2", "DOPPLER_INSTANTANEOUS")
-INERTIAL_FRAMES = ("EME2000", "ICRF", "GCRF")
+INERTIAL_FRAMES = ("EME2000", "ICRF")
 WIRE = ("range_km", "az_deg", "el_deg", "rr_km_s", "ra_hours", "dec_deg")
 
 
@@ -187,8 +188,9 @@ def _radar(meta: dict[str, str], v: dict[str, float], legs: int, epoch: int) -> 
     return out, epoch
 
 
-def teme_from_inertial(ra_deg: float, dec_deg: float, epoch: int) -> tuple[float, float]:
-    """EME2000/GCRF right ascension and declination (deg) -> TEME of date (deg), at unix ns ``epoch``."""
+def teme_from_inertial(ra_deg: float, dec_deg: float, epoch: int, inverse: bool = False) -> tuple[float, float]:
+    """EME2000 right ascension and declination (deg) -> TEME of date (deg) at unix ns ``epoch``
+    (``inverse``: TEME of date -> EME2000)."""
     import brahe
     import numpy as np
 
@@ -199,7 +201,8 @@ def teme_from_inertial(ra_deg: float, dec_deg: float, epoch: int) -> tuple[float
                                   when.second + (epoch % 1_000_000_000) / 1e9, 0.0, brahe.TimeSystem.UTC)
     ra, dec = math.radians(ra_deg), math.radians(dec_deg)
     u = np.array([math.cos(dec) * math.cos(ra), math.cos(dec) * math.sin(ra), math.sin(dec)])
-    x, y, z = np.asarray(brahe.rotation_gcrf_to_teme(t)) @ np.asarray(brahe.rotation_eme2000_to_gcrf()) @ u
+    rotation = np.asarray(brahe.rotation_gcrf_to_teme(t)) @ np.asarray(brahe.rotation_eme2000_to_gcrf())
+    x, y, z = (rotation.T if inverse else rotation) @ u
     return math.degrees(math.atan2(y, x)) % 360.0, math.degrees(math.asin(max(-1.0, min(1.0, z))))
 
 
@@ -210,10 +213,9 @@ def _optical(meta: dict[str, str], v: dict[str, float], epoch: int) -> dict[str,
         raise Refused("RADEC needs both ANGLE_1 and ANGLE_2 at the same epoch")
     frame = (meta.get("REFERENCE_FRAME") or "").strip().upper()
     ra, dec = v["ANGLE_1"] % 360.0, v["ANGLE_2"]
-    if frame in INERTIAL_FRAMES:
-        ra, dec = teme_from_inertial(ra, dec, epoch)
-    elif frame != "TEME":
-        raise Refused(f"RADEC in REFERENCE_FRAME {frame or '(none)'}: supported are EME2000, ICRF, GCRF and TEME")
+    if frame not in INERTIAL_FRAMES:
+        raise Refused(f"RADEC in REFERENCE_FRAME {frame or '(none)'}: supported are EME2000 and ICRF")
+    ra, dec = teme_from_inertial(ra, dec, epoch)
     return {"ra_hours": ra / 15.0, "dec_deg": dec}
 
 
