@@ -13,9 +13,9 @@ at the end; every task is a client of it. Runs start from the landing watcher (`
 within seconds of a file landing; the cadence (default 15 minutes) is only the safety net.
 
 1. *warm-up*: a generated catalogue and 5 simulated minutes of sensors in the landing zone;
-   ``airflow standalone`` starts (own process group, stopped at the end even on error) with
-   ``SDA_CADENCE_MINUTES=--cadence-minutes``; ``sda_pipeline`` is unpaused and the scheduler's first
-   run processes the warm-up files. Measuring starts once that run has succeeded.
+   the local Airflow starts (``sda.orchestration.local_stack``, as ``make run``; own process group,
+   stopped at the end even on error) with ``SDA_CADENCE_MINUTES=--cadence-minutes``; ``sda_pipeline``
+   is unpaused and the scheduler's first run processes the warm-up files. Measuring starts once that run has succeeded.
    ``--timeout-s`` bounds that warm-up, and then each file's wait for silver and gold.
 2. *per file* i (after a random pause of 0..``--gap-s``, so landings fall at different moments of the
    run before theirs): 3 simulated minutes of sensors ending now are written to a staging directory and
@@ -171,7 +171,7 @@ def run_stack(args: argparse.Namespace, env: dict[str, str], work: Path, dirs: d
 
     lake = Lake(Path(env["SDA_LAKEHOUSE"]))
     spark_settings = load_settings(env={k: v for k, v in env.items() if k.startswith("SDA_")})
-    airflow = Airflow(env, work / "standalone.log")
+    airflow = Airflow(env, work / "airflow.log")
     progress = Progress(airflow)
     samples: list[dict] = []
     try:

@@ -2,7 +2,9 @@
 
 * the environment: ``scripts/airflow_env.sh`` sourced with the benchmark's own AIRFLOW_HOME, free ports
   and SDA_* locations (:func:`bench_env`);
-* ``airflow standalone`` in its own process group, and its REST API (:class:`Airflow`);
+* the local Airflow ``make run`` starts (``python -m sda.orchestration.local_stack``: what ``airflow
+  standalone`` runs, listening on 127.0.0.1 only) in its own process group, and its REST API
+  (:class:`Airflow`);
 * the progress lines while a measurement waits (:class:`Progress`);
 * ``say`` (a timestamped progress line), the time conversions and :class:`BenchError`.
 
@@ -115,7 +117,7 @@ def bench_env(work: Path, cadence: int) -> dict[str, str]:
 # --- Airflow -------------------------------------------------------------------------------------
 
 class Airflow:
-    """``airflow standalone`` in its own process group, and its REST API."""
+    """The local stack (``sda.orchestration.local_stack``) in its own process group, and its REST API."""
 
     def __init__(self, env: dict[str, str], log_path: Path):
         self.env = env
@@ -141,12 +143,13 @@ class Airflow:
         self.home.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         # start_new_session: its own process group (and no SIGINT from the terminal); SIGINT to the
-        # standalone process is what stops its scheduler, API server, dag processor and triggerer.
-        self.proc = subprocess.Popen([str(PROJECT_ROOT / ".venv" / "bin" / "airflow"), "standalone"],
+        # stack's process is what stops its scheduler, API server, dag processor and triggerer.
+        self.proc = subprocess.Popen([str(PROJECT_ROOT / ".venv" / "bin" / "python"), "-m",
+                                      "sda.orchestration.local_stack"],
                                      cwd=PROJECT_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
-        say(f"airflow standalone started (pid {self.proc.pid}, log {self.log_path}, API {self.base})")
+        say(f"Airflow started (pid {self.proc.pid}, log {self.log_path}, API {self.base})")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# The environment of the local Airflow (Airflow 3 standalone: LocalExecutor with the stages' libraries
-# preloaded, sda.orchestration.executor; SQLite, simple auth manager) and of the Spark jobs it submits.
+# The environment of the local Airflow (Airflow 3 as sda.orchestration.local_stack runs it: LocalExecutor
+# with the stages' libraries preloaded, sda.orchestration.executor; SQLite, simple auth manager) and of
+# the Spark jobs it submits.
 # Sourced by scripts/run.sh; source it yourself to use the Airflow CLI against the same installation:
 #
 #     source scripts/airflow_env.sh && airflow dags list
@@ -30,6 +31,9 @@ export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="${AIRFLOW__SCHEDULER__SCHE
 # On a busy two-core machine the API server can take longer than the default to answer a task's
 # first call; a timeout there kills the task before its stage even starts.
 export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-60}"
+# The API server listens on SDA_BIND_HOST (default 127.0.0.1: this machine only; checked by the settings
+# below), as do the task-log servers that sda.orchestration.local_stack starts.
+export AIRFLOW__API__HOST="${AIRFLOW__API__HOST:-${SDA_BIND_HOST:-127.0.0.1}}"
 export AIRFLOW__API__PORT="${AIRFLOW__API__PORT:-8080}"
 export AIRFLOW__API__BASE_URL="${AIRFLOW__API__BASE_URL:-http://localhost:$AIRFLOW__API__PORT}"
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="${AIRFLOW__CORE__EXECUTION_API_SERVER_URL:-http://localhost:$AIRFLOW__API__PORT/execution/}"

@@ -17,7 +17,7 @@ RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-1800}"
 API="$AIRFLOW__API__BASE_URL"
 DAG_ID=sda_pipeline
 PY="$SDAF_ROOT/.venv/bin/python"
-LOG="$AIRFLOW_HOME/standalone.log"
+LOG="$AIRFLOW_HOME/airflow.log"
 PASSWORD_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 AIRFLOW_PID=""
 SERVER_STARTED=0
@@ -27,7 +27,7 @@ die() { printf '\nrun.sh: %s\n' "$*" >&2; exit 1; }
 json() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 stop_airflow() {
-    # standalone leads its own process group (set -m below): signal the whole group, or its scheduler,
+    # the local stack leads its own process group (set -m below): signal the whole group, or its scheduler,
     # API server and workers can outlive it and keep the port
     if [[ -n "$AIRFLOW_PID" ]] && kill -0 -- "-$AIRFLOW_PID" 2>/dev/null; then
         echo "stopping Airflow (process group $AIRFLOW_PID)..."
@@ -83,11 +83,13 @@ fi
 TABLES_PID=$!
 
 # --- 3. Airflow --------------------------------------------------------------------------------
-say "starting Airflow standalone (log: $LOG)"
-# Its own process group (job control on): a background job of a script would ignore SIGINT, and
-# SIGINT is what makes standalone stop its scheduler, API server, dag processor and triggerer.
+say "starting Airflow on $AIRFLOW__API__HOST (log: $LOG)"
+# What `airflow standalone` runs (API server, scheduler, dag processor, triggerer), listening on
+# SDA_BIND_HOST only, task-log server included (sda.orchestration.local_stack). Its own process group
+# (job control on): a background job of a script would ignore SIGINT, and SIGINT is what makes it stop
+# its components.
 set -m
-airflow standalone >>"$LOG" 2>&1 &
+"$PY" -m sda.orchestration.local_stack >>"$LOG" 2>&1 &
 AIRFLOW_PID=$!
 set +m
 

@@ -1,6 +1,7 @@
-"""A real Airflow for tests: PostgreSQL on loopback, then the API server, scheduler and DAG processor
-as separate processes (the shape of docker-compose.yaml), with the simple auth manager's generated
-password. Used by tests/test_end_to_end.py.
+"""A real Airflow for tests: PostgreSQL on loopback, then the API server, scheduler, DAG processor,
+triggerer and task-log server as separate processes (the shape of docker-compose.yaml), started with
+the commands ``make run`` uses (:func:`sda.orchestration.local_stack.component_commands`, listening on
+127.0.0.1 only), with the simple auth manager's generated password. Used by tests/test_end_to_end.py.
 
 PostgreSQL comes from Debian's ``postgresql`` package (``.ci/run`` installs it when missing); where
 it is absent :func:`find_postgres` says so and the tests run Airflow on SQLite instead.
@@ -20,6 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from sda.orchestration.local_stack import COMPONENTS, component_commands, component_env
 from tests.ports import free_port
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -102,10 +104,10 @@ class Postgres:
 
 
 class Airflow:
-    """``airflow api-server``, ``scheduler`` and ``dag-processor`` with one environment; ``api()``
-    calls the REST API as admin."""
+    """The local stack's components (``airflow api-server``, ``scheduler``, ``dag-processor``,
+    ``triggerer`` and the log server) with one environment; ``api()`` calls the REST API as admin."""
 
-    COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+    COMPONENTS = COMPONENTS
 
     def __init__(self, home: Path, env: dict[str, str]):
         self.home = home
@@ -124,6 +126,9 @@ class Airflow:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json.generated"),
             "AIRFLOW__API__PORT": str(self.port),
+            # make run's Airflow may hold the default log-server ports
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW__API__BASE_URL": self.base,
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
             # the API server signs the tokens tasks present to the execution API: one secret for all
@@ -137,6 +142,8 @@ class Airflow:
             "PYTHONPATH": str(PROJECT_ROOT / "include"),
             "PYSPARK_PYTHON": sys.executable,
         })
+        self.env.pop("SDA_BIND_HOST", None)  # the default: 127.0.0.1
+        self.env = component_env(self.env)
         self.procs: list[subprocess.Popen] = []
         self.log = home / "components.log"
         self._token: str | None = None
@@ -151,10 +158,9 @@ class Airflow:
         if migrate.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")
         out = self.log.open("a")
-        for component in self.COMPONENTS:
-            args = [component, "--port", str(self.port)] if component == "api-server" else [component]
-            self.procs.append(subprocess.Popen([str(BIN / "airflow"), *args], env=self.env, stdout=out,
-                                               stderr=subprocess.STDOUT, cwd=PROJECT_ROOT, start_new_session=True))
+        for cmd in component_commands("127.0.0.1", self.port).values():
+            self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                               cwd=PROJECT_ROOT, start_new_session=True))
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.status(f"{self.base}/api/v2/monitor/health") == 200 and self.password_file.is_file():

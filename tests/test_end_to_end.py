@@ -6,7 +6,8 @@ headless Chromium.
 The metadata database is PostgreSQL (Debian's package, started by the fixture on 127.0.0.1) when its
 server programs are installed -- ``.ci/run`` installs them -- else SQLite, as ``make run`` uses (or
 when ``SDA_TEST_AIRFLOW_DB=sqlite``). Airflow's API server, scheduler and DAG processor run as
-separate processes (with the triggerer), as in docker-compose.yaml. The REST API refuses
+separate processes (with the triggerer and the task-log server), as in docker-compose.yaml, started
+with ``make run``'s commands; none of them listens beyond 127.0.0.1. The REST API refuses
 unauthenticated calls (401); with the simple auth manager's generated password a run is triggered and
 must succeed with every task, gates included. Then:
 
@@ -42,6 +43,7 @@ import pytest
 from tests.airflow_server import Airflow, Postgres, find_postgres
 from tests.browser import Browser, find_chromium
 from tests.chain import COMPARED, differences, snapshot
+from tests.ports import is_loopback, listening_sockets, process_tree
 
 pytestmark = pytest.mark.slow
 
@@ -184,6 +186,18 @@ def test_jobcheck_agrees_with_airflow_jobs_check(airflow, pipeline_run, job_type
 def test_pipeline_run_succeeds_under_the_scheduler(pipeline_run, airflow):
     assert pipeline_run["state"] == "success", f"{pipeline_run}\n{airflow.tail()}"
     assert pipeline_run["tasks"] == {task: "success" for task in STAGES + GATES}
+
+
+def test_the_stack_listens_on_loopback_only(pipeline_run, airflow):
+    """Every listening socket of the Airflow components and their children (task processes, the log
+    server) is bound to loopback; among them the API server's and both task-log ports, so the census
+    looked at the right processes."""
+    sockets = listening_sockets(process_tree([p.pid for p in airflow.procs]))
+    beyond = [s for s in sockets if not is_loopback(s[0])]
+    assert not beyond, f"listening beyond loopback (address, port, pid): {beyond}"
+    ports = {port for _, port, _ in sockets}
+    log_ports = {int(airflow.env[f"AIRFLOW__LOGGING__{k}_LOG_SERVER_PORT"]) for k in ("WORKER", "TRIGGER")}
+    assert {airflow.port, *log_ports} <= ports, sockets
 
 
 def test_metadata_database_is_postgres(postgres, pipeline_run):

@@ -26,6 +26,8 @@ SETTING_DOCS = {
     "connect_host": "where clients (Airflow tasks, `sda stage`) reach the Spark Connect server",
     "connect_port": "the Spark Connect server's port",
     "connect_bind": "the address the Spark Connect server listens on (`127.0.0.1`: this machine only)",
+    "bind_host": "the address the local Airflow (`make run`: API server and UI, task-log servers) listens on "
+                 "(`127.0.0.1`: this machine only; `0.0.0.0` offers them to the network)",
     "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
     "replay_max_hours": "the longest event-time range one replay (`sda replay`, `sda_replay`) may recompute",
     "dedup_window_s": "event-time window in which repeats of one sensor's observation are folded",

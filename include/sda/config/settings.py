@@ -180,6 +180,9 @@ class Settings:
     connect_host: str = "127.0.0.1"  # where clients reach the Spark Connect server (sda.lake.server)
     connect_port: int = 15002
     connect_bind: str = "127.0.0.1"  # the address the server listens on (compose: 0.0.0.0 inside its network)
+    # where the local Airflow (API server, task log servers: sda.orchestration.local_stack) listens;
+    # 0.0.0.0 offers the UI and the task logs to the network, on purpose only
+    bind_host: str = "127.0.0.1"
     # orchestration
     cadence_minutes: int = 15
     replay_max_hours: float = 168.0  # the longest event-time range one replay or backfill may recompute
@@ -255,6 +258,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "connect_host": _host,
     "connect_port": _port,
     "connect_bind": _host,
+    "bind_host": _host,
     "cadence_minutes": _positive_int,
     "replay_max_hours": _positive_float,
     "dedup_window_s": _positive_float,
