@@ -134,9 +134,11 @@ def test_the_live_tests_override_keeps_every_service_on_loopback(compose):
 
 def test_only_the_ui_ports_are_published_and_only_in_the_default_override():
     """docker-compose.override.yaml (read when no -f is given) publishes the Airflow UI and the master's
-    UI; docker-compose.yaml publishes nothing, so the host-network override can run without it."""
+    UI on the host's 127.0.0.1; docker-compose.yaml publishes nothing, so the host-network override can run
+    without it."""
     base = yaml.safe_load(COMPOSE.read_text())
     assert not [name for name, s in base["services"].items() if "ports" in s]
     override = yaml.safe_load((COMPOSE.parent / "docker-compose.override.yaml").read_text())
     published = {name: s["ports"] for name, s in override["services"].items()}
-    assert published == {"airflow-apiserver": ["8080:8080"], "spark-master": ["8081:8081"]}
+    # on the host's loopback only (a bare "8080:8080" would publish on every interface)
+    assert published == {"airflow-apiserver": ["127.0.0.1:8080:8080"], "spark-master": ["127.0.0.1:8081:8081"]}
