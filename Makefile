@@ -13,7 +13,7 @@ help:
 	@echo "make test       install and run the whole test suite (what CI runs)"
 	@echo "make test-fast  the suite without the slow end-to-end tests"
 	@echo "make lint       ruff and the import-layer contracts (make test runs it first)"
-	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/)"
+	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/ and docs/performance.md)"
 	@echo "make clean      delete run output under var/ (keeps the venv and the jar cache)"
 
 setup: $(STAMP) $(JARS)
@@ -52,13 +52,15 @@ test: lint
 test-fast: lint
 	$(PY) -m pytest -ra -m "not slow" $(PYTEST_WORKERS)
 
-# Benchmarks print their figures and write them to bench/results/<name>.json (long: see each docstring).
+# Benchmarks print their figures and write them to bench/results/<name>.json (long: see each docstring);
+# bench/report.py puts them into docs/performance.md's tables.
 bench: setup
 	$(PY) bench/incremental.py
 	$(PY) bench/latency.py
 	$(PY) bench/screening.py
 	$(PY) bench/correlation.py
 	$(PY) bench/throughput.py
+	$(PY) bench/report.py --write
 
 clean:
 	rm -rf var/lakehouse var/landing var/outbox var/airflow var/catalog var/reports var/bench var/landing-watch var/ephemeris

@@ -1,0 +1,246 @@
+"""The benchmarks' tables in docs/performance.md, from their results files.
+
+    .venv/bin/python bench/report.py             # print the tables bench/results/*.json give
+    .venv/bin/python bench/report.py --write     # and put them into docs/performance.md
+    .venv/bin/python bench/report.py --results DIR --write   # from another directory of results
+
+Every benchmark has one block in docs/performance.md, between ``<!-- bench:<name>:start -->`` and
+``<!-- bench:<name>:end -->``: one table, ``figure | value | target | date | machine | command``.
+``--write`` replaces the block of each benchmark whose results file exists (``<results>/<name>.json``)
+and leaves the other blocks as they are: the figures measured last, as committed. A block with
+neither says "not yet measured". The date is the file's ``date`` field when it has one, else the
+file's modification day (UTC); the machine is its ``machine`` (cores, Spark master) and this host's
+core count otherwise.
+
+The benchmarks :data:`SPECS` knows are rendered figure by figure; any other results file (a new
+benchmark) gets a block of its own, appended to the page, of its numeric fields (nested objects
+flattened to ``a.b.c``, lists and ``date``/``machine`` left out), as does a known one without a figure list
+(``accuracy``). ``*-quick.json`` files (smoke runs) are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+RESULTS = PROJECT_ROOT / "bench" / "results"
+DOC = PROJECT_ROOT / "docs" / "performance.md"
+HEADER = "| figure | value | target | date | machine | command |\n|---|---|---|---|---|---|\n"
+NOT_MEASURED = "Not yet measured: run the command above, then `.venv/bin/python bench/report.py --write`.\n"
+MAX_GENERIC_ROWS = 40
+
+Row = tuple[str, tuple[str, ...], str, str]  # label, path in the JSON, format, target
+
+
+def _ages(result: dict) -> list[str]:
+    keys = [k for k in result if re.fullmatch(r"\d+(\.\d+)?", k) and isinstance(result[k], dict)]
+    return sorted(keys, key=float)
+
+
+def _correlation_rows(result: dict) -> list[Row]:
+    rows: list[Row] = []
+    for age in _ages(result):
+        which = "exact catalogue" if float(age) == 0 else f"element sets {age} d old"
+        rows += [
+            (f"right ({which})", (age, "right_pct"), "{:.3f} %", ">= 99.9 %"),
+            (f"wrong ({which})", (age, "wrong_pct"), "{:.3f} %", "<= 0.05 %"),
+            (f"uncorrelated ({which})", (age, "uct_pct"), "{:.3f} %", ""),
+            (f"held cross-tags ({which})", (age, "held_ambiguous"), "{:,}", ""),
+            (f"wrong if the cross-tags were committed ({which})", (age, "wrong_pct_if_held_committed"),
+             "{:.3f} %", "<= 0.05 %"),
+        ]
+    return rows
+
+
+SPECS: dict[str, dict[str, Any]] = {
+    "screening": {
+        "command": "bench/screening.py",
+        "rows": [
+            ("full screening, 13,407 objects, 24 h at 5 km (`screen_s`)", ("screen_s",), "{:.2f} s", ""),
+            ("bare SGP4 of the same grid on one core (`floor_s`)", ("floor_s",), "{:.2f} s", ""),
+            ("`ratio_to_floor`", ("ratio_to_floor",), "{:.2f}", "<= 2.0"),
+            ("incremental run, 1 % renewed, a minute later (`incremental_run_s`)", ("incremental_run_s",),
+             "{:.2f} s", ""),
+            ("`incremental_ratio` (of `screen_s`)", ("incremental_ratio",), "{:.3f}", "<= 0.10"),
+            ("open events of the full screening", ("pairs_after_each_filter", "events"), "{:,}", ""),
+        ],
+    },
+    "latency": {
+        "command": "bench/latency.py --files 10",
+        "rows": [
+            ("a landed file -> its rows in silver, median", ("landing_to_silver_median_s",), "{:.1f} s", ""),
+            ("a landed file -> its conjunction's alert in gold, median", ("landing_to_alert_median_s",),
+             "{:.1f} s", "<= 60 s"),
+            ("the same, p90", ("landing_to_alert_p90_s",), "{:.1f} s", "<= 120 s"),
+            ("a run's duration, median", ("breakdown", "run_duration_s"), "{:.1f} s", ""),
+        ],
+    },
+    "correlation": {"command": "bench/correlation.py", "rows": _correlation_rows},
+    "throughput": {
+        "command": "bench/throughput.py",
+        "rows": [
+            ("`pipeline_obs_per_s` (normalize + dedup + correlate, 24 h of 2,000 objects)",
+             ("pipeline_obs_per_s",), "{:,.0f}", ">= 5,000"),
+            ("`copy_rows_per_s` (bare copy of the same files into Delta)", ("copy_rows_per_s",), "{:,.0f}", ""),
+            ("`ratio_to_copy`", ("ratio_to_copy",), "{:.3f}", ">= 0.25"),
+            ("normalize", ("stage_s", "normalize"), "{:.1f} s", ""),
+            ("dedup", ("stage_s", "dedup"), "{:.1f} s", ""),
+            ("correlate", ("stage_s", "correlate"), "{:.1f} s", ""),
+            ("ingest", ("stage_s", "ingest"), "{:.1f} s", ""),
+            ("replay of the range (`replay_obs_per_s`)", ("replay_obs_per_s",), "{:,.0f}", ""),
+            ("CPU per observation through the three stages", ("pipeline_cpu_us_per_obs",), "{:.1f} us", ""),
+            ("CPU per row of the bare copy", ("copy_cpu_us_per_row",), "{:.1f} us", ""),
+            ("server JVM peak, 24 h", ("memory", "4x", "server_peak_mb"), "{:,.0f} MB", "flat"),
+            ("server JVM peak, 6 h", ("memory", "1x", "server_peak_mb"), "{:,.0f} MB", "flat"),
+            ("server's Python workers, peak, 24 h", ("memory", "4x", "server_workers_peak_mb"), "{:,.0f} MB", "flat"),
+            ("client peak, 24 h", ("memory", "4x", "client_peak_mb"), "{:,.0f} MB", "flat"),
+            ("client peak, 6 h", ("memory", "1x", "client_peak_mb"), "{:,.0f} MB", "flat"),
+            ("ingest per run, 20 new files, 100 landed", ("ingest_scan", "100"), "{:.2f} s", "flat"),
+            ("ingest per run, 20 new files, 10,000 landed", ("ingest_scan", "10000"), "{:.2f} s", "flat"),
+        ],
+    },
+    "incremental": {
+        "command": "bench/incremental.py",
+        "rows": [
+            ("micro-batch through normalize, dedup, correlate; bronze ~100,000 rows", ("incremental_small_s",),
+             "{:.1f} s", ""),
+            ("the same micro-batch; bronze >= 2,000,000 rows", ("incremental_large_s",), "{:.1f} s", ""),
+            ("`ratio_large_small`", ("ratio_large_small",), "{:.3f}", "<= 1.3"),
+            ("full recompute; bronze ~100,000 rows", ("full_small_s",), "{:.1f} s", ""),
+        ],
+    },
+    "accuracy": {"command": "bench/accuracy.py", "rows": None},
+}
+
+
+def _get(result: dict, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(result, dict) or key not in result:
+            return None
+        result = result[key]
+    return result
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def flat_numbers(result: dict, prefix: str = "") -> list[tuple[str, float]]:
+    """The numeric fields of ``result``, nested objects as ``a.b.c`` (lists and text left out)."""
+    out = []
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if _number(value):
+            out.append((name, value))
+        elif isinstance(value, dict):
+            out.extend(flat_numbers(value, name + "."))
+    return out
+
+
+def _generic(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+
+
+def machine(result: dict) -> str:
+    """"2 cores, local[2]" from a results file's ``machine`` (or ``cores``); this host's cores otherwise."""
+    info = result.get("machine") if isinstance(result.get("machine"), dict) else {}
+    if isinstance(result.get("machine"), str):
+        return result["machine"]
+    cores = info.get("cores") or result.get("cores") or result.get("cpu_count") or os.cpu_count()
+    master = info.get("spark_master")
+    return f"{cores} cores" + (f", {master}" if master else "")
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def render(name: str, result: dict, date: str) -> str:
+    """The table of one benchmark's results (header included)."""
+    spec = SPECS.get(name, {})
+    command = f"`.venv/bin/python {spec.get('command', f'bench/{name}.py')}`"
+    rows = spec.get("rows")
+    if callable(rows):
+        rows = rows(result)
+    lines = []
+    if rows is None:
+        fields = flat_numbers({k: v for k, v in result.items() if k not in ("date", "machine")})
+        for key, value in fields[:MAX_GENERIC_ROWS]:
+            lines.append((f"`{key}`", _generic(value), ""))
+    else:
+        for label, path, fmt, target in rows:
+            value = _get(result, path)
+            if _number(value):
+                lines.append((label, fmt.format(value), target))
+    where = machine(result)
+    return HEADER + "".join(f"| {_cell(label)} | {_cell(value)} | {_cell(target)} | {date} | {_cell(where)} | "
+                            f"{command} |\n" for label, value, target in lines)
+
+
+def result_date(path: Path, result: dict) -> str:
+    if isinstance(result.get("date"), str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", result["date"]):
+        return result["date"]
+    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def tables(results_dir: Path) -> dict[str, str]:
+    """Benchmark name -> its rendered table, for every results file in ``results_dir``."""
+    out = {}
+    for path in sorted(results_dir.glob("*.json")):
+        if path.stem.endswith("-quick"):
+            continue
+        result = json.loads(path.read_text())
+        if isinstance(result, dict):
+            out[path.stem] = render(path.stem, result, result_date(path, result))
+    return out
+
+
+def block_re(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(<!-- bench:{re.escape(name)}:start -->\n)(.*?)(<!-- bench:{re.escape(name)}:end -->)", re.S)
+
+
+def blocks(text: str) -> dict[str, str]:
+    """Benchmark name -> the content of its block in the page."""
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"<!-- bench:([\w-]+):start -->\n(.*?)<!-- bench:\1:end -->", text, re.S)}
+
+
+def update(text: str, rendered: dict[str, str]) -> str:
+    """``text`` with the blocks of ``rendered`` replaced (appended as a section when the page has none)
+    and every empty block marked "not yet measured"."""
+    for name, table in rendered.items():
+        if block_re(name).search(text):
+            text = block_re(name).sub(lambda m: m.group(1) + table + m.group(3), text)
+        else:
+            text = (text.rstrip("\n") + f"\n\n### {name}\n\n<!-- bench:{name}:start -->\n{table}"
+                    f"<!-- bench:{name}:end -->\n")
+    return re.sub(r"(<!-- bench:([\w-]+):start -->\n)(<!-- bench:\2:end -->)",
+                  lambda m: m.group(1) + NOT_MEASURED + m.group(3), text)
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", type=Path, default=RESULTS, help="directory of <benchmark>.json (bench/results)")
+    p.add_argument("--doc", type=Path, default=DOC, help="the page to update (docs/performance.md)")
+    p.add_argument("--write", action="store_true", help="update the page's blocks")
+    args = p.parse_args(argv)
+    rendered = tables(args.results) if args.results.is_dir() else {}
+    for name, table in rendered.items():
+        out(f"### {name}\n\n{table}")
+    if not rendered:
+        out(f"no results in {args.results}")
+    if args.write:
+        args.doc.write_text(update(args.doc.read_text(), rendered))
+        out(f"updated {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
