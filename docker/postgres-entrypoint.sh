@@ -6,7 +6,7 @@
 set -euo pipefail
 : "${POSTGRES_USER:=postgres}" "${POSTGRES_DB:=$POSTGRES_USER}" "${POSTGRES_LISTEN:=*}" "${POSTGRES_PORT:=5432}"
 if [[ -z "${POSTGRES_PASSWORD:-}" ]]; then
-    echo "postgres-entrypoint: POSTGRES_PASSWORD is empty; set it (see .env in the README)" >&2
+    echo "postgres-entrypoint: POSTGRES_PASSWORD is empty; set it (see .env in docs/deployment.md)" >&2
     exit 1
 fi
 if [[ ! -s "$PGDATA/PG_VERSION" ]]; then

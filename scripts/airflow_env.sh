@@ -6,7 +6,8 @@
 #
 #     source scripts/airflow_env.sh && airflow dags list
 #
-# (SDA_* names are reserved for settings: this file defines none.) Every SDA_* variable already set in your shell is kept (see README, "Configuration").
+# (SDA_* names are reserved for settings: this file defines none.) Every SDA_* variable already set in
+# your shell is kept (see docs/configuration.md).
 
 SDAF_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export SDAF_ROOT

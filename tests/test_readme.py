@@ -1,5 +1,6 @@
-"""The README stays true: its generated sections match the code, and its commands point at things
-that exist. ``python tests/test_readme.py --write`` regenerates the generated sections."""
+"""The README and docs/ stay true: their generated sections (the README's topology diagram,
+docs/configuration.md's settings table) match the code, and the commands and paths they name exist.
+``python tests/test_readme.py --write`` regenerates the generated sections."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 README = PROJECT_ROOT / "README.md"
+CONFIGURATION = PROJECT_ROOT / "docs" / "configuration.md"
+DOCS = sorted((PROJECT_ROOT / "docs").glob("*.md"))
 
 SETTING_DOCS = {
     "lakehouse": "root of the Delta tables (`<layer>/<table>`)",
@@ -87,21 +90,22 @@ def topology_block() -> str:
     return "```mermaid\n" + mermaid() + "```\n"
 
 
-SECTIONS = {"topology": topology_block, "settings": settings_table}
+SECTIONS = {README: {"topology": topology_block}, CONFIGURATION: {"settings": settings_table}}
 
 
 def _section(text: str, name: str) -> str:
     match = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", text, re.S)
-    assert match, f"README.md has no generated section {name!r}"
+    assert match, f"no generated section {name!r}"
     return match.group(1)
 
 
 def regenerate() -> None:
-    text = README.read_text()
-    for name, render in SECTIONS.items():
-        text = re.sub(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)",
-                      lambda m: m.group(1) + render() + m.group(2), text, flags=re.S)
-    README.write_text(text)
+    for path, sections in SECTIONS.items():
+        text = path.read_text()
+        for name, render in sections.items():
+            text = re.sub(rf"(<!-- {name}:start -->\n).*?(<!-- {name}:end -->)",
+                          lambda m: m.group(1) + render() + m.group(2), text, flags=re.S)
+        path.write_text(text)
 
 
 def test_topology_diagram_is_current():
@@ -109,7 +113,20 @@ def test_topology_diagram_is_current():
 
 
 def test_settings_table_is_current():
-    assert _section(README.read_text(), "settings") == settings_table(), "run: python tests/test_readme.py --write"
+    assert _section(CONFIGURATION.read_text(), "settings") == settings_table(), \
+        "run: python tests/test_readme.py --write"
+
+
+def test_settings_table_lists_the_defaults():
+    """A few rows written out by hand: the table shows each variable with its default."""
+    table = _section(CONFIGURATION.read_text(), "settings")
+    for row in ("| `SDA_BIND_HOST` | `127.0.0.1` |", "| `SDA_CONNECT_PORT` | `15002` |",
+                "| `SDA_LAKEHOUSE` | `var/lakehouse` |", "| `SDA_PC_RED` | `0.0001` |"):
+        assert row in table, row
+
+
+def test_readme_is_short():
+    assert len(README.read_text().splitlines()) <= 250
 
 
 def test_every_setting_is_documented():
@@ -121,9 +138,10 @@ def test_every_setting_is_documented():
 def test_make_targets_exist():
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
-    used = set(re.findall(r"\bmake ([a-z][a-z-]*)", README.read_text()))
-    assert {"run", "test"} <= used
-    assert used <= targets, used - targets
+    assert {"run", "test"} <= set(re.findall(r"\bmake ([a-z][a-z-]*)", README.read_text()))
+    for path in [README, *DOCS]:
+        used = set(re.findall(r"`make ([a-z][a-z-]*)", path.read_text()))
+        assert used <= targets, (path.name, used - targets)
 
 
 def test_folder_map_paths_exist():
@@ -136,9 +154,10 @@ def test_folder_map_paths_exist():
 
 
 def test_referenced_files_exist():
-    text = README.read_text()
-    for path in re.findall(r"\b((?:scripts|jobs|dags|include/sda|tests)/[\w./-]+\.(?:py|sh))\b", text):
-        assert (PROJECT_ROOT / path).is_file(), path
+    for doc in [README, *DOCS]:
+        text = doc.read_text()
+        for path in re.findall(r"\b((?:scripts|jobs|dags|include/sda|tests|bench)/[\w./-]+\.(?:py|sh))\b", text):
+            assert (PROJECT_ROOT / path).is_file(), (doc.name, path)
 
 
 def test_topology_command_runs():

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 BASE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.appendOnly": "false",
-    # retention longer than any change-feed consumer's lag (see README, "Table upkeep")
+    # retention longer than any change-feed consumer's lag (see docs/operating.md, "Table upkeep")
     "delta.logRetentionDuration": "interval 30 days",
     "delta.deletedFileRetentionDuration": "interval 7 days",
 }

@@ -79,7 +79,7 @@ a near coin toss, the best less than ``COMMIT_LIKELIHOOD_RATIO`` times likelier 
 posterior under 10/11 with equal priors): such a cross-tag (two objects flying closer together than
 their element sets' errors) is held uncorrelated, flagged, reason :data:`REASON_UNDECIDED`, its nearest
 in-gate candidate (by ``d2``) named as ``nearest_*``. On the real 13,407-object catalogue with element
-sets 0.5 to 3 days old (``bench/correlation.py``, README) every wrong association was a near coin toss
+sets 0.5 to 3 days old (``bench/correlation.py``, docs/orbital.md) every wrong association was a near coin toss
 before that rule. Observations with no candidate inside the gate are kept as uncorrelated; when the
 best candidate is within ``REPORT_GATES * gate_km`` it is named (``nearest_*``). Objects that SGP4
 cannot evaluate at a time (non-zero error code) are simply not candidates there.
