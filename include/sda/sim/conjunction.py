@@ -158,7 +158,8 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     """The pair of :func:`design_conjunction` made true: its states at the TCA (``miss_m`` apart, the
     relative velocity across the miss) are integrated back to ``start`` with the simulator's force model
     and the pair's own parameters; the element sets written to the catalogue are fitted to those true
-    states at ``start`` (fresh: epoch ``start``). The achieved miss and TCA are the truth's own, found on
+    states at ``start`` (fresh: epoch ``start``), their mean motion matched to the truth over the next
+    three hours (:func:`match_mean_motion`), as an element set fitted over an arc would be. The achieved miss and TCA are the truth's own, found on
     the pair's true trajectories integrated forward from ``start`` on the truth's grid."""
     from sda.sim import dynamics
 
@@ -171,19 +172,49 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     gcrf_tca = dynamics.teme_to_gcrf(r[:, 0], v[:, 0], t_ca)
     gcrf0 = gcrf_tca if t_ca == t0 else dynamics.integrate(gcrf_tca, t_ca, 1, params, step=t0 - t_ca)[:, 1]
     r0, v0 = dynamics.gcrf_to_teme(gcrf0[:, None, :], np.array([t0]))
+    eph, _ = dynamics.propagate(ids, gcrf0, t0, max(t_ca + 60.0, t0 + MATCH_ARC_S), params)
     tle, sats = [], []
     for k, (norad, name, intl) in enumerate(zip(ids, names, ("99001A", "99001B"))):
-        sat, line1, line2, _ = fit_element_set(norad, t0, r0[k, 0], v0[k, 0], intl)
+        sat, _, _, _ = fit_element_set(norad, t0, r0[k, 0], v0[k, 0], intl)
+        sat, line1, line2 = match_mean_motion(sat, eph, k, t0)
         tle.append((name, line1, line2))
         sats.append(sat)
-    eph, _ = dynamics.propagate(ids, gcrf0, t0, t_ca + 60.0, params)
-    t_best, miss, speed = _closest_on(eph, t_ca)
+    if t_ca - 60.0 >= t0:
+        t_best, miss, speed = _closest_on(eph, t_ca)
+    else:  # an encounter before the run: the designed states at the TCA are the truth there
+        t_best, miss, speed = t_ca, float(np.linalg.norm(r[0, 0] - r[1, 0]) * 1000.0), float(
+            np.linalg.norm(v[0, 0] - v[1, 0]) * 1000.0)
     return {
         "primary": PRIMARY_ID, "secondary": SECONDARY_ID, "tca": iso_utc(tca), "designed_miss_m": miss_m,
         "achieved_tca": iso_ms(int(round(t_best * 1000))), "achieved_miss_m": round(miss, 3),
         "rel_speed_ms": round(speed, 1), "truth": "numerical", "tle": tle, "satrecs": tuple(sats),
         "true_gcrf_start": gcrf0, "params": params,
     }
+
+
+MATCH_ARC_S = 3 * 3600.0
+
+
+def match_mean_motion(sat: Satrec, eph, row: int, t0: float) -> tuple[Satrec, str, str]:
+    """``sat`` with its mean motion scaled so that its SGP4 trajectory follows body ``row`` of the true
+    ephemeris over the three hours from ``t0`` without drifting along-track (least squares, one finite
+    difference): an element set fitted to one true state alone drifts from the truth by some 200 m an
+    hour in LEO, where a real one, fitted over an arc, does not."""
+    times = t0 + np.linspace(0.0, MATCH_ARC_S, 19)[1:]
+    _, r_true, _ = eph.at(times)
+
+    def scaled(factor: float) -> Satrec:
+        out = Satrec()
+        out.sgp4init(WGS72, "i", sat.satnum, sat.jdsatepoch + sat.jdsatepochF - catgen.SGP4_EPOCH_JD, sat.bstar,
+                     sat.ndot, sat.nddot, sat.ecco, sat.argpo, sat.inclo, sat.mo, sat.no_kozai * factor, sat.nodeo)
+        out.intldesg = sat.intldesg
+        return out
+
+    eps = 1.0e-7
+    _, r0, _ = frames.propagate([sat, scaled(1.0 + eps)], times)
+    jac = (r0[1] - r0[0]) / eps
+    step = float(np.sum(jac * (r_true[row] - r0[0])) / max(float(np.sum(jac * jac)), 1e-30))
+    return _roundtrip(scaled(1.0 + step))
 
 
 def _closest_on(eph, around_unix: float, half_window_s: float = 60.0) -> tuple[float, float, float]:

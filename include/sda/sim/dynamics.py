@@ -24,6 +24,11 @@ Continuing a stored ephemeris from its last grid state (:func:`extend`) gives th
 about a millimetre a day as one integration would: a truth stored over the run can be regenerated to
 the end of the screening horizon from what is stored (its last states and the bodies' parameters).
 
+**Start.** A body starts from its element set's state at the run's start, with the velocity scaled so
+that the integrated trajectory keeps the set's mean motion over the next three hours
+(:func:`match_mean_motion`); without that, an osculating state integrated drifts from its own element
+set by some 200 m an hour in LEO, which no real element set does.
+
 **Frames.** brahe integrates in GCRF. The pipeline's frames (:mod:`sda.orbit.frames`) are TEME and an
 ECEF reached from it by GMST; the simulator takes brahe's ITRF to be that ECEF, so a site's view of a
 body is what brahe's Earth-fixed state says, and hands TEME (km, km/s) to the rest of the simulator,
@@ -86,6 +91,15 @@ def _brahe():
     bh.initialize_eop()  # the wheel's own files: no download
     bh.initialize_sw()
     return bh
+
+
+@functools.cache
+def _fit_force():
+    """The cheap model the initial states are matched with (:func:`match_mean_motion`): EGM2008 to degree
+    and order 4, no drag, no Sun or Moon. It holds the short-period motion SGP4 models, which is what
+    sets an osculating state's mean motion."""
+    bh = _brahe()
+    return bh.ForceModelConfig(gravity=bh.GravityConfiguration.spherical_harmonic(degree=4, order=4))
 
 
 @functools.cache
@@ -258,6 +272,44 @@ def integrate(initial_gcrf: np.ndarray, t0: float, steps: int, params: list[Body
         alive = alive[ok]
         if not props:
             break
+    return out
+
+
+def match_mean_motion(initial_gcrf: np.ndarray, t0: float, reference_teme_km: np.ndarray, times: np.ndarray,
+                      ) -> np.ndarray:
+    """``initial_gcrf`` [n, 6] with each velocity scaled so that the body's trajectory follows the reference
+    positions ``reference_teme_km`` [n, k, 3] at ``times`` [k] (an element set's SGP4 trajectory) without
+    drifting along-track: the least-squares scale, from two integrations of :func:`_fit_force`'s model.
+
+    An element set's osculating state at one instant, integrated, has another mean motion than the set's
+    own: its along-track error would grow by some 200 m an hour in LEO from that alone, several times
+    a real element set's. Matching the mean motion over the arc leaves the differences of the dynamics."""
+    bh = _brahe()
+    eps = 1.0e-6
+    states = np.asarray(initial_gcrf, float).reshape(-1, 6)
+    ok = np.flatnonzero(np.isfinite(states).all(axis=1) & np.isfinite(reference_teme_km).all(axis=(1, 2)))
+    if ok.size == 0:
+        return states
+    scaled = states[ok].copy()
+    scaled[:, 3:] *= 1.0 + eps
+    epoch = _epochs(t0)[0]
+    config = bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78).with_rel_tol(1e-9).with_abs_tol(1e-5)
+    props = [bh.NumericalOrbitPropagator(epoch, s, config, _fit_force(), None) for s in np.vstack([states[ok], scaled])]
+    for p in props:
+        p.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
+    positions = []
+    for t in times:
+        bh.par_propagate_to(props, _epochs(t)[0])
+        positions.append(np.array([p.current_state()[:3] for p in props]))
+    pos = np.stack(positions, axis=1) / 1000.0  # [2m, k, 3] GCRF km
+    nominal, perturbed = pos[: ok.size], pos[ok.size:]
+    rot = np.asarray(_brahe().rotation_gcrf_to_itrf(_epochs(times))).reshape(-1, 3, 3)
+    ref_itrf, _ = frames.teme_to_ecef(reference_teme_km[ok], np.zeros_like(reference_teme_km[ok]), times[None, :])
+    ref = np.einsum("kji,nkj->nki", rot, ref_itrf)  # ITRF -> GCRF: rot^T
+    jac = (perturbed - nominal) / eps
+    scale = np.sum(jac * (ref - nominal), axis=(1, 2)) / np.maximum(np.sum(jac * jac, axis=(1, 2)), 1e-30)
+    out = states.copy()
+    out[ok, 3:] *= (1.0 + scale)[:, None]
     return out
 
 

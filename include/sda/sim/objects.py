@@ -141,9 +141,13 @@ class Sgp4Truth:
         return frames.propagate(self._sats, unix_s)
 
 
+MATCH_STEP_S, MATCH_SAMPLES = 600.0, 18  # the arc a body's start is matched to its element set over: 3 h
+
+
 def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
-    """Integrate every body from its true element set's state at ``cfg.start`` (the injected pair from its
-    designed state) to ``cfg.end`` with the simulator's force model (:mod:`sda.sim.dynamics`)."""
+    """Integrate every body from its true element set's state at ``cfg.start``, its mean motion matched to
+    the set's (:func:`sda.sim.dynamics.match_mean_motion`; the injected pair from its designed state), to
+    ``cfg.end`` with the simulator's force model (:mod:`sda.sim.dynamics`)."""
     t0 = cfg.start.timestamp()
     _, r, v = frames.propagate(objs.sats, np.array([t0]))
     params = dynamics.draw_params(objs.norad, objs.names, cfg.seed)
@@ -151,6 +155,9 @@ def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
     ok = np.isfinite(r[:, 0]).all(axis=1)
     if ok.any():
         start[ok] = dynamics.teme_to_gcrf(r[ok, 0], v[ok, 0], t0)
+        times = t0 + MATCH_STEP_S * np.arange(1, MATCH_SAMPLES + 1)
+        _, ref, _ = frames.propagate([objs.sats[i] for i in np.flatnonzero(ok)], times)
+        start[ok] = dynamics.match_mean_motion(start[ok], t0, ref, times)
     if injected is not None:
         for k, norad in enumerate((injected["primary"], injected["secondary"])):
             row = np.flatnonzero(objs.norad == norad)
