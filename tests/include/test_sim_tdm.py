@@ -8,8 +8,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from sda.orbit import inertial
+from sda.sim import tdm as tdm_writer
 from sda.sim.simulate import RATE_NAMES, SimConfig, simulate
 from sda.transforms import tdm, wire
 
@@ -66,3 +69,51 @@ def test_tdm_scenario_reads_back_to_the_native_measurements(tmp_path):
             assert from_tdm[key] == value, key
         else:
             assert from_tdm[key][1:] == pytest.approx(value[1:], abs=1e-9), key
+
+
+def _optical_record(ra_hours: float, dec_deg: float, t_ms: int):
+    from sda.sim.truth import Record, Truth
+
+    data = {"station": "SOCORRO", "t_ms": t_ms, "ra_hours": ra_hours, "dec_deg": dec_deg, "vmag": 11.2,
+            "exposure_s": 2.0}
+    return Record("optical", "SOCORRO", t_ms, t_ms, b"", [Truth("optical", "SOCORRO", t_ms, 25544, "none")], data)
+
+
+def test_writer_and_reader_rotate_alike_whatever_brahe_was_set_to():
+    """The simulator's numerical truth sets brahe's process-wide EOP (``initialize_eop``) in the process
+    that writes the TDM, not in the Spark worker that reads it; brahe's frame rotations read that state
+    (the control below: ~1e-7 deg apart). The TDM rotation (sda.orbit.inertial) does not: a file
+    written under one state reads back under another to the CSV's values, both orders."""
+    import brahe
+
+    t_ms = 1795240801250  # 2026-11-21T06:00:01.250Z
+    record = _optical_record(17.2345678, -23.456789, t_ms)
+
+    def zero_eop():
+        brahe.set_global_eop_provider_from_static_provider(brahe.StaticEOPProvider.from_zero())
+
+    def brahe_rotation():
+        epoch = brahe.Epoch.from_datetime(2026, 11, 21, 6, 0, 1.25, 0.0, brahe.TimeSystem.UTC)
+        return np.asarray(brahe.rotation_gcrf_to_teme(epoch)) @ np.asarray(brahe.rotation_eme2000_to_gcrf())
+
+    try:
+        zero_eop()
+        control = brahe_rotation()
+        # the same chain as brahe's under zero EOP (sda.orbit.inertial's docstring)
+        assert np.abs(inertial.eme2000_to_teme(t_ms * 10**6) - control).max() < 1e-10
+        brahe.initialize_eop()
+        assert np.degrees(np.abs(brahe_rotation() - control).max()) > 1e-8  # brahe's result moved
+        for write_state, read_state in ((brahe.initialize_eop, zero_eop), (zero_eop, brahe.initialize_eop)):
+            write_state()
+            text = tdm_writer.tdm_text("optical", [record], t_ms)
+            read_state()
+            [rec] = wire.file_records("tdm", text)
+            out = tdm.interpret(rec.text)
+            assert out["ra_hours"] == pytest.approx(17.2345678, abs=1e-9 / 15.0)
+            assert out["dec_deg"] == pytest.approx(-23.456789, abs=1e-9)
+        zero_eop()
+        before = tdm.teme_from_inertial(10.0, 20.0, t_ms * 10**6)
+        brahe.initialize_eop()
+        assert tdm.teme_from_inertial(10.0, 20.0, t_ms * 10**6) == before  # bit for bit across states
+    finally:
+        brahe.initialize_eop()  # what the simulator's truth sets up (sda.sim.dynamics), for tests after this one

@@ -38,10 +38,11 @@ def _segment(sensor: str, norad: int | None, radar: bool, lines: list[str]) -> l
 
 
 def _radar_lines(det: dict) -> tuple[str, list[str]]:
-    rng = float(repr(det["range_km"]))
-    epoch = _epoch_text(epoch_ns(det["t"].replace("Z", "")) + round(rng / C_KM_S * 1e9))
-    values = [("RANGE", det["range_km"]), ("ANGLE_1", det["az_deg"]), ("ANGLE_2", det["el_deg"]),
-              ("DOPPLER_INSTANTANEOUS", det["rr_km_s"])]
+    # float(): a re-processed copy's values are numpy floats, whose repr is "np.float64(...)"; a Python
+    # float's repr is the shortest text that reads back to it (what the radar JSON carries too)
+    values = [("RANGE", float(det["range_km"])), ("ANGLE_1", float(det["az_deg"])), ("ANGLE_2", float(det["el_deg"])),
+              ("DOPPLER_INSTANTANEOUS", float(det["rr_km_s"]))]
+    epoch = _epoch_text(epoch_ns(det["t"].replace("Z", "")) + round(values[0][1] / C_KM_S * 1e9))
     return epoch, [f"{key} = {epoch} {value!r}" for key, value in values]
 
 
@@ -50,7 +51,7 @@ def _optical_lines(row: dict) -> tuple[str, list[str]]:
     # the values the CSV carries (7 and 6 decimals), rotated from TEME of date to EME2000
     ra, dec = teme_from_inertial(float(f"{row['ra_hours']:.7f}") * 15.0, float(f"{row['dec_deg']:.6f}"),
                                  int(row["t_ms"]) * 1_000_000, inverse=True)
-    return epoch, [f"ANGLE_1 = {epoch} {ra!r}", f"ANGLE_2 = {epoch} {dec!r}"]
+    return epoch, [f"ANGLE_1 = {epoch} {float(ra)!r}", f"ANGLE_2 = {epoch} {float(dec)!r}"]
 
 
 def measurements(records) -> list[tuple[str, int | None, str, list[str]]]:

@@ -15,7 +15,7 @@ of :mod:`sda.transforms.wire`. Conventions (CCSDS 503.0-B-2):
 * ANGLE_TYPE AZEL: ANGLE_1 azimuth, ANGLE_2 elevation (deg) with RANGE at the same epoch -> a radar
   observation (DOPPLER_INSTANTANEOUS, when present, its range-rate in km/s). RADEC: ANGLE_1 right
   ascension, ANGLE_2 declination (deg) -> an optical observation; REFERENCE_FRAME EME2000 or ICRF is
-  rotated to the pipeline's TEME of date (brahe's IAU 2006/2000A rotations, EOP offsets zero), any
+  rotated to the pipeline's TEME of date (IAU 2006/2000A, no EOP: :mod:`sda.orbit.inertial`), any
   other (TOD, the ITRFs) is refused.
   XEYN, XSYE, angles without a range under AZEL, a range or Doppler without angles, and range or
   Doppler under RADEC (the optical envelope has no range) are refused.
@@ -42,6 +42,8 @@ import json
 import math
 import re
 from typing import TYPE_CHECKING, Any
+
+from sda.orbit import inertial
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -190,20 +192,9 @@ def _radar(meta: dict[str, str], v: dict[str, float], legs: int, epoch: int) -> 
 
 def teme_from_inertial(ra_deg: float, dec_deg: float, epoch: int, inverse: bool = False) -> tuple[float, float]:
     """EME2000 right ascension and declination (deg) -> TEME of date (deg) at unix ns ``epoch``
-    (``inverse``: TEME of date -> EME2000)."""
-    import brahe
-    import numpy as np
-
-    if not brahe.get_global_eop_initialization():
-        brahe.set_global_eop_provider_from_static_provider(brahe.StaticEOPProvider.from_zero())
-    when = dt.datetime.fromtimestamp(epoch // 1_000_000_000, dt.timezone.utc)
-    t = brahe.Epoch.from_datetime(when.year, when.month, when.day, when.hour, when.minute,
-                                  when.second + (epoch % 1_000_000_000) / 1e9, 0.0, brahe.TimeSystem.UTC)
-    ra, dec = math.radians(ra_deg), math.radians(dec_deg)
-    u = np.array([math.cos(dec) * math.cos(ra), math.cos(dec) * math.sin(ra), math.sin(dec)])
-    rotation = np.asarray(brahe.rotation_gcrf_to_teme(t)) @ np.asarray(brahe.rotation_eme2000_to_gcrf())
-    x, y, z = (rotation.T if inverse else rotation) @ u
-    return math.degrees(math.atan2(y, x)) % 360.0, math.degrees(math.asin(max(-1.0, min(1.0, z))))
+    (``inverse``: TEME of date -> EME2000). :mod:`sda.orbit.inertial`: no process-wide state, so the
+    simulator writing a file and a Spark worker reading it rotate alike whatever ran before."""
+    return inertial.rotate_radec(ra_deg, dec_deg, epoch, inverse)
 
 
 def _optical(meta: dict[str, str], v: dict[str, float], epoch: int) -> dict[str, float]:
