@@ -72,3 +72,14 @@ def test_command_exit_status_and_messages(db, tmp_path):
     assert run("SchedulerJob", env=_env(db)).returncode == 2  # the scheduler has its own HTTP check
     no_table = run("TriggererJob", env=_env(tmp_path / "empty.db"))
     assert no_table.returncode == 1 and "cannot read the metadata database" in no_table.stderr
+
+
+def test_the_host_is_the_configured_hostname_callables(db):
+    """The local stack (sda.orchestration.local_stack) records its jobs under its bind address, 127.0.0.1
+    by default; the check asks for the host the same callable gives."""
+    _add(db, "TriggererJob", "running", "127.0.0.1", 5)
+    local = _env(db, AIRFLOW__CORE__HOSTNAME_CALLABLE="sda.orchestration.local_stack.hostname")
+    assert jobcheck.hostname(local) == "127.0.0.1"
+    assert jobcheck.check("TriggererJob", local) is None
+    default = _env(db, AIRFLOW__CORE__HOSTNAME_CALLABLE="airflow.utils.net.getfqdn")
+    assert jobcheck.hostname(default) == jobcheck.hostname({})

@@ -12,7 +12,8 @@ threshold for it? Exit status 0 if so, 1 (with the reason) if not::
 The database comes from ``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``; the thresholds from the same
 variables Airflow reads (``AIRFLOW__DAG_PROCESSOR__HEALTH_CHECK_THRESHOLD``,
 ``AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD``; 30 s by default, as in Airflow); the host
-name is Airflow's default ``hostname_callable`` (``airflow.utils.net.getfqdn``), reproduced below.
+name is the configured ``hostname_callable`` (``AIRFLOW__CORE__HOSTNAME_CALLABLE``), or Airflow's default
+(``airflow.utils.net.getfqdn``), reproduced below.
 """
 
 from __future__ import annotations
@@ -29,8 +30,18 @@ THRESHOLDS = {
 }
 
 
-def hostname() -> str:
-    """What Airflow records as a job's host: ``airflow.utils.net.getfqdn()``."""
+DEFAULT_HOSTNAME_CALLABLES = ("", "airflow.utils.net.getfqdn", "airflow.utils.net:getfqdn")
+
+
+def hostname(environ: dict[str, str] | None = None) -> str:
+    """What Airflow records as a job's host: the ``AIRFLOW__CORE__HOSTNAME_CALLABLE`` when one is set (the
+    local stack's, :func:`sda.orchestration.local_stack.hostname`), else ``airflow.utils.net.getfqdn()``."""
+    configured = (os.environ if environ is None else environ).get("AIRFLOW__CORE__HOSTNAME_CALLABLE", "")
+    if configured not in DEFAULT_HOSTNAME_CALLABLES:
+        import importlib
+
+        module, _, attr = configured.replace(":", ".").rpartition(".")
+        return importlib.import_module(module).__dict__[attr]()
     name = socket.gethostname()
     try:
         addrs = socket.getaddrinfo(name, None, 0, socket.SOCK_DGRAM, 0, socket.AI_CANONNAME)
@@ -61,20 +72,22 @@ def check(job_type: str, environ: dict[str, str] | None = None) -> str | None:
                     "AND hostname = :h ORDER BY latest_heartbeat DESC LIMIT 1")
     try:
         with engine.connect() as conn:
-            beat = conn.execute(query, {"t": job_type, "h": hostname()}).scalar()
+            beat = conn.execute(query, {"t": job_type, "h": hostname(environ)}).scalar()
     except sa.exc.SQLAlchemyError as exc:
         return f"cannot read the metadata database's job table: {str(exc.orig or exc).splitlines()[0]}"
     finally:
         engine.dispose()
     if beat is None:
-        return f"no running {job_type} on {hostname()}"
+        return f"no running {job_type} on {hostname(environ)}"
     if isinstance(beat, str):  # SQLite hands a text query its timestamps as text
         beat = dt.datetime.fromisoformat(beat)
     if beat.tzinfo is None:  # and stores them as naive UTC
         beat = beat.replace(tzinfo=dt.timezone.utc)
     age = (dt.datetime.now(dt.timezone.utc) - beat).total_seconds()
     limit = threshold_s(job_type, environ)
-    return None if age < limit else f"{job_type} on {hostname()}: last heartbeat {age:.0f} s ago (limit {limit:.0f} s)"
+    if age < limit:
+        return None
+    return f"{job_type} on {hostname(environ)}: last heartbeat {age:.0f} s ago (limit {limit:.0f} s)"
 
 
 def main(argv: list[str] | None = None) -> int:
