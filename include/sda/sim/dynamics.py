@@ -40,14 +40,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from pathlib import Path
 
 import numpy as np
 
 from sda.orbit import frames
+from sda.sim.ephemeris import LAGRANGE_POINTS, Ephemeris
 
 STEP_S = 120.0
-LAGRANGE_POINTS = 8
 GRAVITY_DEGREE = 20
 DRAG_PERIGEE_KM = 2000.0
 DECAY_RADIUS_KM = frames.R_EARTH_KM + 100.0  # below this a body has re-entered: no state from then on
@@ -148,85 +147,38 @@ def gcrf_to_teme(states: np.ndarray, unix_s: np.ndarray) -> tuple[np.ndarray, np
     return frames.ecef_to_teme(r_i / 1000.0, v_i / 1000.0, np.asarray(unix_s, float)[None, :])
 
 
-# --- the ephemeris -----------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Ephemeris:
-    """True states of ``norad`` bodies on the grid ``t0 + k * step`` (TEME, km and km/s; NaN once a body
-    has re-entered), with exact interpolation between grid times."""
-
-    norad: np.ndarray  # [n]
-    t0: float
-    step: float
-    states: np.ndarray  # [n, k, 6]
-
-    @property
-    def t_end(self) -> float:
-        return self.t0 + (self.states.shape[1] - 1) * self.step
-
-    def rows(self, norad_ids) -> np.ndarray:
-        index = {int(n): i for i, n in enumerate(self.norad)}
-        return np.array([index[int(n)] for n in norad_ids], dtype=np.int64)
-
-    def at(self, unix_s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every body at times ``unix_s`` [t]: (error codes [n, t], r [n, t, 3] km, v [n, t, 3] km/s),
-        as :func:`sda.orbit.frames.propagate` gives them: code 6 (SGP4's "decayed") and NaN where the
-        body has re-entered, 7 and NaN outside the ephemeris."""
-        t = np.atleast_1d(np.asarray(unix_s, dtype=float))
-        inside = (t >= self.t0 - 1e-6) & (t <= self.t_end + 1e-6)
-        idx, weights = _lagrange(self.t0, self.step, self.states.shape[1], np.where(inside, t, self.t0))
-        out = np.einsum("tp,ntpc->ntc", weights, self.states[:, idx, :])
-        err = np.where(np.isfinite(out).all(axis=-1), 0, 6).astype(np.uint8)
-        err[:, ~inside] = 7
-        out[err != 0] = np.nan
-        return err, out[..., :3], out[..., 3:]
-
-    def at_pairs(self, index, unix_s) -> tuple[np.ndarray, np.ndarray]:
-        """Body ``index[p]`` at time ``unix_s[p]`` for each pair: (r [p, 3] km, v [p, 3] km/s), NaN outside."""
-        index = np.asarray(index, dtype=np.int64)
-        t = np.asarray(unix_s, dtype=float)
-        inside = (t >= self.t0 - 1e-6) & (t <= self.t_end + 1e-6)
-        idx, weights = _lagrange(self.t0, self.step, self.states.shape[1], np.where(inside, t, self.t0))
-        out = np.einsum("pq,pqc->pc", weights, self.states[index[:, None], idx, :])
-        out[~inside] = np.nan
-        return out[:, :3], out[:, 3:]
-
-    def save(self, path: Path) -> None:
-        np.savez_compressed(path, norad=self.norad, t0=self.t0, step=self.step, states=self.states)
-
-    @classmethod
-    def load(cls, path: Path) -> "Ephemeris":
-        with np.load(path) as data:
-            return cls(data["norad"], float(data["t0"]), float(data["step"]), data["states"])
-
-
-def _lagrange(t0: float, step: float, k: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Grid columns [t, P] and Lagrange weights [t, P] of the P nodes around each time (one-sided at the
-    ends of the grid)."""
-    p = min(LAGRANGE_POINTS, k)
-    x = (t - t0) / step
-    first = np.clip(np.floor(x).astype(np.int64) - (p // 2 - 1), 0, k - p)
-    idx = first[:, None] + np.arange(p)[None, :]
-    u = x[:, None] - idx  # distance to each node, in steps
-    weights = np.ones((len(t), p))
-    for j in range(p):
-        for m in range(p):
-            if m != j:
-                weights[:, j] *= u[:, m] / (j - m)
-    return idx, weights
-
-
-def _propagators(initial_gcrf: np.ndarray, t0: float, params: list[BodyParams], perigee_km: np.ndarray) -> list:
+def _propagator(state: np.ndarray, t: float, params: BodyParams):
     bh = _brahe()
-    epoch = _epochs(t0)[0]
-    config = _config()
-    props = []
-    for state, par, hp in zip(initial_gcrf, params, perigee_km):
-        prop = bh.NumericalOrbitPropagator(epoch, np.asarray(state, float), config,
-                                           _force(bool(hp < DRAG_PERIGEE_KM)), par.vector())
-        prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
-        props.append(prop)
-    return props
+    hp = _perigee_km(np.asarray(state, float).reshape(1, 6))[0]
+    prop = bh.NumericalOrbitPropagator(_epochs(t)[0], np.asarray(state, float), _config(),
+                                       _force(bool(hp < DRAG_PERIGEE_KM)), params.vector())
+    prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
+    return prop
+
+
+def rtn_to_gcrf(state: np.ndarray, dv_rtn: np.ndarray) -> np.ndarray:
+    """A vector on the radial, along-track, cross-track axes of GCRF ``state`` (m, m/s), in GCRF."""
+    r, v = state[:3], state[3:]
+    radial = r / np.linalg.norm(r)
+    cross = np.cross(r, v) / np.linalg.norm(np.cross(r, v))
+    return np.asarray(dv_rtn, float) @ np.array([radial, np.cross(cross, radial), cross])
+
+
+def _burn(props: list, alive: np.ndarray, params: list[BodyParams], burns, t_lo: float, t_hi: float,
+          record: list) -> None:
+    """Apply the burns (row, unix time, delta-v RTN m/s) timed in (t_lo, t_hi]: the body is taken to the
+    burn's time, its velocity changed, and its integration restarted from there; (row, time, GCRF state
+    before, after) goes to ``record``."""
+    where = {int(row): j for j, row in enumerate(alive)}
+    for row, t_burn, dv in burns:
+        if t_lo < t_burn <= t_hi and int(row) in where:
+            j = where[int(row)]
+            props[j].propagate_to(_epochs(t_burn)[0])
+            before = np.array(props[j].current_state(), float)
+            state = before.copy()
+            state[3:] += rtn_to_gcrf(state, dv)
+            props[j] = _propagator(state, t_burn, params[int(row)])
+            record.append((int(row), float(t_burn), before, state))
 
 
 def _perigee_km(states: np.ndarray) -> np.ndarray:
@@ -241,19 +193,25 @@ def _perigee_km(states: np.ndarray) -> np.ndarray:
 
 
 def integrate(initial_gcrf: np.ndarray, t0: float, steps: int, params: list[BodyParams],
-              step: float = STEP_S) -> np.ndarray:
+              step: float = STEP_S, burns=(), record: list | None = None) -> np.ndarray:
     """GCRF states [n, steps + 1, 6] (m, m/s) on the grid ``t0 + k * step`` from ``initial_gcrf`` [n, 6] at
     ``t0``, all bodies in parallel (brahe's thread pool). A body that re-enters, or that the integrator
-    cannot carry on, is NaN from the first grid time it fails at."""
+    cannot carry on, is NaN from the first grid time it fails at. ``burns``: impulsive manoeuvres as
+    (row, unix time, delta-v on the body's radial / along-track / cross-track axes in m/s); each applied
+    one goes to ``record`` as (row, time, GCRF state before, after)."""
     bh = _brahe()
+    record = [] if record is None else record
     n = len(initial_gcrf)
     out = np.full((n, steps + 1, 6), np.nan)
     out[:, 0] = initial_gcrf
     alive = np.flatnonzero(np.isfinite(initial_gcrf).all(axis=1)
                            & (np.linalg.norm(initial_gcrf[:, :3], axis=1) > DECAY_RADIUS_KM * 1000.0))
-    props = _propagators(initial_gcrf[alive], t0, [params[i] for i in alive], _perigee_km(initial_gcrf[alive]))
+    props = [_propagator(initial_gcrf[i], t0, params[i]) for i in alive]
+    burns = sorted(burns, key=lambda b: b[1])
     for k in range(1, steps + 1):
         target = _epochs(t0 + k * step)[0]
+        if burns:
+            _burn(props, alive, params, burns, t0 + (k - 1) * step, t0 + k * step, record)
         try:
             bh.par_propagate_to(props, target)
             failed = set()
@@ -314,15 +272,21 @@ def match_mean_motion(initial_gcrf: np.ndarray, t0: float, reference_teme_km: np
 
 
 def propagate(norad, initial_gcrf: np.ndarray, t0: float, t_end: float, params: list[BodyParams],
-              step: float = STEP_S) -> tuple[Ephemeris, np.ndarray]:
+              step: float = STEP_S, burns=()) -> tuple[Ephemeris, np.ndarray]:
     """The true ephemeris of bodies ``norad`` from GCRF states at ``t0`` to at least ``t_end`` (the grid
     runs :data:`LAGRANGE_POINTS` / 2 steps past it, so interpolation there is centred), and the last grid
     states in GCRF (what :func:`extend` continues from)."""
     steps = int(math.ceil((t_end - t0) / step - 1e-9)) + LAGRANGE_POINTS // 2
-    gcrf = integrate(np.asarray(initial_gcrf, float).reshape(-1, 6), t0, steps, params, step)
+    record: list = []
+    gcrf = integrate(np.asarray(initial_gcrf, float).reshape(-1, 6), t0, steps, params, step, burns, record)
     times = t0 + step * np.arange(steps + 1)
     r, v = gcrf_to_teme(gcrf, times)
-    return Ephemeris(np.asarray(norad, dtype=np.int64), float(t0), float(step), np.concatenate([r, v], -1)), gcrf[:, -1]
+    teme_burns = []
+    for row, t_burn, before, after in record:
+        rb, vb = gcrf_to_teme(np.array([before, after])[:, None, :], np.array([t_burn]))
+        teme_burns.append((row, t_burn, np.r_[rb[0, 0], vb[0, 0]], np.r_[rb[1, 0], vb[1, 0]]))
+    eph = Ephemeris(np.asarray(norad, dtype=np.int64), float(t0), float(step), np.concatenate([r, v], -1), teme_burns)
+    return eph, gcrf[:, -1]
 
 
 def extend(eph: Ephemeris, last_gcrf: np.ndarray, params: list[BodyParams],
@@ -332,4 +296,4 @@ def extend(eph: Ephemeris, last_gcrf: np.ndarray, params: list[BodyParams],
         return eph, last_gcrf
     more, last = propagate(eph.norad, last_gcrf, eph.t_end, t_end, params, eph.step)
     states = np.concatenate([eph.states, more.states[:, 1:]], axis=1)
-    return Ephemeris(eph.norad, eph.t0, eph.step, states), last
+    return Ephemeris(eph.norad, eph.t0, eph.step, states, list(eph.burns)), last

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sda.orbit import catgen, frames
+from sda.orbit import catgen, frames, uncertainty
 from sda.orbit.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
-from sda.sim import dynamics, tle_error
+from sda.sim import dynamics, events, tle_error
 from sda.sim.common import hash_int
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction, design_true_conjunction
 
@@ -60,7 +60,8 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
             full, _ = load_catalog(cfg.catalog)
             base_text = "".join(f"{e.name}\n{e.line1}\n{e.line2}\n" for e in latest_by_object(full))
         base_text += extra
-    if generated or injected is not None:
+    entries, base_text, hidden = _hide(cfg, entries, base_text)
+    if generated or injected is not None or hidden:
         catalog_file = Path(cfg.catalog_out) if cfg.catalog_out else settings.catalog_file
         catalog_file.parent.mkdir(parents=True, exist_ok=True)
         catalog_file.write_text(base_text)
@@ -68,6 +69,25 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
         Path(cfg.catalog_out).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.catalog_out).write_text(base_text)
     return entries, catalog_file, injected, errors
+
+
+def _hide(cfg, entries: list[CatalogEntry], base_text: str) -> tuple[list[CatalogEntry], str, set[int]]:
+    """The uncatalogued bodies and the fresh launch (:mod:`sda.sim.events`): observed (in ``entries``), left
+    out of the catalogue text; the text is then TLE whatever the input catalogue's format was."""
+    share, launch = getattr(cfg, "uncatalogued_share", 0.0), getattr(cfg, "launch", False)
+    hidden = events.uncatalogued([e.norad_id for e in entries if e.norad_id not in (PRIMARY_ID, SECONDARY_ID)],
+                                 share, cfg.seed)
+    if launch:
+        new, _ = parse_tle_text(catgen.format_tle(events.launch_entries(cfg.start, cfg.seed)))
+        entries = entries + new
+        hidden |= {e.norad_id for e in new}
+    if not hidden:
+        return entries, base_text, hidden
+    listed, _ = parse_tle_text(base_text)
+    if not listed and cfg.catalog is not None:  # an OMM catalogue
+        listed = latest_by_object(load_catalog(cfg.catalog)[0])
+    text = "".join(f"{e.name}\n{e.line1}\n{e.line2}\n" for e in listed if e.norad_id not in hidden)
+    return entries, text, hidden
 
 
 def sha256_file(path: Path) -> str:
@@ -121,6 +141,7 @@ class TrueOrbits:
     params: list[dynamics.BodyParams]
     start_gcrf: np.ndarray
     last_gcrf: np.ndarray
+    burns: list = dataclasses.field(default_factory=list)  # sda.sim.events.Burn, the manoeuvres in the run
 
     def rows(self) -> list[dict]:
         """One truth row per body: its parameters and initial state (what regenerates its trajectory)."""
@@ -164,5 +185,10 @@ def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
             if row.size:
                 start[row[0]] = injected["true_gcrf_start"][k]
                 params[row[0]] = injected["params"][k]
-    eph, last = dynamics.propagate(objs.norad, start, t0, cfg.end.timestamp(), params)
-    return TrueOrbits(eph, params, start, last)
+    regimes = [uncertainty.orbit_regime(*frames.perigee_apogee_km(sat)) for sat in objs.sats]
+    burns = events.draw_burns(objs.norad, regimes, t0, cfg.end.timestamp(), getattr(cfg, "manoeuvre_share", 0.0),
+                              getattr(cfg, "manoeuvre_rate", 0.0), cfg.seed)
+    row = {int(n): i for i, n in enumerate(objs.norad)}
+    eph, last = dynamics.propagate(objs.norad, start, t0, cfg.end.timestamp(), params,
+                                   burns=[(row[b.norad_id], b.t_unix, b.dv_rtn_ms) for b in burns])
+    return TrueOrbits(eph, params, start, last, burns)

@@ -151,6 +151,8 @@ def score(scored: pd.DataFrame, lines: Mapping[int, tuple[str, str]] | None = No
     same = _is_observed_body(scored["norad_id"], scored["true_id"], bodies)
     stack = same & ~exact
     no_object = scored["true_id"].isna().to_numpy()
+    if lines is not None:  # a body the catalogue does not hold (sda.sim.events) has no object to go to
+        no_object |= ~scored["true_id"].isin(list(lines)).fillna(False).to_numpy(dtype=bool)
     ambiguous = scored["ambiguous"].to_numpy(dtype=bool) & associated
     held = scored["ambiguous"].to_numpy(dtype=bool) & ~associated  # cross-tags: flagged, not associated
     right = (associated & same) | (~associated & no_object)

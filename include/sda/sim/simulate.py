@@ -136,6 +136,10 @@ class SimConfig:
     isl_cadence_s: float = 60.0
     tle_age_days: tuple[float, float] | None = None  # element-set age range (days): catalogue errors on
     truth: str = "numerical"  # the true trajectories: numerical (sda.sim.dynamics) or sgp4 (test device)
+    manoeuvre_share: float = 0.0  # share of the bodies that manoeuvre (sda.sim.events)
+    manoeuvre_rate: float = 3.0  # burns per manoeuvring body and day
+    uncatalogued_share: float = 0.0  # share of the observed bodies left out of the catalogue
+    launch: bool = False  # a fresh launch of several objects flying close together, in no catalogue
     format: str = "native"  # native: the project's own formats; tdm: radar and optical as CCSDS TDM (sda.sim.tdm)
 
     def validate(self) -> None:
@@ -165,6 +169,13 @@ class SimConfig:
             lo, hi = self.tle_age_days
             if not 0.0 < lo <= hi <= MAX_AGE_DAYS:
                 raise ValueError(f"--tle-age-days {lo:g}:{hi:g}: expected 0 < LO <= HI <= {MAX_AGE_DAYS:g}")
+        for name in ("manoeuvre_share", "uncatalogued_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected a share in [0, 1]")
+        if not 0.0 <= self.manoeuvre_rate <= 50.0:
+            raise ValueError(f"--manoeuvre-rate {self.manoeuvre_rate}: expected 0..50 burns per body and day")
+        if (self.manoeuvre_share or self.launch) and self.truth != "numerical":
+            raise ValueError("--manoeuvre-share and --launch need --truth numerical")
         if self.truth not in TRUTH_MODELS:
             raise ValueError(f"--truth {self.truth!r}: expected one of {', '.join(TRUTH_MODELS)}")
         if self.tca is not None and abs(self.tca - self.start) > MAX_SPAN:
@@ -194,6 +205,8 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
         parts.append(list(cfg.tle_age_days))
     if cfg.truth != "numerical":
         parts.append(cfg.truth)
+    if cfg.manoeuvre_share or cfg.uncatalogued_share or cfg.launch:
+        parts.append([cfg.manoeuvre_share, cfg.manoeuvre_rate, cfg.uncatalogued_share, cfg.launch])
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
     return f"sim_{cfg.start.strftime('%Y%m%dT%H%M%SZ')}_{digest}"
 
@@ -219,9 +232,18 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     truth_rows = write_landing(landing, files, tdm=cfg.format == "tdm")
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
-                                                        objs.truth if cfg.truth == "numerical" else None)
+                                                        objs.truth if cfg.truth == "numerical" else None,
+                                                        _hidden(objs, catalog_file))
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files],
                             counts, inj)
+
+
+def _hidden(objs: Objects, catalog_file: Path) -> list[int]:
+    """The observed bodies the catalogue file does not hold (sda.sim.events: uncatalogued, a fresh launch)."""
+    from sda.orbit.catalog import load_catalog
+
+    listed = {e.norad_id for e in load_catalog(catalog_file)[0]}
+    return sorted(int(n) for n in objs.norad if int(n) not in listed)
 
 
 # --- command line ----------------------------------------------------------------------------------------------
@@ -233,6 +255,16 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0.0 <= value <= 0.5:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction in [0, 0.5]")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a share in [0, 1]")
     return value
 
 
@@ -292,6 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "the uncertainty model; the sensors observe the true orbits (default: an exact catalogue)")
     p.add_argument("--format", choices=("native", "tdm"), default="native",
                    help="tdm: radar and optical files as CCSDS TDM (KVN) under tdm/ (default native)")
+    p.add_argument("--manoeuvre-share", type=_share, default=0.0,
+                   help="share of the bodies that manoeuvre (default 0; GEO ones keep station)")
+    p.add_argument("--manoeuvre-rate", type=_positive_float, default=3.0,
+                   help="burns per manoeuvring body and day (default 3)")
+    p.add_argument("--uncatalogued-share", type=_share, default=0.0,
+                   help="share of the observed bodies left out of the catalogue (default 0)")
+    p.add_argument("--launch", action="store_true",
+                   help="a fresh launch of 6 objects (99911-99916) flying close together, in no catalogue")
     p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",
                    help="what the sensors observe: numerical (default) trajectories of a force model the pipeline "
                         "does not share (sda.sim.dynamics), or sgp4: the true element sets' own SGP4 trajectories, a "
@@ -321,7 +361,8 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
-        truth=args.truth, format=args.format,
+        truth=args.truth, format=args.format, manoeuvre_share=args.manoeuvre_share,
+        manoeuvre_rate=args.manoeuvre_rate, uncatalogued_share=args.uncatalogued_share, launch=args.launch,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
     )
     try:

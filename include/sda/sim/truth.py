@@ -65,13 +65,15 @@ class Record:
 
 def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files, catalog_file: Path, catalog_sha: str,
                 injected, n_objects: int, errors=None, same_body: dict[int, tuple[int, ...]] | None = None,
-                true_orbits=None) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
+                true_orbits=None, hidden: list[int] | None = None,
+                ) -> tuple[Path, Path, dict[str, dict[str, int]], dict | None]:
     """Write ``_truth/<sim_id>.jsonl`` and ``_truth/<sim_id>.summary.json`` (and with element-set
     ``errors`` ``_truth/<sim_id>.orbits.jsonl``); return (truth file, summary file, counts, injected).
     ``same_body``: the catalogue numbers of each body published under several (a docked stack), by the
     number it is observed as; a row of such a body gets them as ``same_body``. ``true_orbits``
     (:class:`sda.sim.objects.TrueOrbits`) goes to ``_truth/<sim_id>.ephemeris.npz`` and
-    ``_truth/<sim_id>.bodies.json`` (:func:`load_ephemeris` reads them back, extended on demand)."""
+    ``_truth/<sim_id>.bodies.json`` (:func:`load_ephemeris` reads them back, extended on demand); its
+    burns and the ``hidden`` bodies (observed, not catalogued) to ``_truth/<sim_id>.events.json``."""
     same_body = same_body or {}
     truth_rows.sort(key=lambda t: (t.file, t.record_no, -1 if t.det_index is None else t.det_index))
     truth_dir = landing / "_truth"
@@ -109,6 +111,12 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
                                 "orbits_file": f"_truth/{orbits_file.name}"}
     if true_orbits is not None:
         summary["truth"] = _write_true_orbits(truth_dir, sim_id, true_orbits)
+    if hidden or (true_orbits is not None and true_orbits.burns):
+        events_file = truth_dir / f"{sim_id}.events.json"
+        burns = [] if true_orbits is None else [b.as_json() for b in true_orbits.burns]
+        events_file.write_text(json.dumps({"manoeuvres": burns, "uncatalogued": list(hidden or [])}, indent=1) + "\n")
+        summary["events"] = {"file": f"_truth/{events_file.name}", "manoeuvres": len(burns),
+                             "uncatalogued": len(hidden or [])}
     summary_file = truth_dir / f"{sim_id}.summary.json"
     summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     return truth_file, summary_file, counts, inj
@@ -117,8 +125,7 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
 def _write_true_orbits(truth_dir: Path, sim_id: str, true_orbits) -> dict:
     eph = true_orbits.ephemeris
     eph_file, bodies_file = truth_dir / f"{sim_id}.ephemeris.npz", truth_dir / f"{sim_id}.bodies.json"
-    np.savez_compressed(eph_file, norad=eph.norad, t0=eph.t0, step=eph.step, states=eph.states,
-                        last_gcrf=true_orbits.last_gcrf)
+    eph.save(eph_file, last_gcrf=true_orbits.last_gcrf)
     bodies_file.write_text(json.dumps(true_orbits.rows(), indent=0) + "\n")
     return {"model": dynamics.MODEL, "step_s": eph.step, "start": iso_ms(int(round(eph.t0 * 1000))),
             "end": iso_ms(int(round(eph.t_end * 1000))), "frame": "TEME (km, km/s) as sda.orbit.frames",
@@ -132,8 +139,8 @@ def load_ephemeris(summary_file: Path, until_unix: float | None = None) -> dynam
     summary_file = Path(summary_file)
     info = json.loads(summary_file.read_text())["truth"]
     root = summary_file.parent.parent
+    eph = dynamics.Ephemeris.load(root / info["ephemeris_file"])
     with np.load(root / info["ephemeris_file"]) as data:
-        eph = dynamics.Ephemeris(data["norad"], float(data["t0"]), float(data["step"]), data["states"])
         last = data["last_gcrf"]
     if until_unix is None or until_unix <= eph.t_end - (dynamics.LAGRANGE_POINTS // 2) * eph.step:
         return eph
