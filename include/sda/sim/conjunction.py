@@ -159,8 +159,9 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     relative velocity across the miss) are integrated back to ``start`` with the simulator's force model
     and the pair's own parameters; the element sets written to the catalogue are fitted to those true
     states at ``start`` (fresh: epoch ``start``), their mean motion matched to the truth over the next
-    three hours (:func:`match_mean_motion`), as an element set fitted over an arc would be. The achieved miss and TCA are the truth's own, found on
-    the pair's true trajectories integrated forward from ``start`` on the truth's grid."""
+    three hours (:func:`match_mean_motion`), as an element set fitted over an arc would be. The achieved
+    miss and TCA are the truth's own, found on the pair's true trajectories integrated forward from
+    ``start`` on the truth's grid."""
     from sda.sim import dynamics
 
     geometry = design_conjunction(tca, miss_m, seed)
