@@ -59,6 +59,43 @@ def _correlation_rows(result: dict) -> list[Row]:
     return rows
 
 
+def _accuracy_rows(result: dict) -> list[Row]:
+    """Per lead time and regime: the screened orbits' error and their covariance's realism; then the
+    conjunctions, alerts and the screening's recall against the truth."""
+    rows: list[Row] = []
+    for lead, regimes in (result.get("position") or {}).items():
+        for regime in sorted(regimes):
+            where = f"{regime}, run end + {lead}"
+            rows += [
+                (f"position error, median ({where})", ("position", lead, regime, "total", "median"), "{:,.0f} m", ""),
+                (f"position error, p90 ({where})", ("position", lead, regime, "total", "p90"), "{:,.0f} m", ""),
+                (f"along-track error, median ({where})", ("position", lead, regime, "along", "median"),
+                 "{:,.0f} m", ""),
+                (f"mean d^2 of the published covariance ({where})", ("position", lead, regime, "mean_d2"),
+                 "{:.2f}", "3"),
+                (f"share inside the 95 % ellipsoid ({where})", ("position", lead, regime, "inside95"),
+                 "{:.3f}", "0.90-0.99"),
+            ]
+    for what in ("conjunctions", "alerts"):
+        rows += [
+            (f"{what}: count", (what, "count"), "{:,}", ""),
+            (f"{what}: miss-distance error, median", (what, "miss_error_m", "median"), "{:,.0f} m", ""),
+            (f"{what}: miss-distance error, p90", (what, "miss_error_m", "p90"), "{:,.0f} m", ""),
+            (f"{what}: TCA error, median", (what, "tca_error_s", "median"), "{:.2f} s", ""),
+            (f"{what}: truly closer than 1 km", (what, "truly_under_1km"), "{:,}", ""),
+            (f"{what}: truly farther than 5 km", (what, "true_miss_over_5km"), "{:,}", ""),
+        ]
+    rows += [
+        ("recall of the true approaches under 1 km", ("recall_under_1km", "recall"), "{:.3f}", "1"),
+        ("true approaches under 1 km in the horizon", ("recall_under_1km", "true"), "{:,}", ""),
+        ("recall of the true approaches under the screening threshold", ("recall_under_threshold", "recall"),
+         "{:.3f}", ""),
+        ("true approaches under the screening threshold", ("recall_under_threshold", "true"), "{:,}", ""),
+        ("simulation (s)", ("simulate_s",), "{:.0f} s", ""),
+    ]
+    return rows
+
+
 SPECS: dict[str, dict[str, Any]] = {
     "screening": {
         "command": "bench/screening.py",
@@ -116,7 +153,7 @@ SPECS: dict[str, dict[str, Any]] = {
             ("full recompute; bronze ~100,000 rows", ("full_small_s",), "{:.1f} s", ""),
         ],
     },
-    "accuracy": {"command": "bench/accuracy.py", "rows": None},
+    "accuracy": {"command": "bench/accuracy.py", "rows": _accuracy_rows},
 }
 
 
