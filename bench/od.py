@@ -167,9 +167,12 @@ def main(argv=None) -> int:
     obs = scoring.landed_observations(result, sensors)
     obs = obs[obs["true_id"].notna()].reset_index(drop=True)
     ids, sats = scoring.catalogue(result.catalog_file)
-    chosen = choose(obs, ids, sats, args)
     t_end = cfg.end.timestamp()
     eph = load_ephemeris(result.summary_file, until_unix=t_end + max(LEADS_H) * 3600.0 + 600.0)
+    # a manoeuvring body is not what a ballistic fit is for (the truth knows its burns, if it has any)
+    burned = {int(eph.norad[b[0]]) for b in getattr(eph, "burns", [])}
+    obs = obs[~obs["true_id"].isin(burned)].reset_index(drop=True)
+    chosen = choose(obs, ids, sats, args)
     by_id, groups, sigmas = dict(zip(ids, sats)), obs.groupby("true_id").indices, registry_sigmas(sensors)
     rows = []
     for norad, regime in chosen:
@@ -177,7 +180,7 @@ def main(argv=None) -> int:
         rows.append(row)
         log(json.dumps({k: (np.round(v, 1).tolist() if isinstance(v, list) else v) for k, v in row.items()}))
     figures = {"bench": "od", "objects": args.objects, "hours": args.hours, "seed": args.seed,
-               "fitted": len(rows), "regimes": summarise(rows)}
+               "fitted": len(rows), "manoeuvring_excluded": len(burned), "regimes": summarise(rows)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**figures, "per_object": rows}, indent=1, default=float) + "\n")
     print(json.dumps(figures, default=float))

@@ -6,7 +6,7 @@
 =========================  =====================================  ==========================================
 term                       estimator (this module)                simulator's truth
 =========================  =====================================  ==========================================
-Earth gravity              JGM-3, degree and order 12             EGM2008, degree and order 20
+Earth gravity              JGM-3, degree and order 16             EGM2008, degree and order 20
 atmosphere                 Harris-Priester (static, mean solar)   NRLMSISE-00 with the space-weather record
 drag coefficient x area    one ballistic coefficient ``B`` =      each body's own Cd (2.0-2.6) and area-to-
                            Cd A/m (m^2/kg), *estimated*           mass ratio, unknown to the estimator
@@ -40,7 +40,7 @@ import numpy as np
 
 from sda.orbit import frames
 
-GRAVITY_DEGREE = 12
+GRAVITY_DEGREE = 16
 DRAG_PERIGEE_KM = 2000.0  # no drag term above this perigee (as the truth)
 SRP_CR = 1.4
 SRP_AREA_PER_B = 1.0 / 2.3  # the SRP area-to-mass ratio taken from B with a nominal Cd of 2.3

@@ -22,8 +22,12 @@ rejected when its largest ``|residual / sigma|`` exceeds ``max(edit_sigma, 3 x t
 weighted RMS)`` -- the first iteration edits nothing, as a prior kilometres off makes every residual
 large -- and re-admitted when it falls back inside.
 
+**B held first**: the iterations start with ``B`` held at its prior and free it once the state has
+converged, so that a prior kilometres off does not trade along-track position for drag.
+
 **Covariance**: the formal one, ``N^-1``, times the weighted RMS^2 when that exceeds 1 (the residuals
-then say the noise or the model is worse than assumed), mapped to the arc's end. Its growth from there
+then say the noise or the model is worse than assumed), mapped to the arc's end, plus the model error
+the arc leaves there (:func:`sda.orbit.od.noise.arc_model_covariance`). Its growth from there
 (drag and force-model error) is :mod:`sda.orbit.od.predict`'s.
 
 **Why not brahe's own ``BatchLeastSquares``**: it would serve the same algorithm, but the pipeline's
@@ -42,6 +46,7 @@ import pandas as pd
 
 from sda.orbit.od import dynamics
 from sda.orbit.od.measurements import MODELS
+from sda.orbit.od.noise import ProcessNoise, arc_model_covariance
 
 #: ``status`` of a result.
 CONVERGED, NOT_CONVERGED, DIVERGED, FAILED, TOO_FEW = "converged", "not_converged", "diverged", "failed", "too_few"
@@ -56,7 +61,7 @@ class Prior:
     state: np.ndarray
     covariance: np.ndarray
     b: float = 0.05
-    sigma_b: float = 0.3
+    sigma_b: float = 0.15
     source: str = "catalogue"
 
 
@@ -67,6 +72,7 @@ class OdConfig:
     tol_sigma: float = 0.05  # convergence: correction below this many of its sigmas
     min_observations: int = 6
     node_step_s: float = dynamics.NODE_STEP_S
+    noise: ProcessNoise = ProcessNoise()
 
 
 @dataclasses.dataclass
@@ -229,28 +235,37 @@ def fit(obs: pd.DataFrame, prior: Prior, sigmas, config: OdConfig = OdConfig(), 
         return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, TOO_FEW,
                          f"{len(times)} observations after the prior's epoch (at least {config.min_observations})")
     rots = dynamics.teme_rotation(times)
-    all_times = np.append(times, t_end)
-    x, rms_prev, accepted_prev, status, reason = x_prior.copy(), math.inf, None, NOT_CONVERGED, ""
+    window = np.linspace(max(t0, t_end - config.noise.arc_window_s), t_end, 7)
+    all_times = np.concatenate([times, window])
+    try:
+        traj, solve, x, iteration, status, reason = _iterate(blocks, rots, all_times, t0, x_prior, p_prior, config)
+    except dynamics.PropagationError as exc:
+        return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, FAILED, str(exc))
+    return _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty, config.noise)
+
+
+def _iterate(blocks, rots, all_times, t0: float, x_prior: np.ndarray, p_prior: np.ndarray, config: OdConfig):
+    """Gauss-Newton to convergence, in two stages: B held at its prior until the state has converged
+    (a prior kilometres off and B free together can lead a sparse arc into a wrong minimum), then free."""
+    held = p_prior.copy()
+    held[6, :] = held[:, 6] = 0.0
+    held[6, 6] = (1e-6 * max(abs(x_prior[6]), 1e-3)) ** 2
+    x, rms_prev, accepted_prev, status, reason, free_b = x_prior.copy(), math.inf, None, NOT_CONVERGED, "", False
     for iteration in range(1, config.max_iterations + 1):
-        try:
-            traj = dynamics.propagate(t0, x[:6], x[6], all_times, config.node_step_s)
-        except dynamics.PropagationError as exc:
-            return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, FAILED, str(exc), iteration)
-        lin = _linearise(blocks, _head(traj, len(times)), rots)
-        solve = _step(lin, x, x_prior, p_prior, max(config.edit_sigma, 3.0 * rms_prev))
+        traj = dynamics.propagate(t0, x[:6], x[6], all_times, config.node_step_s)
+        lin = _linearise(blocks, _head(traj, len(rots)), rots)
+        solve = _step(lin, x, x_prior, p_prior if free_b else held, max(config.edit_sigma, 3.0 * rms_prev))
         x = x + solve.dx
         small = float(solve.dx @ solve.info @ solve.dx) < config.tol_sigma**2
         same = accepted_prev is not None and all(np.array_equal(a, b) for a, b in zip(solve.accepted, accepted_prev))
-        if small and same:
-            status = CONVERGED
-            break
+        if small and same and free_b:
+            return traj, solve, x, iteration, CONVERGED, ""
         if iteration >= 4 and solve.rms > 10.0 * max(rms_prev, 1.0):
-            status, reason = DIVERGED, f"weighted RMS grew from {rms_prev:.3g} to {solve.rms:.3g}"
-            break
+            return traj, solve, x, iteration, DIVERGED, f"weighted RMS grew from {rms_prev:.3g} to {solve.rms:.3g}"
+        if small and same:
+            free_b, same = True, False
         rms_prev, accepted_prev = solve.rms, solve.accepted
-    else:
-        reason = f"no convergence in {config.max_iterations} iterations"
-    return _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty)
+    return traj, solve, x, iteration, status, reason or f"no convergence in {config.max_iterations} iterations"
 
 
 def _head(traj: dynamics.Trajectory, n: int) -> dynamics.Trajectory:
@@ -258,16 +273,19 @@ def _head(traj: dynamics.Trajectory, n: int) -> dynamics.Trajectory:
 
 
 def _result(traj, solve: _Solve, x: np.ndarray, blocks, rot_end, iteration: int, status: str, reason: str,
-            meta: dict) -> OdResult:
+            meta: dict, noise: ProcessNoise) -> OdResult:
     """The fused state at the arc's end: the last linearisation's end state moved by the last correction
-    ``solve.dx`` (``x`` the corrected solve-for vector), with the (RMS-scaled) formal covariance mapped there."""
+    ``solve.dx`` (``x`` the corrected solve-for vector), with the (RMS-scaled) formal covariance mapped
+    there plus the model error of the arc's last :attr:`ProcessNoise.arc_window_s` (the last 7 times)."""
     j_end = np.zeros((7, 7))
     j_end[:6] = traj.jac7[-1]
     j_end[6, 6] = 1.0
     state = np.append(traj.x[-1] + traj.jac7[-1] @ solve.dx, x[6])
     cov = np.linalg.inv(solve.info) * max(1.0, solve.rms**2)
     big = _teme7(rot_end)
-    cov_end = big @ j_end @ cov @ j_end.T @ big.T
+    cov = j_end @ cov @ j_end.T
+    cov[:6, :6] += arc_model_covariance(traj.phi[-7:], traj.sens[-7:], traj.t[-7:], x[6], noise)
+    cov_end = big @ cov @ big.T
     x_end = big @ state
     used = {b.kind: int(a.sum()) for b, a in zip(blocks, solve.accepted)}
     outliers = int(sum(len(a) - a.sum() for a in solve.accepted))

@@ -5,20 +5,14 @@ model (:mod:`sda.orbit.od.dynamics`) to any times at or after its epoch; :func:`
 regular grid (what screening, Pc and correlation read: position and covariance at arbitrary times, one
 numerical propagation per object, interpolated exactly enough between nodes). The covariance is::
 
-    C(t) = J(t) P J(t)^T  +  (f |B|)^2 s(t) s(t)^T  +  Q(t)
+    C(t) = J(t) P J(t)^T  +  sigma_c^2 s(t) s(t)^T  +  Q(t)
 
 * ``J(t)`` = d(state(t), B) / d(state, B at the epoch) (transition matrix and drag sensitivity), ``P`` the
   fit's 7x7 covariance: the uncertainty the observations left;
-* ``(f |B|)^2 s(t) s(t)^T``: the drag the fit cannot know ahead. The fitted ``B`` absorbs the mean
-  density error of the estimator's static atmosphere over the arc; over the prediction the real
-  density departs from that mean (solar and geomagnetic activity, the diurnal bulge the static model
-  misplaces), which acts as a relative error ``f`` (:attr:`ProcessNoise.drag_fraction`) of ``B``
-  carried as a *consider* parameter: fully correlated in time, so it integrates into the
-  quadratic along-track growth that drag errors have;
-* ``Q(t)``: white acceleration noise of spectral density ``q`` (:attr:`ProcessNoise.accel_psd`,
-  m^2/s^3, in GCRF) mapped through the dynamics (``Q_{k+1} = Phi_k Q_k Phi_k^T + q G(dt)``, the
-  discrete white-noise acceleration model on an internal grid of at most :data:`NOISE_STEP_S`): the
-  gravity field's truncation and the other unmodelled forces.
+* ``sigma_c^2 s(t) s(t)^T``: the drag the fit cannot know ahead, a *consider* error of ``B``
+  (``s`` the state's sensitivity to it since the epoch), and ``Q(t)``, white acceleration noise mapped
+  through the dynamics on an internal grid of at most :data:`NOISE_STEP_S`: the model error of
+  :mod:`sda.orbit.od.noise`, whose constants (:class:`~sda.orbit.od.noise.ProcessNoise`) say how big.
 
 Units: states TEME km and km/s (the pipeline's), covariances TEME in metres (m^2, m^2/s, m^2/s^2).
 """
@@ -31,14 +25,9 @@ import numpy as np
 
 from sda.orbit.od import dynamics
 from sda.orbit.od.estimator import OdResult, Prior, _teme7
+from sda.orbit.od.noise import ProcessNoise, accumulated
 
 NOISE_STEP_S = 600.0
-
-
-@dataclasses.dataclass(frozen=True)
-class ProcessNoise:
-    drag_fraction: float = 0.1  # consider: relative error of B over the prediction
-    accel_psd: float = 1e-13  # white acceleration noise, m^2/s^3 per axis
 
 
 @dataclasses.dataclass
@@ -49,25 +38,6 @@ class Prediction:
     r_km: np.ndarray
     v_kms: np.ndarray
     covariance: np.ndarray
-
-
-def _white_noise(dt: float, q: float) -> np.ndarray:
-    g = np.zeros((6, 6))
-    g[:3, :3] = np.eye(3) * q * dt**3 / 3.0
-    g[:3, 3:] = g[3:, :3] = np.eye(3) * q * dt**2 / 2.0
-    g[3:, 3:] = np.eye(3) * q * dt
-    return g
-
-
-def _accumulated_noise(phi: np.ndarray, t: np.ndarray, q: float) -> np.ndarray:
-    """[m, 6, 6] Q at sorted times ``t`` from transition matrices ``phi`` [m, 6, 6] (from the epoch)."""
-    out = np.zeros_like(phi)
-    if q <= 0.0:
-        return out
-    for k in range(1, len(t)):
-        step = phi[k] @ np.linalg.inv(phi[k - 1])
-        out[k] = step @ out[k - 1] @ step.T + _white_noise(t[k] - t[k - 1], q)
-    return out
 
 
 def predict(result: OdResult, times, noise: ProcessNoise = ProcessNoise()) -> Prediction:
@@ -87,9 +57,8 @@ def predict(result: OdResult, times, noise: ProcessNoise = ProcessNoise()) -> Pr
     big[:, 3:, 3:6] = rots
     jac = traj.jac7  # [m, 6, 7]
     cov = jac @ p0 @ np.swapaxes(jac, 1, 2)
-    sigma_c = noise.drag_fraction * abs(x0[6])
-    cov += sigma_c**2 * np.einsum("mi,mj->mij", traj.sens, traj.sens)
-    cov += _accumulated_noise(traj.phi, every, noise.accel_psd)
+    cov += noise.sigma_b(x0[6]) ** 2 * np.einsum("mi,mj->mij", traj.sens, traj.sens)
+    cov += accumulated(traj.phi, every, noise.accel_psd)
     rot6 = big[:, :, :6]
     cov_teme = rot6 @ cov @ np.swapaxes(rot6, 1, 2)
     r = np.einsum("mij,mj->mi", rots, traj.x[:, :3]) / 1000.0
@@ -101,7 +70,8 @@ def predict(result: OdResult, times, noise: ProcessNoise = ProcessNoise()) -> Pr
 def ephemeris(result: OdResult, start: float, end: float, step_s: float = 60.0,
               noise: ProcessNoise = ProcessNoise()) -> Prediction:
     """:func:`predict` on the grid ``start, start + step_s, ... <= end`` (``start`` at or after the epoch)."""
-    return predict(result, np.arange(float(start), float(end) + 1e-9, float(step_s)), noise)
+    count = int(np.floor((float(end) - float(start)) / float(step_s) + 1e-9))
+    return predict(result, float(start) + float(step_s) * np.arange(count + 1), noise)
 
 
 def prior_from_result(result: OdResult, unix_s: float, noise: ProcessNoise = ProcessNoise()) -> Prior:
