@@ -16,6 +16,7 @@ Tolerances: radar values and event times are compared exactly (the TDM carries t
 written, and the writer's light time is taken off to the nanosecond); optical angles to 1e-9 deg (the
 CSV's values rotated to EME2000 and back), ISL beacons are the same files in both. Alerts: the same
 pairs, levels and TCAs; miss distances to a millimetre (the catalogue, not the observations, decides
+them), probabilities of collision to 1e-9 relative (the objects' tracking state, from correlate, enters
 them). Plus a landing that is not all good: one file ccsds-ndm refuses (quarantined by ingest with its
 file and line) and one whose only measurement normalize refuses (RADEC in TOD: file and line), while
 the batch's other files land.
@@ -155,14 +156,16 @@ def test_tdm_gives_the_native_correlations(spark, runs):
 
 def test_tdm_gives_the_native_alerts(spark, runs):
     def alerts(settings):
-        rows = _rows(spark, settings, "alerts", ("primary_id", "secondary_id", "level", "status", "tca", "miss_m"))
-        return sorted(rows, key=lambda r: (r["primary_id"], r["secondary_id"], r["tca"]))
+        columns = ("primary_id", "secondary_id", "level", "status", "tca", "miss_m", "pc")
+        return sorted(_rows(spark, settings, "alerts", columns), key=lambda r: (r["primary_id"], r["secondary_id"],
+                                                                                  r["tca"]))
 
     native, tdm = alerts(runs["native"][0]), alerts(runs["tdm"][0])
-    assert {(a["primary_id"], a["secondary_id"]) for a in native} >= {(99901, 99902)}
-    assert [{**a, "miss_m": None} for a in tdm] == [{**a, "miss_m": None} for a in native]
+    assert {(a["primary_id"], a["secondary_id"]) for a in native} >= {(99901, 99902)}  # the injected pair
+    assert [{**a, "miss_m": None, "pc": None} for a in tdm] == [{**a, "miss_m": None, "pc": None} for a in native]
     for got, want in zip(tdm, native):
         assert got["miss_m"] == pytest.approx(want["miss_m"], abs=1e-3)
+        assert got["pc"] == pytest.approx(want["pc"], rel=1e-9)
 
 
 def test_a_bad_tdm_file_is_quarantined_with_its_line_and_the_batch_lands(spark, runs):
