@@ -23,7 +23,11 @@ def _simulate(root: Path, fmt: str) -> Path:
     cfg = SimConfig(start=dt.datetime(2026, 11, 21, 6, tzinfo=UTC), end=dt.datetime(2026, 11, 21, 6, 20, tzinfo=UTC),
                     landing=root / "landing", catalog_out=root / "catalog.tle", objects=30, seed=3, truth="sgp4",
                     format=fmt, reorder_rate=0.0, **dict.fromkeys(RATE_NAMES, 0.0))
-    simulate(cfg)
+    result = simulate(cfg)
+    # the files it lists are the files it wrote (TDM ones under tdm/, none left empty)
+    on_disk = {p.relative_to(result.landing).as_posix() for p in result.landing.rglob("*")
+               if p.is_file() and p.parent.name != "_truth"}
+    assert sorted(result.files) == sorted(on_disk)
     return root / "landing"
 
 

@@ -46,12 +46,15 @@ class LandingFile:
         return f"{self.kind}/{self.sensor_id}_{label}{tail}{suffix}"
 
 
-def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False) -> list[Truth]:
-    """Write the files (sorted by path, mtimes capped at now) and return their truth rows in file order.
-    ``tdm``: radar and optical files as CCSDS TDM (:mod:`sda.sim.tdm`; truth rows keep the native line numbers)."""
+def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False) -> tuple[list[Truth], list[str]]:
+    """Write the files (sorted by path, mtimes capped at now); return their truth rows in file order and the
+    paths written (relative to ``landing``). ``tdm``: radar and optical files as CCSDS TDM under ``tdm/``
+    (:mod:`sda.sim.tdm`; truth rows keep the native file and line numbers; a file with no well-formed
+    record is not written)."""
     from sda.sim import tdm as tdm_format
 
     truth_rows: list[Truth] = []
+    written: list[str] = []
     now_ms = int(time.time() * 1000)
     files.sort(key=lambda f: f.relpath)
     for f in files:
@@ -71,4 +74,5 @@ def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False) ->
         path.write_bytes(data)
         mtime = min(f.mtime_ms, now_ms) / 1000.0
         os.utime(path, (mtime, mtime))
-    return truth_rows
+        written.append(path.relative_to(landing).as_posix())
+    return truth_rows, written

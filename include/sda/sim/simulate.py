@@ -229,12 +229,12 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng([cfg.seed, 4]))
     sim_id = _sim_id(cfg, catalog_sha)
-    truth_rows = write_landing(landing, files, tdm=cfg.format == "tdm")
+    truth_rows, written = write_landing(landing, files, tdm=cfg.format == "tdm")
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None,
                                                         _hidden(objs, catalog_file))
-    return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, [f.relpath for f in files],
+    return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, written,
                             counts, inj)
 
 
