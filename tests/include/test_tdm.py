@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,17 @@ def test_epochs():
     for bad in ("2026-13-01T00:00:00", "2026-366T00:00:00", "2026-11-21T23:59:60", "yesterday"):
         with pytest.raises(tdm.Refused):
             tdm.epoch_ns(bad)
+
+
+@pytest.mark.parametrize("epoch", ["1000-01-01T00:00:00", "9999-12-31T23:59:59.999"])
+def test_radec_far_from_now_is_interpreted_not_raised(epoch):
+    """An epoch outside numpy's int64 nanoseconds (1678-2262) still rotates (normalize refuses a future one
+    by its ingest time later): nothing a record says may fail normalize's Spark task."""
+    record = payloads("e16_optical.kvn")[0]
+    record["metadata"].update(PARTICIPANT_1="SOCORRO", PARTICIPANT_2="25544")
+    record["lines"] = [[no, keyword, epoch, value] for no, keyword, _, value in record["lines"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ERFA: "dubious year" (beyond its leap-second table)
+        out = tdm.interpret(json.dumps(record))
+    assert out["parse_error"] is None and out["event_time"].year == int(epoch[:4])
+    assert 0.0 <= out["ra_hours"] < 24.0 and -90.0 <= out["dec_deg"] <= 90.0

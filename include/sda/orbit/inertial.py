@@ -45,9 +45,12 @@ def eme2000_to_teme(unix_ns) -> np.ndarray:
     shape (3, 3), or (n, 3, 3) for n times. Its transpose is TEME of date -> EME2000."""
     import erfa
 
-    ns = np.asarray(unix_ns, dtype=np.int64)
-    days, rest = np.divmod(ns, NS_PER_DAY)
-    utc1, utc2 = UNIX_EPOCH_JD + days.astype(float), rest.astype(float) / NS_PER_DAY
+    if np.ndim(unix_ns) == 0:  # Python's integers: a date outside numpy's int64 nanoseconds (1678-2262) too
+        days, rest = divmod(int(unix_ns), NS_PER_DAY)
+        utc1, utc2 = UNIX_EPOCH_JD + float(days), rest / NS_PER_DAY
+    else:
+        days, rest = np.divmod(np.asarray(unix_ns, dtype=np.int64), NS_PER_DAY)
+        utc1, utc2 = UNIX_EPOCH_JD + days.astype(float), rest.astype(float) / NS_PER_DAY
     tt1, tt2 = erfa.taitt(*erfa.utctai(utc1, utc2))
     cirs = erfa.c2ixys(*erfa.xys06a(tt1, tt2))  # GCRS -> CIRS
     angle = erfa.era00(utc1, utc2) - erfa.gmst82(utc1, utc2)  # UT1 = UTC

@@ -247,7 +247,7 @@ def interpret(payload: str) -> dict[str, Any]:
     except Refused as exc:
         out["parse_error"] = f"{where}: {exc}"
         return out
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
+    except (ValueError, KeyError, TypeError, IndexError, ArithmeticError) as exc:  # never fail the Spark task
         out["parse_error"] = f"{where}: unparseable TDM record ({type(exc).__name__}: {exc})"
         return out
     micros = (epoch + 500) // 1000
