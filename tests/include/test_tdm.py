@@ -196,3 +196,10 @@ def test_radec_far_from_now_is_interpreted_not_raised(epoch):
         out = tdm.interpret(json.dumps(record))
     assert out["parse_error"] is None and out["event_time"].year == int(epoch[:4])
     assert 0.0 <= out["ra_hours"] < 24.0 and -90.0 <= out["dec_deg"] <= 90.0
+
+
+def test_a_range_too_large_for_its_light_time_is_a_parse_error_not_a_crash():
+    record = payloads("e17_radar.kvn")[0]
+    record["lines"] = [[no, k, e, "1e308" if k == "RANGE" else v] for no, k, e, v in record["lines"]]
+    assert tdm.interpret(json.dumps(record))["parse_error"] == (
+        "TDM line 20: unparseable TDM record (OverflowError: cannot convert float infinity to integer)")
