@@ -69,7 +69,7 @@ class Prior:
 class OdConfig:
     max_iterations: int = 12
     edit_sigma: float = 4.0  # outlier threshold on a row's largest normalised residual
-    tol_sigma: float = 0.05  # convergence: correction below this many of its sigmas
+    tol_sigma: float = 0.1  # convergence: correction below this many of its sigmas
     min_observations: int = 6
     node_step_s: float = dynamics.NODE_STEP_S
     noise: ProcessNoise = ProcessNoise()
@@ -258,11 +258,11 @@ def _iterate(blocks, rots, all_times, t0: float, x_prior: np.ndarray, p_prior: n
         x = x + solve.dx
         small = float(solve.dx @ solve.info @ solve.dx) < config.tol_sigma**2
         same = accepted_prev is not None and all(np.array_equal(a, b) for a, b in zip(solve.accepted, accepted_prev))
-        if small and same and free_b:
+        if small and (same or iteration >= 8) and free_b:  # (an edited row flipping in and out: enough)
             return traj, solve, x, iteration, CONVERGED, ""
         if iteration >= 4 and solve.rms > 10.0 * max(rms_prev, 1.0):
             return traj, solve, x, iteration, DIVERGED, f"weighted RMS grew from {rms_prev:.3g} to {solve.rms:.3g}"
-        if small and same:
+        if small and not free_b:
             free_b, same = True, False
         rms_prev, accepted_prev = solve.rms, solve.accepted
     return traj, solve, x, iteration, status, reason or f"no convergence in {config.max_iterations} iterations"
@@ -284,7 +284,7 @@ def _result(traj, solve: _Solve, x: np.ndarray, blocks, rot_end, iteration: int,
     cov = np.linalg.inv(solve.info) * max(1.0, solve.rms**2)
     big = _teme7(rot_end)
     cov = j_end @ cov @ j_end.T
-    cov[:6, :6] += arc_model_covariance(traj.phi[-7:], traj.sens[-7:], traj.t[-7:], x[6], noise)
+    cov[:6, :6] += arc_model_covariance(traj.phi[-7:], traj.sens[-7:], traj.t[-7:], x[6], traj.x[-1, :3], noise)
     cov_end = big @ cov @ big.T
     x_end = big @ state
     used = {b.kind: int(a.sum()) for b, a in zip(blocks, solve.accepted)}
