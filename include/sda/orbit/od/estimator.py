@@ -22,8 +22,9 @@ rejected when its largest ``|residual / sigma|`` exceeds ``max(edit_sigma, 3 x t
 weighted RMS)`` -- the first iteration edits nothing, as a prior kilometres off makes every residual
 large -- and re-admitted when it falls back inside.
 
-**B held first**: the iterations start with ``B`` held at its prior and free it once the state has
-converged, so that a prior kilometres off does not trade along-track position for drag.
+**B held first** (:attr:`OdConfig.hold_b`, off by default): the iterations can start with ``B`` held at
+its prior and free it once the state's correction is small. The bench's sparse arcs that went to a
+wrong minimum were the prior's fault (:mod:`sda.orbit.od.prior`), not B's; holding it cost two iterations.
 
 **Covariance**: the formal one, ``N^-1``, times the weighted RMS^2 when that exceeds 1 (the residuals
 then say the noise or the model is worse than assumed), mapped to the arc's end, plus the model error
@@ -73,6 +74,7 @@ class OdConfig:
     min_observations: int = 6
     node_step_s: float = dynamics.NODE_STEP_S
     noise: ProcessNoise = ProcessNoise()
+    hold_b: bool = False  # B held at its prior until the state's correction is small (sparse arcs)
 
 
 @dataclasses.dataclass
@@ -245,12 +247,13 @@ def fit(obs: pd.DataFrame, prior: Prior, sigmas, config: OdConfig = OdConfig(), 
 
 
 def _iterate(blocks, rots, all_times, t0: float, x_prior: np.ndarray, p_prior: np.ndarray, config: OdConfig):
-    """Gauss-Newton to convergence, in two stages: B held at its prior until the state has converged
-    (a prior kilometres off and B free together can lead a sparse arc into a wrong minimum), then free."""
+    """Gauss-Newton to convergence (with ``config.hold_b``, B held at its prior until the state's
+    correction is small, then free)."""
     held = p_prior.copy()
     held[6, :] = held[:, 6] = 0.0
     held[6, 6] = (1e-6 * max(abs(x_prior[6]), 1e-3)) ** 2
-    x, rms_prev, accepted_prev, status, reason, free_b = x_prior.copy(), math.inf, None, NOT_CONVERGED, "", False
+    x, rms_prev, accepted_prev, status, reason = x_prior.copy(), math.inf, None, NOT_CONVERGED, ""
+    free_b = not config.hold_b
     for iteration in range(1, config.max_iterations + 1):
         traj = dynamics.propagate(t0, x[:6], x[6], all_times, config.node_step_s)
         lin = _linearise(blocks, _head(traj, len(rots)), rots)
