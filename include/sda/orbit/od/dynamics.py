@@ -91,8 +91,9 @@ def _config(variational: bool):
 def params(b: float) -> np.ndarray:
     """brahe's parameter vector [mass, drag area, Cd, SRP area, Cr] for a 1 kg body of ballistic
     coefficient ``b`` = Cd A/m (m^2/kg): the drag coefficient slot carries ``b`` (index 2, the one
-    the sensitivity column :data:`B_INDEX` refers to)."""
-    return np.array([1.0, 1.0, float(b), abs(float(b)) * SRP_AREA_PER_B, SRP_CR])
+    the sensitivity column :data:`B_INDEX` refers to), the SRP area is ``b / 2.3``, sign kept: a model
+    smooth in ``b`` (with ``|b|`` a B fitted near zero flipped sign from one iteration to the next)."""
+    return np.array([1.0, 1.0, float(b), float(b) * SRP_AREA_PER_B, SRP_CR])
 
 
 B_INDEX = 2
@@ -100,7 +101,7 @@ B_INDEX = 2
 
 def _b_sensitivity(sens: np.ndarray, b: float) -> np.ndarray:
     """d state / d B from brahe's [6, 5] parameter sensitivities: through Cd and the SRP area alike."""
-    return sens[:, B_INDEX] + np.sign(b) * SRP_AREA_PER_B * sens[:, 3]
+    return sens[:, B_INDEX] + SRP_AREA_PER_B * sens[:, 3]
 
 
 def epoch(unix_s: float):

@@ -20,7 +20,8 @@ is below :attr:`OdConfig.tol_sigma` of its own standard deviation in every direc
 **Outlier editing** by normalised residual: a measurement row (one observation of one sensor) is
 rejected when its largest ``|residual / sigma|`` exceeds ``max(edit_sigma, 3 x the previous iteration's
 weighted RMS)`` -- the first iteration edits nothing, as a prior kilometres off makes every residual
-large -- and re-admitted when it falls back inside.
+large -- and re-admitted when it falls back inside; after :attr:`OdConfig.edit_iterations` the
+accepted rows stay as they are (a row on the threshold flipping in and out would stall convergence).
 
 **B held first** (:attr:`OdConfig.hold_b`, off by default): the iterations can start with ``B`` held at
 its prior and free it once the state's correction is small. The bench's sparse arcs that went to a
@@ -71,6 +72,7 @@ class OdConfig:
     max_iterations: int = 12
     edit_sigma: float = 4.0  # outlier threshold on a row's largest normalised residual
     tol_sigma: float = 0.1  # convergence: correction below this many of its sigmas
+    edit_iterations: int = 5  # the accepted rows are kept as they are after this many iterations
     min_observations: int = 6
     node_step_s: float = dynamics.NODE_STEP_S
     noise: ProcessNoise = ProcessNoise()
@@ -197,14 +199,16 @@ class _Solve:
     components: int
 
 
-def _step(lin, x: np.ndarray, x_prior: np.ndarray, p_prior: np.ndarray, threshold: float) -> _Solve:
-    """Edit, stack and solve one iteration (module docstring), columns scaled by the prior's sigmas."""
+def _step(lin, x: np.ndarray, x_prior: np.ndarray, p_prior: np.ndarray, threshold: float,
+          frozen: list[np.ndarray] | None = None) -> _Solve:
+    """Edit (unless ``frozen`` gives the accepted rows), stack and solve one iteration (module docstring),
+    columns scaled by the prior's sigmas."""
     scale = np.sqrt(np.diag(p_prior))
     rows, rhs, accepted, sum_sq, count = [], [], [], 0.0, 0
-    for z, h in lin:
+    for k, (z, h) in enumerate(lin):
         finite = np.isfinite(z)
         worst = np.max(np.where(finite, np.abs(z), 0.0), axis=1)
-        ok = finite.any(axis=1) & (worst <= threshold)
+        ok = frozen[k] if frozen is not None else finite.any(axis=1) & (worst <= threshold)
         accepted.append(ok)
         use = finite & ok[:, None]
         rows.append(h[use] * scale)
@@ -257,11 +261,12 @@ def _iterate(blocks, rots, all_times, t0: float, x_prior: np.ndarray, p_prior: n
     for iteration in range(1, config.max_iterations + 1):
         traj = dynamics.propagate(t0, x[:6], x[6], all_times, config.node_step_s)
         lin = _linearise(blocks, _head(traj, len(rots)), rots)
-        solve = _step(lin, x, x_prior, p_prior if free_b else held, max(config.edit_sigma, 3.0 * rms_prev))
+        frozen = accepted_prev if iteration > config.edit_iterations else None
+        solve = _step(lin, x, x_prior, p_prior if free_b else held, max(config.edit_sigma, 3.0 * rms_prev), frozen)
         x = x + solve.dx
         small = float(solve.dx @ solve.info @ solve.dx) < config.tol_sigma**2
         same = accepted_prev is not None and all(np.array_equal(a, b) for a, b in zip(solve.accepted, accepted_prev))
-        if small and (same or iteration >= 8) and free_b:  # (an edited row flipping in and out: enough)
+        if small and same and free_b:
             return traj, solve, x, iteration, CONVERGED, ""
         if iteration >= 4 and solve.rms > 10.0 * max(rms_prev, 1.0):
             return traj, solve, x, iteration, DIVERGED, f"weighted RMS grew from {rms_prev:.3g} to {solve.rms:.3g}"
