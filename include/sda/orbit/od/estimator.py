@@ -133,7 +133,8 @@ class _Block:
 
 
 def _blocks(obs: pd.DataFrame, sigmas, t0: float) -> tuple[list[_Block], np.ndarray]:
-    t_all = obs["event_time"].astype("datetime64[ns]").astype("int64").to_numpy() / 1e9
+    # naive timestamps are UTC (the pipeline's), aware ones are converted
+    t_all = (pd.to_datetime(obs["event_time"], utc=True) - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
     keep = t_all >= t0 - 1e-6
     obs, t_all = obs[keep], t_all[keep]
     blocks, offset = [], 0
@@ -226,7 +227,8 @@ def _step(lin, x: np.ndarray, x_prior: np.ndarray, p_prior: np.ndarray, threshol
 
 def fit(obs: pd.DataFrame, prior: Prior, sigmas, config: OdConfig = OdConfig(), epoch: float | None = None) -> OdResult:
     """One object's orbit from its observations ``obs`` (silver envelope columns; rows before the prior's
-    epoch are ignored) and ``prior``, reported at ``epoch`` (default: the last observation's time).
+    epoch are ignored) and ``prior``, reported at ``epoch`` (default: the last observation's time; at or
+    after the prior's epoch).
     ``sigmas``: ``{sensor_id: {sigma name: value}}`` (:func:`sda.orbit.od.measurements.registry_sigmas`)."""
     blocks, times = _blocks(obs, sigmas, prior.epoch)
     counts = {b.kind: len(b.t) for b in blocks}
