@@ -91,7 +91,6 @@ def _accuracy_rows(result: dict) -> list[Row]:
         ("recall of the true approaches under the screening threshold", ("recall_under_threshold", "recall"),
          "{:.3f}", ""),
         ("true approaches under the screening threshold", ("recall_under_threshold", "true"), "{:,}", ""),
-        ("simulation (s)", ("simulate_s",), "{:.0f} s", ""),
     ]
     return rows
 

@@ -25,7 +25,7 @@ about a millimetre a day as one integration would: a truth stored over the run c
 the end of the screening horizon from what is stored (its last states and the bodies' parameters).
 
 **Start.** A body starts from its element set's state at the run's start, with the velocity scaled so
-that the integrated trajectory keeps the set's mean motion over the next three hours
+that the integrated trajectory keeps the set's mean motion over the next two hours
 (:func:`match_mean_motion`); without that, an osculating state integrated drifts from its own element
 set by some 200 m an hour in LEO, which no real element set does.
 
@@ -94,11 +94,11 @@ def _brahe():
 
 @functools.cache
 def _fit_force():
-    """The cheap model the initial states are matched with (:func:`match_mean_motion`): EGM2008 to degree
-    and order 4, no drag, no Sun or Moon. It holds the short-period motion SGP4 models, which is what
-    sets an osculating state's mean motion."""
+    """The cheap model the initial states are matched with (:func:`match_mean_motion`): Earth's zonal
+    harmonics J2-J6, no drag, no Sun or Moon (no Earth rotation to evaluate). It holds the short-period
+    motion SGP4 models, which is what sets an osculating state's mean motion."""
     bh = _brahe()
-    return bh.ForceModelConfig(gravity=bh.GravityConfiguration.spherical_harmonic(degree=4, order=4))
+    return bh.ForceModelConfig(gravity=bh.GravityConfiguration.earth_zonal(bh.ZonalHarmonicsDegree.J6))
 
 
 @functools.cache
@@ -234,38 +234,45 @@ def integrate(initial_gcrf: np.ndarray, t0: float, steps: int, params: list[Body
 
 
 def match_mean_motion(initial_gcrf: np.ndarray, t0: float, reference_teme_km: np.ndarray, times: np.ndarray,
-                      ) -> np.ndarray:
+                      rel_tol: float = 1e-8, abs_tol: float = 1e-3) -> np.ndarray:
     """``initial_gcrf`` [n, 6] with each velocity scaled so that the body's trajectory follows the reference
     positions ``reference_teme_km`` [n, k, 3] at ``times`` [k] (an element set's SGP4 trajectory) without
-    drifting along-track: the least-squares scale, from two integrations of :func:`_fit_force`'s model.
+    drifting along-track: the least-squares scale, from one integration of :func:`_fit_force`'s model
+    and the scale's effect by Clohessy-Wiltshire (a velocity scaled by 1 + e moves the body by
+    ``a e (2 (1 - cos nt), 4 sin nt - 3 nt, 0)`` on its radial, along-track, cross-track axes).
 
     An element set's osculating state at one instant, integrated, has another mean motion than the set's
     own: its along-track error would grow by some 200 m an hour in LEO from that alone, several times
     a real element set's. Matching the mean motion over the arc leaves the differences of the dynamics."""
     bh = _brahe()
-    eps = 1.0e-6
     states = np.asarray(initial_gcrf, float).reshape(-1, 6)
     ok = np.flatnonzero(np.isfinite(states).all(axis=1) & np.isfinite(reference_teme_km).all(axis=(1, 2)))
     if ok.size == 0:
         return states
-    scaled = states[ok].copy()
-    scaled[:, 3:] *= 1.0 + eps
     epoch = _epochs(t0)[0]
-    config = bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78).with_rel_tol(1e-9).with_abs_tol(1e-5)
-    props = [bh.NumericalOrbitPropagator(epoch, s, config, _fit_force(), None) for s in np.vstack([states[ok], scaled])]
+    config = (bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78)
+              .with_rel_tol(rel_tol).with_abs_tol(abs_tol))
+    props = [bh.NumericalOrbitPropagator(epoch, st, config, _fit_force(), None) for st in states[ok]]
     for p in props:
         p.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
-    positions = []
+    track = []
     for t in times:
         bh.par_propagate_to(props, _epochs(t)[0])
-        positions.append(np.array([p.current_state()[:3] for p in props]))
-    pos = np.stack(positions, axis=1) / 1000.0  # [2m, k, 3] GCRF km
-    nominal, perturbed = pos[: ok.size], pos[ok.size:]
+        track.append(np.array([p.current_state() for p in props]))
+    nominal = np.stack(track, axis=1) / 1000.0  # [m, k, 6] GCRF km, km/s
     rot = np.asarray(_brahe().rotation_gcrf_to_itrf(_epochs(times))).reshape(-1, 3, 3)
     ref_itrf, _ = frames.teme_to_ecef(reference_teme_km[ok], np.zeros_like(reference_teme_km[ok]), times[None, :])
     ref = np.einsum("kji,nkj->nki", rot, ref_itrf)  # ITRF -> GCRF: rot^T
-    jac = (perturbed - nominal) / eps
-    scale = np.sum(jac * (ref - nominal), axis=(1, 2)) / np.maximum(np.sum(jac * jac, axis=(1, 2)), 1e-30)
+    r0, v0 = states[ok, :3] / 1000.0, states[ok, 3:] / 1000.0
+    a = 1.0 / (2.0 / np.linalg.norm(r0, axis=1) - np.sum(v0 * v0, axis=1) / frames.MU_KM3_S2)
+    nt = np.sqrt(frames.MU_KM3_S2 / a**3)[:, None] * (np.asarray(times, float) - t0)[None, :]
+    shift = a[:, None, None] * np.stack([2.0 * (1.0 - np.cos(nt)), 4.0 * np.sin(nt) - 3.0 * nt, 0.0 * nt], axis=-1)
+    r, v = nominal[..., :3], nominal[..., 3:]
+    radial = r / np.linalg.norm(r, axis=-1, keepdims=True)
+    cross = np.cross(r, v)
+    cross /= np.linalg.norm(cross, axis=-1, keepdims=True)
+    jac = shift[..., :1] * radial + shift[..., 1:2] * np.cross(cross, radial)
+    scale = np.sum(jac * (ref - r), axis=(1, 2)) / np.maximum(np.sum(jac * jac, axis=(1, 2)), 1e-30)
     out = states.copy()
     out[ok, 3:] *= (1.0 + scale)[:, None]
     return out

@@ -162,7 +162,7 @@ class Sgp4Truth:
         return frames.propagate(self._sats, unix_s)
 
 
-MATCH_STEP_S, MATCH_SAMPLES = 600.0, 18  # the arc a body's start is matched to its element set over: 3 h
+MATCH_STEP_S, MATCH_SAMPLES = 600.0, 12  # the arc a body's start is matched to its element set over: 2 h
 
 
 def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
