@@ -9,8 +9,9 @@
    the estimator's model is another (sda.orbit.od.dynamics).
 2. Each object's observations are those that reach correlation (sda.sim.scoring.landed_observations),
    associated by the truth's labels (correlation is another stage's business). LEO objects observed in
-   at least two passes (observations more than 20 minutes apart start a new pass) are fitted, at most
-   ``--fits`` of them (chosen at random with ``--seed``), and up to ``--others`` MEO/GEO/HEO objects.
+   at least two passes (observations more than 20 minutes apart start a new pass; an ISL track longer
+   than a revolution, 90 minutes, counts as two) are fitted, at most ``--fits`` of them (chosen at
+   random with ``--seed``), and up to ``--others`` MEO/GEO/HEO objects.
 3. Each fit (sda.orbit.od.estimator.fit, prior: the element set at the first observation with the
    catalogue's modelled covariance) is reported at the run's end and predicted 24 h further
    (sda.orbit.od.predict). Scored against the truth, per regime: position error of the fused orbit and
@@ -37,6 +38,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
 CHI2_3_95 = 7.815
 PASS_GAP_S = 1200.0
+REVOLUTION_S = 5400.0
 LEADS_H = (0.0, 24.0)
 
 
@@ -90,7 +92,8 @@ def choose(obs, ids, sats, args) -> list[tuple[int, str]]:
         if int(norad) not in by_id:
             continue
         regime = orbit_regime(*perigee_apogee_km(by_id[int(norad)]))
-        if regime == "LEO" and passes(t[rows]) >= 2:
+        span = float(np.ptp(t[rows])) if len(rows) else 0.0
+        if regime == "LEO" and (passes(t[rows]) >= 2 or span >= REVOLUTION_S):
             leo.append((int(norad), regime))
         elif regime != "LEO" and len(rows) >= 6:
             other.append((int(norad), regime))
