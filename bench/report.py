@@ -95,6 +95,31 @@ def _accuracy_rows(result: dict) -> list[Row]:
     return rows
 
 
+def _od_rows(result: dict) -> list[Row]:
+    """Per regime: fits that converged, fit time, and the fused orbit against the catalogue's at the arc's
+    end and 24 h later, with the fused covariance's realism."""
+    rows: list[Row] = []
+    for regime in sorted(result.get("regimes") or {}):
+        base = ("regimes", regime)
+        rows += [(f"{regime}: objects fitted", base + ("objects",), "{:,}", ""),
+                 (f"{regime}: converged", base + ("status", "converged"), "{:,}", ""),
+                 (f"{regime}: weighted residual RMS, median", base + ("rms_median",), "{:.3f}", "~1"),
+                 (f"{regime}: fit time per object, median", base + ("fit_s", "median"), "{:.2f} s", "")]
+        for lead in ("+0h", "+24h"):
+            where = f"{regime}, arc end {lead[1:]}" if lead != "+0h" else f"{regime}, arc end"
+            goal = "<= 0.10" if lead == "+0h" else "<= 0.33"
+            rows += [
+                (f"catalogue error, median ({where})", base + (lead, "catalogue_m", "median"), "{:,.0f} m", ""),
+                (f"fused error, median ({where})", base + (lead, "fused_m", "median"), "{:,.0f} m", ""),
+                (f"fused error, p90 ({where})", base + (lead, "fused_m", "p90"), "{:,.0f} m", ""),
+                (f"fused / catalogue, medians ({where})", base + (lead, "ratio_of_medians"), "{:.3f}",
+                 goal if regime == "LEO" else ""),
+                (f"share inside the 95 % ellipsoid ({where})", base + (lead, "d2", "inside_95"), "{:.3f}",
+                 "0.90-0.99" if regime == "LEO" else ""),
+            ]
+    return rows
+
+
 SPECS: dict[str, dict[str, Any]] = {
     "screening": {
         "command": "bench/screening.py",
@@ -153,6 +178,7 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "accuracy": {"command": "bench/accuracy.py", "rows": _accuracy_rows},
+    "od": {"command": "bench/od.py --seed 4 --fits 60 --others 12", "rows": _od_rows},
 }
 
 
