@@ -61,7 +61,7 @@ def log(msg: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     from sda.sim.common import parse_time
-    from sda.sim.simulate import positive_int
+    from sda.sim.simulate import number_in, positive_int
     from sda.sim.tle_error import parse_age
 
     def age(text: str):
@@ -70,18 +70,9 @@ def parser() -> argparse.ArgumentParser:
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    def hours(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not 0.25 <= value <= 48.0:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected 0.25..48 hours")
-        return value
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--objects", type=positive_int, default=1000, help="generated catalogue size (default 1000)")
-    p.add_argument("--hours", type=hours, default=6.0, help="simulated hours (default 6)")
+    p.add_argument("--hours", type=number_in(0.25, 48.0, "hours"), default=6.0, help="simulated hours (default 6)")
     p.add_argument("--ages", type=age, default=(0.5, 3.0), help="element-set ages, days, LO:HI (default 0.5:3)")
     p.add_argument("--start", type=parse_time, default=parse_time("2026-11-21T00:00:00Z"))
     p.add_argument("--seed", type=int, default=1)

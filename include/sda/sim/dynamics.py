@@ -44,6 +44,7 @@ import math
 import numpy as np
 
 from sda.orbit import frames
+from sda.orbit.brahe_setup import brahe as _brahe
 from sda.sim.ephemeris import LAGRANGE_POINTS, Ephemeris
 
 STEP_S = 120.0
@@ -81,15 +82,6 @@ def draw_params(norad_ids, names, seed: int) -> list[BodyParams]:
         out.append(BodyParams(cd=round(float(rng.uniform(2.0, 2.6)), 4), cr=round(float(rng.uniform(1.0, 1.8)), 4),
                               area_to_mass=round(am, 6)))
     return out
-
-
-@functools.cache
-def _brahe():
-    import brahe as bh
-
-    bh.initialize_eop()  # the wheel's own files: no download
-    bh.initialize_sw()
-    return bh
 
 
 @functools.cache

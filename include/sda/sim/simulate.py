@@ -248,24 +248,22 @@ def _hidden(objs: Objects, catalog_file: Path) -> list[int]:
 
 # --- command line ----------------------------------------------------------------------------------------------
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 0.5:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction in [0, 0.5]")
-    return value
+def number_in(low: float, high: float, what: str):
+    """An argparse type: a number in [``low``, ``high``], refused as not being ``what`` (also used by
+    bench/accuracy.py)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {what} in [{low:g}, {high:g}]")
+        return value
+    return parse
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a share in [0, 1]")
-    return value
+_rate = number_in(0.0, 0.5, "a fraction")
+_share = number_in(0.0, 1.0, "a share")
 
 
 def positive_int(text: str) -> int:

@@ -39,6 +39,7 @@ import functools
 import numpy as np
 
 from sda.orbit import frames
+from sda.orbit.brahe_setup import brahe as _brahe
 
 GRAVITY_DEGREE = 16
 DRAG_PERIGEE_KM = 2000.0  # no drag term above this perigee (as the truth)
@@ -52,15 +53,6 @@ RE_M = frames.R_EARTH_KM * 1e3
 MODEL = (f"brahe numerical: JGM-3 {GRAVITY_DEGREE}x{GRAVITY_DEGREE}, Harris-Priester drag with an estimated "
          f"ballistic coefficient, SRP (Cr {SRP_CR}, cylindrical shadow), Sun and Moon (analytic); "
          f"RKF78, rel {REL_TOL:g}")
-
-
-@functools.cache
-def _brahe():
-    import brahe as bh
-
-    bh.initialize_eop()  # the wheel's own files: no download
-    bh.initialize_sw()
-    return bh
 
 
 @functools.cache
