@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import chain, cluster_probe
+from tests import chain, cluster_probe, injected_pair
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -27,6 +27,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 STAGES = ("catalog", "ingest", "normalize", "conjunction")
 RUN_ID = "manual__2026-11-21T12:00:00+00:00"
+TCA_UNIX = 1795258800.0  # 2026-11-21T11:00:00Z, the simulated encounter's TCA
 COMPARED = ("catalog", "observations", "quarantine", "conjunctions", "alerts", "alert_events")
 
 
@@ -199,7 +200,7 @@ def test_executors_import_the_shipped_package(cluster_run):
     assert all(f"{Path(shipped).name}/sda/__init__.py" in f for f in files), files
 
 
-def test_cluster_tables_equal_local(spark, cluster_run, local_run):
+def test_cluster_tables_equal_local(spark, cluster_run, local_run, landed):
     local = chain.snapshot(spark, local_run["settings"], COMPARED)
     cluster = chain.snapshot(spark, cluster_run["settings"], COMPARED)
     assert local["catalog"] and local["observations"] and local["conjunctions"], \
@@ -213,4 +214,5 @@ def test_cluster_tables_equal_local(spark, cluster_run, local_run):
     injected = TABLES["conjunctions"].read(spark, cluster_run["settings"]).where(
         (F.col("primary_id") == 99901) & (F.col("secondary_id") == 99902)
         & (F.abs(F.unix_seconds("tca") - F.unix_seconds(F.lit("2026-11-21 11:00:00").cast("timestamp"))) <= 2))
-    assert [round(r["miss_m"]) for r in injected.collect()] == [150]
+    expected = injected_pair.catalogue_miss_m(landed["catalog_file"], TCA_UNIX)
+    assert [round(r["miss_m"]) for r in injected.collect()] == [round(expected)]

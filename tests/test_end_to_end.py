@@ -40,6 +40,7 @@ from urllib.parse import quote, unquote
 
 import pytest
 
+from tests import injected_pair
 from tests.airflow_server import Airflow, Postgres, find_postgres
 from tests.browser import Browser, find_chromium
 from tests.chain import COMPARED, differences, snapshot
@@ -234,14 +235,8 @@ def summary(data) -> dict:
 
 
 def catalogue_miss_m(data) -> float:
-    """The injected pair's closest approach as the catalogue's element sets predict it (SGP4 directly, not
-    the pipeline's screening). The truth's miss is the designed 150 m; the catalogue, fitted to the true
-    orbits at the simulation's start, sees it through SGP4's own error by the TCA."""
-    from sda.orbit.catalog import latest_by_object, load_catalog
-    from sda.sim.conjunction import closest_approach
-
-    entries = {e.norad_id: e.satrec for e in latest_by_object(load_catalog(Path(data["env"]["SDA_CATALOG_FILE"]))[0])}
-    return closest_approach(entries[99901], entries[99902], TCA.timestamp())[1]
+    """The injected pair's miss as the catalogue predicts it (tests.injected_pair)."""
+    return injected_pair.catalogue_miss_m(Path(data["env"]["SDA_CATALOG_FILE"]), TCA.timestamp())
 
 
 def test_tables_hold_the_landed_data(tables, truth, data):

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import injected_pair
+
 pytestmark = [pytest.mark.slow, pytest.mark.compose]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -318,8 +320,9 @@ def test_the_stages_ran_on_the_compose_spark_services(pipeline_run):
 
 
 def test_the_injected_conjunctions_cdm_is_in_the_outbox(pipeline_run, stack):
-    """The designed encounter (99901/99902, 150 m at the TCA given to the simulator) as a CCSDS CDM; the
-    pair also meets on later orbits, farther apart, and those CDMs are there too."""
+    """The designed encounter (99901/99902, truly 150 m at the TCA given to the simulator) as a CCSDS CDM,
+    with the miss the catalogue predicts; the pair also meets on later orbits, farther apart, and those
+    CDMs are there too."""
     summary = _exec(stack, "airflow-scheduler", "bash", "-c",
                     "for f in $(grep -l 'OBJECT_DESIGNATOR *= *9990[12]' /opt/sda/var/outbox/*.cdm); do "
                     "grep -h '^TCA\\|^MISS_DISTANCE\\|^OBJECT_DESIGNATOR' \"$f\" | tr -s ' ' | tr '\\n' ' '; "
@@ -334,7 +337,11 @@ def test_the_injected_conjunctions_cdm_is_in_the_outbox(pipeline_run, stack):
     assert cdms, "no CDM of the injected pair 99901/99902 in the outbox"
     designed = [c for c in cdms if c["ids"] == PAIR and abs((c["tca"] - pipeline_run["tca"]).total_seconds()) <= 2]
     assert len(designed) == 1, f"CDMs of the pair: {cdms}"
-    assert abs(designed[0]["miss_m"] - 150.0) < 5.0, f"MISS_DISTANCE {designed[0]['miss_m']} m, designed 150 m"
+    # the truth's miss is the designed 150 m; the CDM carries the catalogue's prediction of it
+    catalogue = _exec(stack, "airflow-scheduler", "cat", "/opt/sda/var/catalog/catalog.tle")
+    expected = injected_pair.catalogue_miss_m(catalogue, pipeline_run["tca"].timestamp())
+    assert abs(designed[0]["miss_m"] - expected) < 5.0, \
+        f"MISS_DISTANCE {designed[0]['miss_m']} m, the catalogue's element sets {expected:.1f} m"
 
 
 def test_down_leaves_no_container_network_or_volume(stack, pipeline_run):
