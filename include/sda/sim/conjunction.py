@@ -103,36 +103,22 @@ def design_conjunction(tca: dt.datetime, miss_m: float, seed: int) -> dict:
     # Rodrigues rotation of v1 about the radial unit vector
     v2_target = v1 * math.cos(angle) + np.cross(up, v1) * math.sin(angle) + up * (up @ v1) * (1 - math.cos(angle))
     r2_target = r1 + up * miss_m / 1000.0
-    r_in, v_in = r2_target.copy(), v2_target.copy()
-    best = None
-    for _ in range(40):
-        el = rv_to_elements(r_in, v_in)
-        sec = catgen.make_satrec(SECONDARY_ID, epoch_jd, bstar=5.0e-5, intldesg="99001B", **el)
-        sec, s1, s2 = _roundtrip(sec)
-        r2, v2 = _sgp4_at(sec, tca_unix)
-        dr, dv = r2 - r2_target, v2 - v2_target
-        err = float(np.linalg.norm(dr))
-        if best is None or err < best[0]:
-            best = (err, sec, s1, s2)
-        if err < 1.0e-3:
-            break
-        r_in, v_in = r_in - dr, v_in - dv
-    err, sec, s1, s2 = best
+    sec, s1, s2, err_m = fit_element_set(SECONDARY_ID, tca_unix, r2_target, v2_target, "99001B", tol_km=1.0e-3)
     t_ca, achieved = closest_approach(prim, sec, tca_unix)
     rel_speed = float(np.linalg.norm(_sgp4_at(prim, t_ca)[1] - _sgp4_at(sec, t_ca)[1]) * 1000.0)
     return {
         "primary": PRIMARY_ID, "secondary": SECONDARY_ID, "tca": iso_utc(tca), "designed_miss_m": miss_m,
-        "state_error_m": round(err * 1000.0, 3), "achieved_tca": iso_ms(int(round(t_ca * 1000))),
+        "state_error_m": round(err_m, 3), "achieved_tca": iso_ms(int(round(t_ca * 1000))),
         "achieved_miss_m": round(achieved, 3), "rel_speed_ms": round(rel_speed, 1),
         "tle": [("CONJ-PRIMARY", p1, p2), ("CONJ-SECONDARY", s1, s2)],
         "satrecs": (prim, sec),
     }
 
 
-def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str,
-                    bstar: float = 5.0e-5) -> tuple[Satrec, str, str, float]:
+def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str, bstar: float = 5.0e-5,
+                    tol_km: float = 1.0e-6) -> tuple[Satrec, str, str, float]:
     """An element set with epoch ``epoch_unix`` whose SGP4 state at its epoch is (``r_km``, ``v_kms``) in
-    TEME: osculating elements, the input corrected by SGP4's own error until it is below 1 mm (through
+    TEME: osculating elements, the input corrected by SGP4's own error until it is below ``tol_km`` (through
     the exported TLE, so what the catalogue holds is what was fitted). Returns (Satrec, line 1, line 2,
     the remaining position error in m)."""
     epoch_jd = frames.UNIX_EPOCH_JD + epoch_unix / 86400.0
@@ -147,7 +133,7 @@ def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str,
         err = float(np.linalg.norm(dr))
         if best is None or err < best[0]:
             best = (err, sat, line1, line2)
-        if err < 1.0e-6:
+        if err < tol_km:
             break
         r_in, v_in = r_in - dr, v_in - dv
     err, sat, line1, line2 = best

@@ -103,11 +103,13 @@ class Ephemeris:
                             burn_rows=rows, burn_times=times, burn_before=before, burn_after=after, **extra)
 
     @classmethod
-    def load(cls, path: Path) -> "Ephemeris":
+    def load(cls, path: Path, *extra: str) -> "Ephemeris | tuple":
+        """The ephemeris :meth:`save` wrote to ``path``; with ``extra`` names, also those arrays (one read)."""
         with np.load(path) as data:
             burns = [(int(r), float(t), b, a) for r, t, b, a in
                      zip(data["burn_rows"], data["burn_times"], data["burn_before"], data["burn_after"])]
-            return cls(data["norad"], float(data["t0"]), float(data["step"]), data["states"], burns)
+            eph = cls(data["norad"], float(data["t0"]), float(data["step"]), data["states"], burns)
+            return (eph, *(data[name] for name in extra)) if extra else eph
 
 
 def _burn_arrays(burns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

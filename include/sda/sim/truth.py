@@ -7,8 +7,6 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from sda.sim import dynamics
 from sda.sim.common import DISORDERS, RATE_NAMES, iso_ms, iso_utc
 
@@ -139,9 +137,7 @@ def load_ephemeris(summary_file: Path, until_unix: float | None = None) -> dynam
     summary_file = Path(summary_file)
     info = json.loads(summary_file.read_text())["truth"]
     root = summary_file.parent.parent
-    eph = dynamics.Ephemeris.load(root / info["ephemeris_file"])
-    with np.load(root / info["ephemeris_file"]) as data:
-        last = data["last_gcrf"]
+    eph, last = dynamics.Ephemeris.load(root / info["ephemeris_file"], "last_gcrf")
     if until_unix is None or until_unix <= eph.t_end - (dynamics.LAGRANGE_POINTS // 2) * eph.step:
         return eph
     rows = json.loads((root / info["bodies_file"]).read_text())
