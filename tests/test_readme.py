@@ -46,6 +46,8 @@ SETTING_DOCS = {
                        "whatever the backlog)",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "screening_horizon_h": "how far ahead conjunctions are screened",
+    "fusion_arc_h": "event-time arc of one orbit-determination fit (an object's fused orbit per arc window)",
+    "fusion_renew_m": "a fused object's screening element set is renewed when it strays this far from the new fit",
     "screening_step_s": "propagation step of the screening",
     "correlation_prediction_sigma_m": "unset: the correlation gate takes each candidate's predicted covariance "
                                       "from the uncertainty model (orbit regime, element-set age); "

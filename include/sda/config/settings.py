@@ -200,6 +200,10 @@ class Settings:
     correlation_gate_km: float = 50.0
     # None: each candidate's covariance from sda.orbit.uncertainty; a number: that fixed isotropic 1-sigma instead
     correlation_prediction_sigma_m: float | None = None
+    # orbit determination (jobs/fuse.py, sda.orbit.od.arcs): the event-time arc of one fit, and by how much
+    # a fused orbit's screening element set must stray from its new prediction before it is renewed
+    fusion_arc_h: float = 6.0
+    fusion_renew_m: float = 500.0
     # conjunction screening
     screening_horizon_h: float = 24.0
     screening_step_s: float = 30.0  # grid step: 30 s is the cheapest for a LEO-crowded catalogue (bench/screening.py)
@@ -270,6 +274,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "ingest_batch_mb": _positive_float,
     "correlation_gate_km": _positive_float,
     "screening_horizon_h": _positive_float,
+    "fusion_arc_h": _positive_float,
+    "fusion_renew_m": _positive_float,
     "screening_step_s": _positive_float,
     "screening_threshold_km": _positive_float,
     "alert_distance_km": _positive_float,

@@ -12,6 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sda.lake import schemas
+from sda.lake.schemas_fusion import FUSED_ORBITS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -104,6 +105,10 @@ _SPECS = [
     TableSpec("object_state", "gold", schemas.OBJECT_STATE, "per object and event-time window state",
               partition_by=("final",), key=("norad_id", "window_start"), prune=("window_start",),
               stats=("norad_id", "window_start", "window_end", "last_observed")),
+    TableSpec("fused_orbits", "gold", FUSED_ORBITS,
+              "per object and event-time arc window, the orbit fitted to its correlated observations (jobs/fuse.py)",
+              key=("norad_id", "window_start"), prune=("window_start",),
+              stats=("norad_id", "window_start", "epoch", "status")),
     TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
               partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",),
               stats=("sensor_id", "norad_id", "pass_start", "pass_end")),

@@ -106,10 +106,21 @@ STAGES: tuple[Stage, ...] = (
               "watermark passes; passes: session windows keyed by (sensor_id, norad_id)",
     ),
     Stage(
+        name="fuse",
+        summary="fit each observed object's orbit to its radar, optical and ISL observations (orbit determination)",
+        upstream=("correlate",),
+        inputs=("correlated", "catalog", "fused_orbits"),
+        outputs=("fused_orbits",),
+        operators=("window", "fold", "map"),
+        key=("norad_id",),
+        state="fused_orbits: a fold keyed by (norad_id, event-time arc window), each window's fit the prior of "
+              "the next; a change refits its window and the object's later ones",
+    ),
+    Stage(
         name="conjunction",
         summary="screen catalogued objects for close approaches over the horizon and raise alerts",
-        upstream=("correlate",),
-        inputs=("catalog", "object_state", "alerts", "screening_state", "screening_events"),
+        upstream=("fuse",),
+        inputs=("catalog", "fused_orbits", "object_state", "alerts", "screening_state", "screening_events"),
         outputs=("conjunctions", "alerts", "alert_events", "propagation_errors", "screening_state",
                  "screening_events", OUTBOX),
         operators=("flatMap", "join", "fold", "map", "filter"),

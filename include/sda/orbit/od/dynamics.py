@@ -151,9 +151,11 @@ class PropagationError(RuntimeError):
     """The integrator could not carry the orbit to a requested time (re-entry, divergence)."""
 
 
-def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STEP_S) -> Trajectory:
+def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STEP_S,
+              variational: bool = True) -> Trajectory:
     """The orbit from GCRF state ``x0`` (m, m/s) at unix time ``t0`` with ballistic coefficient ``b``,
-    at ``times`` (any order, all >= t0), with its transition matrix and sensitivity (module docstring)."""
+    at ``times`` (any order, all >= t0), with its transition matrix and sensitivity (module docstring);
+    ``variational=False``: the states alone (``phi`` the identity, ``sens`` zero), several times cheaper."""
     bh = _brahe()
     times = np.asarray(times, float)
     if np.any(times < t0 - 1e-6):
@@ -162,7 +164,8 @@ def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STE
     lo = np.floor(u).astype(np.int64)
     nodes = np.unique(np.concatenate([lo, lo + 1]))
     drag = perigee_km(x0) < DRAG_PERIGEE_KM
-    prop = bh.NumericalOrbitPropagator(epoch(t0), np.asarray(x0, float), _config(True), _force(drag), params(b))
+    prop = bh.NumericalOrbitPropagator(epoch(t0), np.asarray(x0, float), _config(variational), _force(drag),
+                                       params(b))
     prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
     start = epoch(t0)
     xs, phis, sens = np.empty((len(nodes), 6)), np.empty((len(nodes), 6, 6)), np.empty((len(nodes), 6))
@@ -172,7 +175,8 @@ def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STE
                 prop.propagate_to(start + float(k * step))
             except Exception as exc:  # brahe raises its own error types
                 raise PropagationError(f"propagation to t0 + {k * step:.0f} s failed: {exc}") from exc
-            xs[i], phis[i], sens[i] = prop.current_state(), prop.stm(), _b_sensitivity(prop.sensitivity(), b)
+            xs[i] = prop.current_state()
+            phis[i], sens[i] = (prop.stm(), _b_sensitivity(prop.sensitivity(), b)) if variational else (np.eye(6), 0.0)
         else:
             xs[i], phis[i], sens[i] = x0, np.eye(6), 0.0
     if not np.isfinite(xs).all() or np.min(np.linalg.norm(xs[:, :3], axis=1)) < RE_M + 80e3:

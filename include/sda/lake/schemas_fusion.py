@@ -1,0 +1,60 @@
+"""Schemas of the fusion stage's gold table (``fused_orbits``, jobs/fuse.py, sda.orbit.od.arcs)."""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+_KINDS = ("radar", "optical", "isl")
+
+# One object's fused orbit per event-time arc window (settings.fusion_arc_h): the state at ``epoch``
+# (TEME, km and km/s, as the pipeline's states), its 7x7 covariance with the ballistic coefficient
+# (TEME, m, m/s, m^2/kg; row-major), what was fitted and how the fit ended, and the SGP4 element set
+# the screening propagates for it (null when the fit did not converge: the catalogue's is used).
+FUSED_ORBITS = T.StructType(
+    [
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("window_start", T.TimestampType(), False),
+        T.StructField("window_end", T.TimestampType(), False),
+        T.StructField("epoch", T.TimestampType(), False),  # the arc's last observation: where the state is
+        T.StructField("epoch_unix", T.DoubleType(), False),
+        T.StructField("fit_start", T.TimestampType(), False),  # the arc's first observation
+        T.StructField("fit_start_unix", T.DoubleType(), False),
+    ]
+    + [T.StructField(c, T.DoubleType()) for c in ("x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms", "b_m2_kg")]
+    + [
+        T.StructField("covariance", T.ArrayType(T.DoubleType(), False)),
+        # 1-sigma position uncertainty in the state's RTN frame at the epoch (m): what the run report shows
+        T.StructField("sigma_r_m", T.DoubleType()),
+        T.StructField("sigma_t_m", T.DoubleType()),
+        T.StructField("sigma_n_m", T.DoubleType()),
+    ]
+    + [T.StructField(f"n_{k}", T.LongType(), False) for k in _KINDS]  # observations in the arc, per kind
+    + [T.StructField(f"used_{k}", T.LongType(), False) for k in _KINDS]  # of those, kept by outlier editing
+    + [
+        T.StructField("observations", T.LongType(), False),
+        T.StructField("outliers", T.LongType(), False),
+        T.StructField("rms", T.DoubleType()),  # weighted residual RMS (near 1 when the noise model holds)
+        T.StructField("iterations", T.LongType(), False),
+        T.StructField("status", T.StringType(), False),  # converged | not_converged | diverged | failed | too_few
+        T.StructField("reason", T.StringType()),
+        T.StructField("source", T.StringType(), False),  # fused | catalogue (the fit is not used)
+        T.StructField("prior_source", T.StringType(), False),  # fused (the previous arc's) | catalogue
+        T.StructField("regime", T.StringType()),  # LEO | MEO | GEO | HEO (sda.orbit.uncertainty.orbit_regime)
+        T.StructField("obs_digest", T.StringType(), False),  # sha256 of the sorted obs_ids fitted
+        T.StructField("fused_id", T.StringType(), False),  # names this fit: (norad_id, window, obs_digest)
+        T.StructField("model", T.StringType(), False),  # the estimator's force model
+        T.StructField("line1", T.StringType()),  # the screening element set (sda.orbit.od.elements)
+        T.StructField("line2", T.StringType()),
+        T.StructField("screen_epoch", T.TimestampType()),  # epoch of the fit that set line1/line2 (renewal)
+        T.StructField("screen_epoch_unix", T.DoubleType()),
+        T.StructField("lines_rms_m", T.DoubleType()),  # the element set against the fused prediction
+        T.StructField("lines_max_m", T.DoubleType()),
+        T.StructField("renewed", T.BooleanType(), False),  # this fit renewed the screening element set
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)
+
+#: what :func:`sda.orbit.od.arcs.fuse_object` returns per row (the timestamps are derived from the *_unix)
+UDF_FIELDS = [f for f in FUSED_ORBITS.fields if f.name not in ("window_start", "window_end", "epoch", "fit_start",
+                                                                "screen_epoch", "run_id")] + [
+    T.StructField("window_start_unix", T.DoubleType(), False), T.StructField("window_end_unix", T.DoubleType(), False)]

@@ -1,0 +1,198 @@
+"""Stage ``fuse``: gold ``correlated`` -> gold ``fused_orbits`` (orbit determination, keyed by object).
+
+    python jobs/fuse.py --start ISO --end ISO --run-id ID [--replay]
+
+For each object with new (or withdrawn) correlated observations, the orbit is fitted to its radar,
+optical and ISL observations together, weighted by each sensor's noise from the sensor registry, with
+outlier editing, over event-time arc windows of ``settings.fusion_arc_h``; each window's prior is the
+object's previous converged fused orbit, or the catalogue's element set (:mod:`sda.orbit.od.arcs` says
+how, and why the result does not depend on the run split). The edge into the fit is keyed by
+``norad_id`` (a hash shuffle; ``applyInPandas``, one group per object): an object's windows are fitted in
+order in one place, and objects spread over the tasks.
+
+**What a run refits.** The windows its changes fall in and every later window of the same objects (a
+window's prior is the window before it): the objects' correlated observations from the earliest touched
+window on are read back from gold (partition pruning by ``event_date``). The rows are upserted on
+(norad_id, window_start); a window left without observations (dedup withdrew them) is deleted. A
+replay refits the windows its range touches, and the later ones, the same way. A retried run finds the
+same changes (its progress is committed last) and writes the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sda.lake import schemas_fusion
+from sda.lake.tables import TABLES
+from sda.orbit.sensors import load_sensors
+from sda.pipeline import changefeed, faults, runtime, sinks
+from sda.pipeline.arguments import stage_parser, with_defaults
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sda.config.settings import Settings
+
+STAGE = "fuse"
+SOURCE = "correlated"
+FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "range_m", "az_rad", "el_rad",
+               "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
+               "site_lat_deg", "site_lon_deg", "site_alt_m")
+UDF_SCHEMA = T.StructType(schemas_fusion.UDF_FIELDS)
+PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms",
+                 "b_m2_kg", "covariance", "rms", "iterations", "status", "line1", "line2", "screen_epoch_unix")
+
+
+def arc_settings(settings: "Settings"):
+    from sda.orbit.od.arcs import ArcSettings
+
+    return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
+                       lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
+                       renew_m=settings.fusion_renew_m)
+
+
+def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
+    """(norad_id, window index) of every changed or withdrawn correlated observation."""
+    k = F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
+    both = changes.select("norad_id", k).unionByName(retracted.select("norad_id", k)).distinct()
+    return [(int(r["norad_id"]), int(r["k"])) for r in both.collect()]
+
+
+def element_sets(spark: "SparkSession", settings: "Settings", ids: list[int]) -> dict[int, list[tuple]]:
+    """Every element set of the objects, per object sorted by epoch: (epoch unix, line1, line2)."""
+    rows = (TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(ids))
+            .select("norad_id", F.unix_micros("epoch").alias("us"), "line1", "line2").collect())
+    out: dict[int, list[tuple]] = {}
+    for r in rows:
+        out.setdefault(int(r["norad_id"]), []).append((r["us"] / 1e6, r["line1"], r["line2"]))
+    return {n: sorted(v) for n, v in out.items()}
+
+
+def priors(spark: "SparkSession", settings: "Settings", first: dict[int, int], arc_s: float) -> dict[int, dict]:
+    """Per object, its newest converged fused orbit of a window before the first one refitted."""
+    from sda.lake.tables import table_exists
+
+    if not first or not table_exists("fused_orbits", settings):
+        return {}
+    lo = dt.datetime.fromtimestamp((min(first.values()) - 8) * arc_s, dt.timezone.utc)
+    keys = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc_s, dt.timezone.utc))
+                                  for n, k in first.items()], "norad_id long, first_start timestamp")
+    rows = (TABLES["fused_orbits"].read(spark, settings)
+            .where((F.col("window_start") >= F.lit(lo)) & (F.col("status") == "converged") & F.col("line1").isNotNull())
+            .join(F.broadcast(keys), on="norad_id").where(F.col("window_start") < F.col("first_start"))
+            .groupBy("norad_id").agg(F.max_by(F.struct(*PRIOR_COLUMNS[1:]), "window_start").alias("p"))
+            .select("norad_id", "p.*").collect())
+    return {int(r["norad_id"]): r.asDict() for r in rows}
+
+
+def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict[int, list[tuple]],
+                sigmas: dict, arc) -> "DataFrame":
+    """Keyed by object: each object's windows fitted in order (:func:`sda.orbit.od.arcs.fuse_object`)."""
+    names = UDF_SCHEMA.fieldNames()
+
+    def fuse(pdf: pd.DataFrame) -> pd.DataFrame:
+        from sda.orbit.od.arcs import fuse_object, unix_seconds
+
+        norad = int(pdf["norad_id"].iloc[0])
+        t_first = float(unix_seconds(pdf["event_time"]).min())
+        history = sets.get(norad, [])
+        usable = [s for s in history if s[0] <= t_first] or history[:1]
+        line1, line2 = (usable[-1][1], usable[-1][2]) if usable else (None, None)
+        rows = fuse_object(norad, pdf, previous.get(norad), line1, line2, sigmas, arc)
+        return pd.DataFrame([[r[n] for n in names] for r in rows], columns=names)
+
+    return observations.groupBy("norad_id").applyInPandas(fuse, schema=UDF_SCHEMA)
+
+
+def with_times(fitted: "DataFrame", run_id: str) -> "DataFrame":
+    def ts(c):
+        return F.timestamp_micros(F.round(F.col(c) * 1e6).cast("long"))
+
+    return fitted.select(
+        *[ts(f"{c}_unix").alias(c) if c in ("window_start", "window_end", "epoch", "fit_start", "screen_epoch")
+          else F.lit(run_id).alias(c) if c == "run_id" else F.col(c)
+          for c in schemas_fusion.FUSED_ORBITS.fieldNames()])
+
+
+def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
+    args = with_defaults(args, parser())
+    changes, retracted, first_v, last_v = changefeed.net_changes_for(spark, STAGE, SOURCE, settings, args)
+    metrics: dict[str, Any] = {"versions": [first_v, last_v], "records_in": 0, "records_out": 0, "quarantined": 0,
+                               "duplicates": 0, "objects": 0, "windows": 0}
+    if first_v > last_v:
+        return metrics
+    arc = arc_settings(settings)
+    touched = touched_windows(changes, retracted, arc.arc_s)
+    if not touched:
+        return {**metrics, "consumed": {SOURCE: last_v}}
+    first: dict[int, int] = {}
+    for norad, k in touched:
+        first[norad] = min(k, first.get(norad, k))
+    ids = sorted(first)
+    runtime.progress(STAGE, "%d objects with changed observations (%d windows)", len(ids), len(touched))
+    keys = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc))
+                                  for n, k in first.items()], "norad_id long, first_start timestamp")
+    lo = dt.datetime.fromtimestamp(min(first.values()) * arc.arc_s, dt.timezone.utc)
+    observations = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
+                    .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
+                    .select(*FIT_COLUMNS))
+    from sda.orbit.od import registry_sigmas
+
+    fitted = fit_objects(observations, priors(spark, settings, first, arc.arc_s), element_sets(spark, settings, ids),
+                         registry_sigmas(load_sensors()), arc)
+    rows = with_times(fitted, args.run_id).localCheckpoint()
+    faults.checkpoint("fuse:before-write")
+    sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
+    emptied = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc))
+                                     for n, k in touched], "norad_id long, window_start timestamp").join(
+        rows.select("norad_id", "window_start"), on=["norad_id", "window_start"], how="left_anti")
+    emptied_n = emptied.count()
+    if emptied_n:  # windows whose only observations dedup withdrew
+        sinks.delete_keys(spark, emptied, "fused_orbits", settings)
+    figures = summary(rows)
+    # conservation counts windows: each one refitted is written, or deleted when it has no observations left
+    n = figures["windows"] + emptied_n
+    return {**metrics, **figures, "records_in": n, "records_out": n, "windows_emptied": emptied_n,
+            "consumed": {SOURCE: last_v}}
+
+
+def summary(rows: "DataFrame") -> dict[str, Any]:
+    """The run's figures: windows fitted per status, objects, observations used, renewals, per regime."""
+    stats = rows.groupBy("regime", "status").agg(
+        F.count(F.lit(1)).alias("windows"), F.count_distinct("norad_id").alias("objects"),
+        F.sum("observations").alias("observations"), F.sum(F.col("renewed").cast("long")).alias("renewed"),
+        F.percentile_approx("rms", 0.5).alias("rms_median"),
+        F.percentile_approx(F.sqrt(F.col("sigma_r_m") ** 2 + F.col("sigma_t_m") ** 2 + F.col("sigma_n_m") ** 2),
+                            0.5).alias("sigma_median_m")).collect()
+    by_status: dict[str, int] = {}
+    regimes: dict[str, dict] = {}
+    for r in stats:
+        by_status[r["status"]] = by_status.get(r["status"], 0) + r["windows"]
+        regimes.setdefault(r["regime"] or "unknown", {})[r["status"]] = {
+            "windows": r["windows"], "objects": r["objects"], "rms_median": r["rms_median"],
+            "sigma_median_m": r["sigma_median_m"]}
+    n = sum(by_status.values())
+    return {"observations": int(sum(r["observations"] or 0 for r in stats)), "windows": n,
+            "objects": rows.select("norad_id").distinct().count(), "by_status": by_status,
+            "converged": by_status.get("converged", 0), "renewed": int(sum(r["renewed"] or 0 for r in stats)),
+            "regimes": regimes}
+
+
+def parser() -> argparse.ArgumentParser:
+    return stage_parser(STAGE, "Fit each object's orbit to its correlated observations (orbit determination).")
+
+
+def main(argv: list[str] | None = None, settings: "Settings | None" = None,
+         spark: "SparkSession | None" = None) -> dict[str, Any]:
+    return runtime.run_stage(STAGE, argv, run, parser(), settings=settings, spark=spark)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
