@@ -59,6 +59,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sda.alerts.fused import usable_fused, with_fused_lines
 from sda.alerts.publish import publish
 from sda.alerts.values import aware
 from sda.lake import schemas
@@ -242,7 +243,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     from sda.lake.tables import add_missing_columns
 
     args = _validate(args)
-    add_missing_columns(spark, settings, "conjunctions")  # a lakehouse from before the persistent flag
+    for table in ("conjunctions", "alerts", "alert_events"):  # a lakehouse from before the flag / the fused covariance
+        add_missing_columns(spark, settings, table)
     if args.replay:
         return replay(spark, settings, args)
     return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
@@ -283,7 +285,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     threshold_km, step_s = settings.screening_threshold_km, settings.screening_step_s
 
     newest = newest_element_sets(TABLES["catalog"].read(spark, settings), *SCREENED_COLUMNS)
-    catalogue_rows = newest.orderBy("norad_id").collect()
+    catalogue_rows, fused_n = with_fused_lines(spark, settings, newest.orderBy("norad_id").collect(), screen_start)
     catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
                                          tuple(r["line1"] for r in catalogue_rows),
                                          tuple(r["line2"] for r in catalogue_rows))
@@ -298,6 +300,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     runtime.progress(STAGE, "screened: %d open approaches under %s km (%d kept)", len(events), threshold_km,
                      len(plan.kept))
     metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h,
+                               "fused_objects": fused_n,
                                **catalogue_metrics(catalogue, threshold_km, step_s), **screened,
                                "sgp4_errors": len(errors), "open_events": len(events),
                                "persistent_open": int(events["flag"].map(screening.is_persistent).sum())
@@ -306,7 +309,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
         write_propagation_errors(spark, settings, errors, epochs, args.run_id)
 
     # re-assess (Pc, level) the new events, and the kept ones whose objects' state changed since
-    states = newest_states(spark, settings) if lifecycle else {}
+    states = newest_states(spark, settings, screen_start) if lifecycle else {}
     kept_ids = set(screening.event_keys(plan.kept))
     moved = {n for n in set(states) | set(state_refs) if states.get(n) != state_refs.get(n)}
     fresh = pd.Series([k not in kept_ids for k in screening.event_keys(events)], index=events.index, dtype=bool)
@@ -367,12 +370,17 @@ def _state_ref(observed, rms) -> tuple[Any, Any]:
             None if rms is None else round(float(rms), 6))
 
 
-def newest_states(spark: "SparkSession", settings: "Settings") -> dict[int, tuple[Any, Any]]:
+def newest_states(spark: "SparkSession", settings: "Settings", screen_start: dt.datetime
+                  ) -> dict[int, tuple[Any, Any]]:
     """Per object, the newest gold object_state (last_observed, residual RMS): what its Pc uses."""
     newest = F.max_by(F.struct("last_observed", "residual_rms_m"), "last_observed")
     rows = (TABLES["object_state"].read(spark, settings).groupBy("norad_id").agg(newest.alias("s"))
             .select("norad_id", "s.last_observed", "s.residual_rms_m").collect())
-    return {int(r["norad_id"]): _state_ref(r["last_observed"], r["residual_rms_m"]) for r in rows}
+    states = {int(r["norad_id"]): _state_ref(r["last_observed"], r["residual_rms_m"]) for r in rows}
+    # a fused object's Pc uses its fused orbit: a new fit (its epoch and RMS) re-assesses its kept events
+    for r in usable_fused(spark, settings, screen_start, None, "epoch", "rms"):
+        states[int(r["norad_id"])] = _state_ref(r["epoch"], r["rms"])
+    return states
 
 
 def write_state(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, epochs: dict[int, Any],

@@ -48,7 +48,8 @@ SIGMA_FIELDS = tuple(f"{o}_sigma_{c}" for o in ("p", "s")
                      for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms"))
 #: the columns of :func:`assess`
 ASSESSED_COLUMNS = ("event_id", "primary_id", "secondary_id", "tca", "tca_unix", "miss_m", "rel_speed_ms", "r_m",
-                    "t_m", "n_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source", "pc", "pc_valid",
+                    "t_m", "n_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source", "p_cov_rtn",
+                    "s_cov_rtn", "pc", "pc_valid",
                     "pc_flag", "pc_reason", "level", "reason", "hbr_m", "primary_name", "secondary_name",
                     "primary_intldes", "secondary_intldes", "flag")
 
@@ -163,7 +164,7 @@ def _reference(norad_id: int, catalog: dict[int, dict], states: dict[int, dict],
 
 # --------------------------------------------------------------------------- assessment
 
-def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame:
+def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None) -> pd.DataFrame:
     """Pc, validity and level of each screened event.
 
     events: columns primary_id, secondary_id, tca_unix, miss_km, rel_speed_km_s, r_km, t_km, n_km and
@@ -178,7 +179,10 @@ def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame
     rel_speed_ms, r_m, t_m, n_m), the states (p_x_m .. s_vz_ms), the modelled sigmas at TCA
     (p_sigma_r_m .. s_sigma_ndot_ms), p_cov_source / s_cov_source, pc (None when invalid), pc_valid,
     pc_flag, pc_reason, level, reason, hbr_m, names and international designators.
+    fused: ``{norad_id: sda.alerts.fused.FusedOrbit}``: events of these objects are refined on their fused
+    orbits, whose covariances at TCA they use (p_cov_rtn / s_cov_rtn, 36 values row-major; else None).
     """
+    from sda.alerts.fused import refinements
     from sda.orbit import screening
 
     catalog = _by_id(catalog_info, ("epoch", "perigee_km", "apogee_km", "name", "line1", "line2"))
@@ -196,39 +200,63 @@ def assess(events: pd.DataFrame, states, catalog_info, settings) -> pd.DataFrame
         return refs[norad_id]
 
     flags = events["flag"].tolist() if "flag" in events.columns else [None] * len(events)
+    fused = fused or {}
+    refined = refinements(events, fused, catalog)
     rows = [_assess_event(ev, flags[i] if screening.is_persistent(flags[i]) else None, P[i] * 1000.0,
-                          S[i] * 1000.0, ref, catalog, settings)
+                          S[i] * 1000.0, ref, catalog, settings, refined[i], fused)
             for i, ev in enumerate(events.itertuples(index=False))]
     return pd.DataFrame(rows, columns=list(ASSESSED_COLUMNS))
 
 
 def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarray,
-                  ref: Callable[[int], uncertainty.Reference], catalog: dict[int, dict], settings) -> dict:
+                  ref: Callable[[int], uncertainty.Reference], catalog: dict[int, dict], settings,
+                  refined=None, fused=None) -> dict:
     """One :func:`assess` row: ``ev`` a screening event, ``flag_i`` its persistent-proximity flag (or
-    None), ``p_state`` / ``s_state`` the objects' TEME states at TCA [m, m/s]."""
+    None), ``p_state`` / ``s_state`` the objects' TEME states at TCA [m, m/s]; ``refined`` its
+    refinement on fused orbits (:mod:`sda.alerts.fused`), which then gives TCA, states and covariances."""
     from sda.orbit import screening
 
     pid, sid, t = int(ev.primary_id), int(ev.secondary_id), float(ev.tca_unix)
+    event_id = screening.event_key(pid, sid, t, flag_i)  # the screening's identity of the event
     hbr = float(settings.hard_body_radius_m)
+    geometry = (float(ev.miss_km) * 1000.0, float(ev.rel_speed_km_s) * 1000.0,
+                [float(ev.r_km) * 1000.0, float(ev.t_km) * 1000.0, float(ev.n_km) * 1000.0])
+    if refined is not None:
+        t, p_state, s_state = refined.tca_unix, refined.p_state * 1000.0, refined.s_state * 1000.0
+        geometry = _geometry(p_state, s_state)
     r1, v1 = p_state[:3], p_state[3:]
     r2, v2 = s_state[:3], s_state[3:]
-    ref1, ref2 = ref(pid), ref(sid)
-    sig1, sig2 = uncertainty.sigmas6(ref1, t, r1), uncertainty.sigmas6(ref2, t, r2)
-    res = pc2d_foster_rtn(r1, v1, np.diag(sig1 ** 2), r2, v2, np.diag(sig2 ** 2), hbr)
+    covs, sigmas, sources = [], [], []
+    for n, state, which in ((pid, p_state, "p_cov"), (sid, s_state, "s_cov")):
+        cov_teme = None if refined is None else getattr(refined, which)
+        if cov_teme is not None:
+            from sda.alerts.fused import covariance_rtn
+
+            cov = covariance_rtn(cov_teme, state)
+            sigmas.append(np.sqrt(np.clip(np.diag(cov), 0.0, None)))
+            sources.append(fused[n].label)
+        else:
+            ref_n = ref(n)
+            sigmas.append(uncertainty.sigmas6(ref_n, t, state[:3]))
+            cov = np.diag(sigmas[-1] ** 2)
+            sources.append(ref_n.label)
+        covs.append(cov)
+    res = pc2d_foster_rtn(r1, v1, covs[0], r2, v2, covs[1], hbr)
     pc = float(res.pc) if res.valid and math.isfinite(res.pc) else None
     flag = pc_flag(res)
-    miss_m = float(ev.miss_km) * 1000.0
+    miss_m = geometry[0]
     level, reason = alert_level(pc, miss_m, settings, flag)
     if flag_i:  # no closest approach in the window: say so, the miss is the smallest distance in it
         reason = f"{flag_i} (smallest distance {miss_m:.0f} m); {reason}"
     p_info, s_info = catalog.get(pid, {}), catalog.get(sid, {})
     return {
-        "event_id": screening.event_key(pid, sid, t, flag_i), "primary_id": pid, "secondary_id": sid,
-        "tca": aware(t), "tca_unix": t, "miss_m": miss_m, "rel_speed_ms": float(ev.rel_speed_km_s) * 1000.0,
-        "r_m": float(ev.r_km) * 1000.0, "t_m": float(ev.t_km) * 1000.0, "n_m": float(ev.n_km) * 1000.0,
+        "event_id": event_id, "primary_id": pid, "secondary_id": sid,
+        "tca": aware(t), "tca_unix": t, "miss_m": miss_m, "rel_speed_ms": geometry[1],
+        "r_m": geometry[2][0], "t_m": geometry[2][1], "n_m": geometry[2][2],
         **dict(zip(STATE_FIELDS, [float(x) for x in np.r_[r1, v1, r2, v2]])),
-        **dict(zip(SIGMA_FIELDS, [float(x) for x in np.r_[sig1, sig2]])),
-        "p_cov_source": ref1.label, "s_cov_source": ref2.label,
+        **dict(zip(SIGMA_FIELDS, [float(x) for x in np.r_[sigmas[0], sigmas[1]]])),
+        "p_cov_source": sources[0], "s_cov_source": sources[1],
+        "p_cov_rtn": _full(covs[0], sources[0]), "s_cov_rtn": _full(covs[1], sources[1]),
         "pc": pc, "pc_valid": bool(res.valid), "pc_flag": flag, "pc_reason": res.reason,
         "level": level, "reason": reason, "hbr_m": hbr,
         "primary_name": p_info.get("name"), "secondary_name": s_info.get("name"),
@@ -236,6 +264,20 @@ def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarr
         "secondary_intldes": intl_designator(s_info.get("line1")),
         "flag": flag_i,
     }
+
+
+def _full(cov: np.ndarray, source: str) -> list[float] | None:
+    """A fused object's 6x6 RTN covariance as stored (row-major); None for a modelled (diagonal) one."""
+    return [float(x) for x in np.asarray(cov).ravel()] if source.startswith("fused/") else None
+
+
+def _geometry(p_state: np.ndarray, s_state: np.ndarray) -> tuple[float, float, list[float]]:
+    """(miss m, relative speed m/s, secondary - primary in the primary's RTN frame [m]) of two TEME states."""
+    from sda.orbit.pc import rtn_basis
+
+    dr, dv = s_state[:3] - p_state[:3], s_state[3:] - p_state[3:]
+    rtn = rtn_basis(p_state[:3], p_state[3:]).T @ dr
+    return float(np.linalg.norm(dr)), float(np.linalg.norm(dv)), [float(x) for x in rtn]
 
 
 def dedup_events(events: pd.DataFrame) -> pd.DataFrame:

@@ -93,8 +93,9 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
         name = kvn_value(row.get("primary_name" if o == "p" else "secondary_name") or f"NORAD {norad}")
         intl = row.get("primary_intldes" if o == "p" else "secondary_intldes") or "UNKNOWN"
         objects[n] = {"OBJECT_DESIGNATOR": f"{norad:05d}", "OBJECT_NAME": name, "INTERNATIONAL_DESIGNATOR": intl,
-                      "COVARIANCE_METHOD": "DEFAULT"}
-    cov = {o: np.diag(_sigmas(row, o) ** 2) for o in ("p", "s")}
+                      "COVARIANCE_METHOD": "CALCULATED" if _full_cov(row, o) is not None else "DEFAULT"}
+    cov = {o: _full_cov(row, o) if _full_cov(row, o) is not None else np.diag(_sigmas(row, o) ** 2)
+           for o in ("p", "s")}
     cdm = new_cdm(tca=_epoch(tca), originator=originator,
                   message_id=f"{originator}-{row['alert_id']}-V{int(row['version'])}",
                   creation_date=_epoch(row["cdm_created"]),
@@ -128,14 +129,26 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
     rel.entries[0:0] = [Entry("COMMENT", c) for c in comments]
     for n, o in ((1, "p"), (2, "s")):
         obj = cdm.object(n)
-        _insert_comment_before(obj, "X", "state at TCA: SGP4 (TEME) rotated to ITRF, approximated by PEF at "
+        origin = "the fused orbit's numerical prediction" if _full_cov(row, o) is not None else "SGP4"
+        _insert_comment_before(obj, "X", f"state at TCA: {origin} (TEME) rotated to ITRF, approximated by PEF at "
                                          "UT1 = UTC with polar motion neglected")
         sig = _sigmas(row, o)
-        _insert_comment_before(
-            obj, "CR_R", f"covariance: modelled ({row[f'{o}_cov_source']}, sda.orbit.uncertainty), diagonal in the "
-                         f"RTN frame of the inertial (TEME) state; "
-                         f"sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
+        source = row[f"{o}_cov_source"]
+        how = (f"orbit determination ({source}: jobs/fuse.py), propagated to TCA with drag-consider and process "
+               f"noise (sda.orbit.od.predict), full 6x6 in the RTN frame of the fused state"
+               if _full_cov(row, o) is not None else
+               f"modelled ({source}, sda.orbit.uncertainty), diagonal in the RTN frame of the inertial (TEME) state")
+        _insert_comment_before(obj, "CR_R",
+                               f"covariance: {how}; sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
     return cdm
+
+
+def _full_cov(row: Mapping, o: str) -> np.ndarray | None:
+    """The alert's full RTN covariance of object ``o`` (a fused orbit's), or None (modelled: diagonal)."""
+    value = row.get(f"{o}_cov_rtn")
+    if value is None or (not isinstance(value, (list, tuple, np.ndarray))) or len(value) != 36:
+        return None
+    return np.asarray(value, float).reshape(6, 6)
 
 
 def cdm_text(row: Mapping, originator: str = Settings.cdm_originator) -> str:

@@ -64,7 +64,8 @@ CLOSE_NOT_FOUND = "no longer found by screening"
 #: what an alert version takes from its event (the rest is the lifecycle's)
 _VALUE_FIELDS = ("event_id", "primary_id", "secondary_id", "primary_name", "secondary_name", "primary_intldes",
                  "secondary_intldes", "screen_start", "tca", "miss_m", "rel_speed_ms", "r_m", "t_m", "n_m", "pc",
-                 "pc_valid", "pc_flag", "hbr_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source")
+                 "pc_valid", "pc_flag", "hbr_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source",
+                 "p_cov_rtn", "s_cov_rtn")
 
 
 @dataclasses.dataclass

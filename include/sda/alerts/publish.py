@@ -137,8 +137,11 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     ids: set[int] = set()
     if n_events:
         ids = {int(x) for x in events["primary_id"]} | {int(x) for x in events["secondary_id"]}
+    from sda.alerts.fused import FUSED_COLUMNS, fused_orbits, usable_fused
+
     catalog, states, current = _read_inputs(spark, settings, ids, screen_start)
-    assessed = assess(events, states, catalog, settings)
+    fused = fused_orbits(usable_fused(spark, settings, screen_start, sorted(ids), *FUSED_COLUMNS) if ids else [])
+    assessed = assess(events, states, catalog, settings, fused=fused)
 
     if len(assessed):
         conj = spark.createDataFrame(_conjunction_rows(assessed, screen_start, run_id), schemas.CONJUNCTION)

@@ -332,13 +332,16 @@ _ALERT_STATE = [
       for o in ("p", "s") for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")],
     *[T.StructField(f"{o}_sigma_{c}", T.DoubleType(), False)
       for o in ("p", "s") for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms")],
-    T.StructField("p_cov_source", T.StringType(), False),  # observed/<regime> | tle/<regime>
+    T.StructField("p_cov_source", T.StringType(), False),  # observed/<regime> | tle/<regime> | fused/<regime>/<id>
     T.StructField("s_cov_source", T.StringType(), False),
     T.StructField("content_hash", T.StringType(), False),  # sha256 of the rounded emitted values
     T.StructField("cdm_created", T.TimestampType(), False),  # the CDM's CREATION_DATE (the emitting run's screen start)
     T.StructField("cdm_file", T.StringType(), False),  # file names in settings.outbox
     T.StructField("json_file", T.StringType(), False),
     T.StructField("run_id", T.StringType(), False),  # the run that emitted this version
+    # a fused object's full 6x6 covariance at TCA in its RTN frame (m-units, row-major; null: modelled)
+    T.StructField("p_cov_rtn", T.ArrayType(T.DoubleType(), False)),
+    T.StructField("s_cov_rtn", T.ArrayType(T.DoubleType(), False)),
 ]
 
 ALERT = T.StructType(_ALERT_STATE + [T.StructField("first_run_id", T.StringType(), False)])

@@ -251,3 +251,20 @@ def newest_element_sets(catalog: "DataFrame", *columns: str) -> "DataFrame":
 
     newest = F.max_by(F.struct(*columns), "epoch")
     return catalog.groupBy("norad_id").agg(newest.alias("e")).select("norad_id", *(f"e.{c}" for c in columns))
+
+
+#: a fused orbit older than this (its epoch before the screening's start by more) is not used: the
+#: catalogue's element set is, as for an object never fused
+FUSED_MAX_AGE_H = 48.0
+
+
+def newest_fused_orbits(fused: "DataFrame", since, *columns: str) -> "DataFrame":
+    """The newest converged fused orbit (largest ``window_start``, with a screening element set, its epoch
+    at or after ``since``) of each object in a gold ``fused_orbits`` frame: ``norad_id`` and ``columns``.
+    The one way the screening, the assessment and correlation pick the fused orbit they use."""
+    from pyspark.sql import functions as F
+
+    usable = fused.where((F.col("status") == "converged") & F.col("line1").isNotNull()
+                         & (F.col("epoch") >= F.lit(since)))
+    newest = F.max_by(F.struct(*columns), "window_start")
+    return usable.groupBy("norad_id").agg(newest.alias("f")).select("norad_id", *(f"f.{c}" for c in columns))
