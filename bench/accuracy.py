@@ -50,7 +50,7 @@ import pandas as pd  # noqa: F401  (module level: pandas_udf resolves its type h
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
-STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "conjunction")
+STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
 LEADS_H = (0.0, 6.0, 24.0)
 FAR_START, FAR_END = "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"
 

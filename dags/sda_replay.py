@@ -2,7 +2,7 @@
 ### sda_replay: recompute chosen stages for an event-time range
 
 Trigger it from the UI (**Trigger DAG** shows the form) or the REST API with a `conf` of
-`start`, `end` (ISO-8601, UTC), `stages` (any of normalize, dedup, correlate, conjunction; all by
+`start`, `end` (ISO-8601, UTC), `stages` (any of normalize, dedup, correlate, fuse, conjunction; all by
 default) and `dry_run`.
 
 1. `plan` checks the request and refuses it with a message saying what is wrong: end not after

@@ -51,7 +51,7 @@ pytestmark = pytest.mark.slow
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 UTC = dt.timezone.utc
 DAG_ID = "sda_pipeline"
-STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "conjunction")
+STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
 GATES = ("quality_silver", "quality_gold")
 NOW = dt.datetime.now(UTC).replace(microsecond=0)
 SIM_START = NOW - dt.timedelta(hours=2)

@@ -20,7 +20,8 @@ EXPECTED_EDGES = {
     ("normalize", "dedup"),
     ("dedup", "correlate"),
     ("catalog", "correlate"),
-    ("correlate", "conjunction"),
+    ("correlate", "fuse"),
+    ("fuse", "conjunction"),
     # the quality gates: bronze+silver before anything reaches gold, gold at the end
     ("dedup", "quality_silver"),
     ("quality_silver", "correlate"),

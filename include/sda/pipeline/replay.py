@@ -33,7 +33,7 @@ from typing import Any
 
 from sda.pipeline.topology import STAGES
 
-REPLAYABLE = ("normalize", "dedup", "correlate", "conjunction")
+REPLAYABLE = ("normalize", "dedup", "correlate", "fuse", "conjunction")
 NOT_REPLAYABLE = {"ingest": "bronze is the replayable log: a replay reads it, it does not re-read landing files",
                   "catalog": "the catalogue is used as it stands; load a catalogue file with `sda catalog` or the DAG"}
 
