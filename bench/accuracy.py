@@ -50,6 +50,8 @@ import pandas as pd  # noqa: F401  (module level: pandas_udf resolves its type h
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
+from bench.accuracy_fused import score_fused  # noqa: E402
+
 STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
 LEADS_H = (0.0, 6.0, 24.0)
 FAR_START, FAR_END = "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"
@@ -77,6 +79,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=parse_time, default=parse_time("2026-11-21T00:00:00Z"))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "accuracy")
+    p.add_argument("--fused-sample", type=int, default=150,
+                   help="fused objects scored per regime (each needs a numerical prediction with covariance)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "accuracy.json")
     return p
 
@@ -101,7 +105,9 @@ def read_tables(spark, settings) -> dict:
     from sda.lake.tables import TABLES
 
     out = {name: TABLES[name].read(spark, settings).toPandas()
-           for name in ("catalog", "object_state", "conjunctions", "alerts")}
+           for name in ("catalog", "object_state", "conjunctions", "alerts", "fused_orbits")}
+    out["observed_times"] = (TABLES["correlated"].read(spark, settings).select("norad_id", "event_time")
+                             .toPandas())
     out["catalog"] = out["catalog"].sort_values("epoch").groupby("norad_id").tail(1)
     out["object_state"] = out["object_state"].sort_values("last_observed").groupby("norad_id").tail(1)
     return out
@@ -141,6 +147,11 @@ def score_positions(eph, tables: dict, end_unix: float, min_sigma_m: float) -> d
         out[f"{lead:g}h"] = {regime: {"objects": int(len(g)), **accuracy.error_figures(g)}
                              for regime, g in errors.groupby("regime")}
     return out
+
+
+def fused_ids(tables: dict) -> set[int]:
+    f = tables["fused_orbits"]
+    return set(int(n) for n in f[(f["status"] == "converged") & f["line1"].notna()]["norad_id"])
 
 
 def score_events(eph, tables: dict, horizon: tuple[float, float], threshold_km: float) -> dict:
@@ -183,7 +194,18 @@ def score_events(eph, tables: dict, horizon: tuple[float, float], threshold_km: 
                 "truly_under_1km": int((frame["true_miss_m"] < 1000.0).sum())}
 
     missed = true[~true["found"] & (true["miss_m"] < 1000.0)]
-    return {"conjunctions": figures(conj), "alerts": figures(alerts),
+    fused = fused_ids(tables)
+    both = alerts["p_cov_source"].str.startswith("fused/") & alerts["s_cov_source"].str.startswith("fused/")
+    true_fused = true[true["primary_id"].isin(fused) & true["secondary_id"].isin(fused)]
+    fused_missed = true_fused[~true_fused["found"] & (true_fused["miss_m"] < 1000.0)]
+    return {"conjunctions": figures(conj), "alerts": figures(alerts), "alerts_both_fused": figures(alerts[both]),
+            "alerts_one_fused": figures(alerts[both ^ (alerts["p_cov_source"].str.startswith("fused/")
+                                                       | alerts["s_cov_source"].str.startswith("fused/"))]),
+            "alerts_catalogue_only": figures(alerts[~(alerts["p_cov_source"].str.startswith("fused/")
+                                                      | alerts["s_cov_source"].str.startswith("fused/"))]),
+            "recall_under_1km_both_fused": {"true": int((true_fused["miss_m"] < 1000.0).sum()),
+                                            "found": int(true_fused[true_fused["miss_m"] < 1000.0]["found"].sum()),
+                                            "missed": fused_missed.head(20).round(1).to_dict("records")},
             "recall_under_1km": recall(1000.0), "recall_under_threshold": recall(threshold_km * 1000.0),
             "missed_under_1km": missed.head(20).round(1).to_dict("records"),
             "alerts_detail": alerts[["primary_id", "secondary_id", "level", "miss_m", "true_miss_m", "tca_error_s"]]
@@ -226,8 +248,10 @@ def main(argv=None) -> dict:
     result = {
         "objects": args.objects, "hours": args.hours, "ages_days": list(args.ages), "seed": args.seed,
         "start": args.start.isoformat(), "truth_model": json.loads(sim.summary_file.read_text())["truth"]["model"],
-        "screens_with": "catalogue element sets (SGP4), modelled covariance",
+        "screens_with": "fused orbits where converged (sda.orbit.od), else catalogue element sets (SGP4) with the "
+                        "modelled covariance",
         "position": score_positions(eph, tables, end.timestamp(), settings.uncertainty_min_sigma_m),
+        "fused": score_fused(eph, tables, end.timestamp(), args.fused_sample, args.seed),
         **score_events(eph, tables, horizon, settings.screening_threshold_km),
         "injected": json.loads(sim.summary_file.read_text())["injected"],
         "simulate_s": sim_s, "stage_s": stage_s,

@@ -52,22 +52,22 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sda.alerts.fused import usable_fused, with_fused_lines
+from sda.alerts.fused import with_fused_lines
 from sda.alerts.publish import publish
+from sda.alerts.screening_record import newest_states, read_state, write_state
 from sda.alerts.values import aware
 from sda.lake import schemas
 from sda.lake.spark import observed, task_slots
 from sda.lake.tables import TABLES, newest_element_sets
 from sda.orbit import screening
-from sda.pipeline import faults, runtime, sinks
 from sda.pipeline import replay as replay_plan
+from sda.pipeline import runtime, sinks
 from sda.pipeline.arguments import StageArgumentError, parse_instant, stage_parser, with_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -243,7 +243,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     from sda.lake.tables import add_missing_columns
 
     args = _validate(args)
-    for table in ("conjunctions", "alerts", "alert_events"):  # a lakehouse from before the flag / the fused covariance
+    # a lakehouse from before the persistent flag / the fused covariance / the screened element sets
+    for table in ("conjunctions", "alerts", "alert_events", "screening_state"):
         add_missing_columns(spark, settings, table)
     if args.replay:
         return replay(spark, settings, args)
@@ -272,7 +273,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     manual run) it is incremental on the recorded screening state (``ops.screening_state`` and
     ``ops.screening_events``; :func:`sda.orbit.screening.plan_increment` says what it redoes) and records
     the new state last; a replay screens in full and leaves the state alone."""
-    previous, state_refs = read_state(spark, settings) if lifecycle else (None, {})
+    previous, state_refs, screened_lines = read_state(spark, settings) if lifecycle else (None, {}, {})
     behind = previous.start - screen_start.timestamp() if previous is not None else 0.0
     if 0.0 < behind <= settings.cadence_minutes * 60.0 and args.screen_start is None and not args.full_screening:
         # The horizon does not move back: a run whose interval ends just before the recorded screening
@@ -285,7 +286,8 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     threshold_km, step_s = settings.screening_threshold_km, settings.screening_step_s
 
     newest = newest_element_sets(TABLES["catalog"].read(spark, settings), *SCREENED_COLUMNS)
-    catalogue_rows, fused_n = with_fused_lines(spark, settings, newest.orderBy("norad_id").collect(), screen_start)
+    chosen = with_fused_lines(spark, settings, newest.orderBy("norad_id").collect(), screen_start, screened_lines)
+    catalogue_rows = chosen.rows
     catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
                                          tuple(r["line1"] for r in catalogue_rows),
                                          tuple(r["line2"] for r in catalogue_rows))
@@ -300,7 +302,8 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     runtime.progress(STAGE, "screened: %d open approaches under %s km (%d kept)", len(events), threshold_km,
                      len(plan.kept))
     metrics: dict[str, Any] = {"screen_start": screen_start.isoformat(), "horizon_h": horizon_h,
-                               "fused_objects": fused_n,
+                               "fused_objects": chosen.fused, "fused_renewed": chosen.renewed,
+                               "fused_kept": chosen.kept,
                                **catalogue_metrics(catalogue, threshold_km, step_s), **screened,
                                "sgp4_errors": len(errors), "open_events": len(events),
                                "persistent_open": int(events["flag"].map(screening.is_persistent).sum())
@@ -325,7 +328,8 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     metrics.update(published)
     metrics["events"] = len(events)  # the open events of the screening (kept and new)
     if lifecycle:
-        write_state(spark, settings, events, epochs, states, screen_start, screen_end, threshold_km, step_s,
+        lines = {int(r["norad_id"]): (r["line1"], r["line2"]) for r in catalogue_rows}
+        write_state(spark, settings, events, epochs, lines, states, screen_start, screen_end, threshold_km, step_s,
                     "full" if plan.full else "incremental", args.run_id)
         runtime.progress(STAGE, "screening state recorded: horizon to %s, %d open events", screen_end.isoformat(),
                          len(events))
@@ -334,80 +338,6 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     n = len(catalogue.norad_ids)
     metrics.update({"records_in": n, "records_out": n - len(errors), "quarantined": len(errors), "duplicates": 0})
     return metrics
-
-
-def read_state(spark: "SparkSession", settings: "Settings"
-               ) -> tuple["screening.ScreeningState | None", dict[int, tuple[Any, Any]]]:
-    """The recorded screening state and, per object, the object state its events' Pc used (None, {}
-    when nothing is recorded)."""
-    from sda.lake.tables import table_exists
-
-    if not table_exists("screening_state", settings):
-        return None, {}
-    rows = TABLES["screening_state"].read(spark, settings).collect()
-    if not rows:
-        return None, {}
-    head = rows[0]
-    if any((r["horizon_start"], r["horizon_end"], r["threshold_km"], r["step_s"], r["code_version"])
-           != (head["horizon_start"], head["horizon_end"], head["threshold_km"], head["step_s"], head["code_version"])
-           for r in rows):
-        runtime.progress(STAGE, "the recorded screening state is not one screening's: screening in full")
-        return None, {}
-    events = TABLES["screening_events"].read(spark, settings).drop("event_id", "run_id").toPandas()
-    events = events.astype(screening.APPROACH_COLUMNS) if len(events) else screening.empty_events()
-    events["flag"] = events["flag"].astype(object).where(events["flag"].notna(), None)
-    state = screening.ScreeningState(
-        aware(head["horizon_start"]).timestamp(), aware(head["horizon_end"]).timestamp(),
-        float(head["threshold_km"]), float(head["step_s"]), head["code_version"],
-        {int(r["norad_id"]): aware(r["epoch"]).timestamp() for r in rows}, events)
-    refs = {int(r["norad_id"]): _state_ref(r["state_observed"], r["state_rms_m"]) for r in rows
-            if r["state_observed"] is not None}
-    return state, refs
-
-
-def _state_ref(observed, rms) -> tuple[Any, Any]:
-    return (aware(observed).timestamp() if observed is not None else None,
-            None if rms is None else round(float(rms), 6))
-
-
-def newest_states(spark: "SparkSession", settings: "Settings", screen_start: dt.datetime
-                  ) -> dict[int, tuple[Any, Any]]:
-    """Per object, the newest gold object_state (last_observed, residual RMS): what its Pc uses."""
-    newest = F.max_by(F.struct("last_observed", "residual_rms_m"), "last_observed")
-    rows = (TABLES["object_state"].read(spark, settings).groupBy("norad_id").agg(newest.alias("s"))
-            .select("norad_id", "s.last_observed", "s.residual_rms_m").collect())
-    states = {int(r["norad_id"]): _state_ref(r["last_observed"], r["residual_rms_m"]) for r in rows}
-    # a fused object's Pc uses its fused orbit: a new fit (its epoch and RMS) re-assesses its kept events
-    for r in usable_fused(spark, settings, screen_start, None, "epoch", "rms"):
-        states[int(r["norad_id"])] = _state_ref(r["epoch"], r["rms"])
-    return states
-
-
-def write_state(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, epochs: dict[int, Any],
-                states: dict[int, tuple[Any, Any]], screen_start: dt.datetime, screen_end: dt.datetime,
-                threshold_km: float, step_s: float, mode: str, run_id: str) -> None:
-    """Record the screening: its open events, then (last: the next run trusts what it says) the state
-    per object. Each table is replaced whole in one Delta commit; a crash between the two leaves the
-    old state, and the next run redoes this one's increment (the events it keeps are unchanged)."""
-    ev = events.copy()
-    ev.insert(0, "event_id", screening.event_keys(ev))
-    ev["run_id"] = run_id
-    ev["flag"] = ev["flag"].astype(object).where(ev["flag"].notna(), None)
-    columns = schemas.SCREENING_EVENTS.fieldNames()
-    rows = [tuple(v.item() if isinstance(v, np.generic) else v for v in rec)
-            for rec in ev[columns].itertuples(index=False)]
-    (spark.createDataFrame(rows, schemas.SCREENING_EVENTS).write.format("delta").mode("overwrite")
-     .save(TABLES["screening_events"].path(settings)))
-    faults.checkpoint("conjunction:after-screening-events")
-    version = screening.code_version()
-    start_utc, end_utc = aware(screen_start), aware(screen_end)
-    rows = []
-    for norad, epoch in sorted(epochs.items()):
-        observed, rms = states.get(norad, (None, None))
-        rows.append((norad, aware(epoch), None if observed is None else aware(observed), rms,
-                     start_utc, end_utc, float(threshold_km), float(step_s), version, mode, run_id))
-    (spark.createDataFrame(rows, schemas.SCREENING_STATE).write.format("delta").mode("overwrite")
-     .save(TABLES["screening_state"].path(settings)))
 
 
 def write_propagation_errors(spark: "SparkSession", settings: "Settings", errors: list[tuple[int, float, int]],

@@ -47,15 +47,14 @@ FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "
                "site_lat_deg", "site_lon_deg", "site_alt_m")
 UDF_SCHEMA = T.StructType(schemas_fusion.UDF_FIELDS)
 PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms",
-                 "b_m2_kg", "covariance", "rms", "iterations", "status", "line1", "line2", "screen_epoch_unix")
+                 "b_m2_kg", "covariance", "rms", "iterations", "status", "line1", "line2")
 
 
 def arc_settings(settings: "Settings"):
     from sda.orbit.od.arcs import ArcSettings
 
     return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
-                       lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
-                       renew_m=settings.fusion_renew_m)
+                       lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0)
 
 
 def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
@@ -116,7 +115,7 @@ def with_times(fitted: "DataFrame", run_id: str) -> "DataFrame":
         return F.timestamp_micros(F.round(F.col(c) * 1e6).cast("long"))
 
     return fitted.select(
-        *[ts(f"{c}_unix").alias(c) if c in ("window_start", "window_end", "epoch", "fit_start", "screen_epoch")
+        *[ts(f"{c}_unix").alias(c) if c in ("window_start", "window_end", "epoch", "fit_start")
           else F.lit(run_id).alias(c) if c == "run_id" else F.col(c)
           for c in schemas_fusion.FUSED_ORBITS.fieldNames()])
 
@@ -164,10 +163,10 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
 
 
 def summary(rows: "DataFrame") -> dict[str, Any]:
-    """The run's figures: windows fitted per status, objects, observations used, renewals, per regime."""
+    """The run's figures: windows fitted per status, objects, observations used, per regime."""
     stats = rows.groupBy("regime", "status").agg(
         F.count(F.lit(1)).alias("windows"), F.count_distinct("norad_id").alias("objects"),
-        F.sum("observations").alias("observations"), F.sum(F.col("renewed").cast("long")).alias("renewed"),
+        F.sum("observations").alias("observations"),
         F.percentile_approx("rms", 0.5).alias("rms_median"),
         F.percentile_approx(F.sqrt(F.col("sigma_r_m") ** 2 + F.col("sigma_t_m") ** 2 + F.col("sigma_n_m") ** 2),
                             0.5).alias("sigma_median_m")).collect()
@@ -181,7 +180,7 @@ def summary(rows: "DataFrame") -> dict[str, Any]:
     n = sum(by_status.values())
     return {"observations": int(sum(r["observations"] or 0 for r in stats)), "windows": n,
             "objects": rows.select("norad_id").distinct().count(), "by_status": by_status,
-            "converged": by_status.get("converged", 0), "renewed": int(sum(r["renewed"] or 0 for r in stats)),
+            "converged": by_status.get("converged", 0),
             "regimes": regimes}
 
 

@@ -28,7 +28,8 @@ def test_replay_dag_loads_with_its_form(dagbag, dag):
 
 def test_replay_dag_graph(dag):
     ids = {t.task_id for t in dag.tasks}
-    assert ids == {"plan", "choose", "replay_normalize", "replay_dedup", "replay_correlate", "replay_fuse", "replay_conjunction"}
+    assert ids == {"plan", "choose", "replay_normalize", "replay_dedup", "replay_correlate", "replay_fuse",
+                   "replay_conjunction"}
     assert dag.get_task("replay_dedup").upstream_task_ids == {"choose", "replay_normalize"}
     for name in ("normalize", "dedup", "correlate", "fuse", "conjunction"):
         t = dag.get_task(f"replay_{name}")

@@ -86,19 +86,55 @@ def usable_fused(spark: "SparkSession", settings: "Settings", screen_start: dt.d
     return newest_fused_orbits(table, since, *columns).collect()
 
 
-def with_fused_lines(spark: "SparkSession", settings: "Settings", rows: list, screen_start: dt.datetime
-                     ) -> tuple[list[dict], int]:
+@dataclasses.dataclass(frozen=True)
+class Screened:
+    """What the screening propagates per object: ``rows`` (norad_id, line1, line2, epoch, ...), and how many
+    are fused, renewed this run (their new element set screened) or kept (the one screened before)."""
+
+    rows: list[dict]
+    fused: int
+    renewed: int
+    kept: int
+
+
+def strays_m(old: tuple[str, str], new: tuple[str, str], start: float, end: float, step_s: float = 600.0) -> float:
+    """The largest distance (m) between two element sets' positions over [start, end]."""
+    from sgp4.api import WGS72, Satrec
+
+    from sda.orbit.frames import propagate
+
+    times = np.arange(start, end + 1.0, step_s)
+    _, r, _ = propagate([Satrec.twoline2rv(*old, WGS72), Satrec.twoline2rv(*new, WGS72)], times)
+    d = np.linalg.norm(r[0] - r[1], axis=-1) * 1000.0
+    return float(d.max()) if np.isfinite(d).all() else float("inf")
+
+
+def with_fused_lines(spark: "SparkSession", settings: "Settings", rows: list, screen_start: dt.datetime,
+                     screened: dict[int, tuple[str, str, float]] | None = None) -> Screened:
     """The catalogue's newest element sets (``rows``) with, for each object that has a usable fused orbit,
-    the element set fitted to it instead; its ``epoch`` is the fit's ``screen_epoch``, which changes only
-    when the set is renewed (:mod:`sda.orbit.od.arcs`), so an unrenewed object is not screened again.
-    Returns (rows as dicts, how many are fused)."""
+    the element set fitted to it instead, its ``epoch`` the fit's. **Renewal**: where the recorded screening
+    (``screened``: norad_id -> (line1, line2, epoch unix) it propagated) holds an element set of the object,
+    that set and its epoch are kept -- the object is not screened again -- while it stays within
+    ``settings.fusion_renew_m`` beyond the new set's own fit error (``lines_max_m``) of the new set over the
+    horizon; the new set is screened otherwise."""
+    screened = screened or {}
+    start = screen_start.timestamp()
+    end = start + settings.screening_horizon_h * 3600.0
     fused = {int(r["norad_id"]): r for r in usable_fused(spark, settings, screen_start, None, "line1", "line2",
-                                                          "screen_epoch")}
-    out = []
+                                                          "epoch", "lines_max_m")}
+    out, renewed, kept = [], 0, 0
     for r in rows:
         row = r.asDict() if hasattr(r, "asDict") else dict(r)
         f = fused.get(int(row["norad_id"]))
         if f is not None:
-            row.update(line1=f["line1"], line2=f["line2"], epoch=f["screen_epoch"])
+            row.update(line1=f["line1"], line2=f["line2"], epoch=f["epoch"])
+            old = screened.get(int(row["norad_id"]))
+            if old is not None and (old[0], old[1]) != (f["line1"], f["line2"]):
+                if strays_m(old[:2], (f["line1"], f["line2"]), start, end) <= (
+                        float(f["lines_max_m"] or 0.0) + settings.fusion_renew_m):
+                    row.update(line1=old[0], line2=old[1], epoch=dt.datetime.fromtimestamp(old[2], dt.timezone.utc))
+                    kept += 1
+                else:
+                    renewed += 1
         out.append(row)
-    return out, sum(1 for r in out if int(r["norad_id"]) in fused)
+    return Screened(out, sum(1 for r in out if int(r["norad_id"]) in fused), renewed, kept)

@@ -286,6 +286,8 @@ SCREENING_STATE = T.StructType(
         T.StructField("code_version", T.StringType(), False),  # sda.orbit.screening.code_version()
         T.StructField("mode", T.StringType(), False),  # full | incremental: how the last screening ran
         T.StructField("run_id", T.StringType(), False),
+        T.StructField("line1", T.StringType()),  # the element set screened (a fused object's: kept until renewed)
+        T.StructField("line2", T.StringType()),
     ]
 )
 

@@ -45,16 +45,13 @@ FUSED_ORBITS = T.StructType(
         T.StructField("model", T.StringType(), False),  # the estimator's force model
         T.StructField("line1", T.StringType()),  # the screening element set (sda.orbit.od.elements)
         T.StructField("line2", T.StringType()),
-        T.StructField("screen_epoch", T.TimestampType()),  # epoch of the fit that set line1/line2 (renewal)
-        T.StructField("screen_epoch_unix", T.DoubleType()),
         T.StructField("lines_rms_m", T.DoubleType()),  # the element set against the fused prediction
         T.StructField("lines_max_m", T.DoubleType()),
-        T.StructField("renewed", T.BooleanType(), False),  # this fit renewed the screening element set
         T.StructField("run_id", T.StringType(), False),
     ]
 )
 
 #: what :func:`sda.orbit.od.arcs.fuse_object` returns per row (the timestamps are derived from the *_unix)
 UDF_FIELDS = [f for f in FUSED_ORBITS.fields if f.name not in ("window_start", "window_end", "epoch", "fit_start",
-                                                                "screen_epoch", "run_id")] + [
+                                                                "run_id")] + [
     T.StructField("window_start_unix", T.DoubleType(), False), T.StructField("window_end_unix", T.DoubleType(), False)]

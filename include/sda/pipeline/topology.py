@@ -113,6 +113,7 @@ STAGES: tuple[Stage, ...] = (
         outputs=("fused_orbits",),
         operators=("window", "fold", "map"),
         key=("norad_id",),
+        broadcast=("catalog", "fused_orbits"),
         state="fused_orbits: a fold keyed by (norad_id, event-time arc window), each window's fit the prior of "
               "the next; a change refits its window and the object's later ones",
     ),

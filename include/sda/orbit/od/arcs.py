@@ -13,12 +13,9 @@ A late observation in window ``j`` re-fits window ``j`` and every later window o
 
 Each converged fit also gets the element set the screening propagates (:mod:`sda.orbit.od.elements`),
 fitted to the fused orbit's numerical prediction from its epoch over ``lines_span_s`` (the screening
-horizon plus an arc). **Renewal** (what the incremental screening re-screens): the previous window's
-screening element set is kept, with its ``screen_epoch``, when it still follows the new prediction --
-its largest error over the span exceeds the new set's own by at most ``renew_m`` -- and replaced
-otherwise. Pc and the reported miss distance are computed on the numerical prediction itself
-(:mod:`sda.orbit.od.refine`), so a kept set costs the screening nothing but a candidate filter
-``renew_m`` coarser.
+horizon plus an arc). Whether a new set counts as a change for the incremental screening is the
+screening's decision (:func:`sda.alerts.fused.with_fused_lines`), not this stage's: the fused orbits stay
+a function of the observations alone.
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ from sgp4.api import WGS72, Satrec
 
 from sda.orbit import frames, uncertainty
 from sda.orbit.od import dynamics
-from sda.orbit.od.elements import _positions, fit_to_trajectory
+from sda.orbit.od.elements import fit_to_trajectory
 from sda.orbit.od.estimator import CONVERGED, OdConfig, OdResult, _teme7, fit
 from sda.orbit.od.predict import prior_from_result
 from sda.orbit.od.prior import prior_from_tle, rtn_to_teme6
@@ -47,7 +44,6 @@ KINDS = ("radar", "optical", "isl")
 class ArcSettings:
     arc_s: float = 6 * 3600.0
     lines_span_s: float = 30 * 3600.0
-    renew_m: float = 500.0
     config: OdConfig = OdConfig()
 
 
@@ -79,8 +75,8 @@ def _sigmas_rtn(result: OdResult) -> np.ndarray:
     return np.sqrt(np.clip(np.diag(cov), 0.0, None))
 
 
-def _lines(result: OdResult, reference: Satrec, previous: dict | None, settings: ArcSettings) -> dict:
-    """The screening element set of a converged fit, renewed or kept (module docstring)."""
+def _lines(result: OdResult, reference: Satrec, settings: ArcSettings) -> dict:
+    """The screening element set of a converged fit (module docstring)."""
     t0 = float(result.epoch)
     times = t0 + np.arange(0.0, settings.lines_span_s + 1.0, LINES_STEP_S)
     rot0 = dynamics.teme_rotation([t0])[0]
@@ -88,17 +84,7 @@ def _lines(result: OdResult, reference: Satrec, previous: dict | None, settings:
     traj = dynamics.propagate(t0, x0[:6], x0[6], times, variational=False)
     r_teme = np.einsum("mij,mj->mi", dynamics.teme_rotation(times), traj.x[:, :3]) / 1000.0
     fitted = fit_to_trajectory(reference, t0, times, r_teme)
-    out = {"line1": fitted.line1, "line2": fitted.line2, "screen_epoch_unix": t0, "lines_rms_m": fitted.rms_m,
-           "lines_max_m": fitted.max_m, "renewed": True}
-    if previous is not None and previous.get("line1"):
-        old = Satrec.twoline2rv(previous["line1"], previous["line2"], WGS72)
-        jd, fr = frames.unix_to_jd(times)
-        err = np.linalg.norm(_positions([old], jd, fr)[0] - r_teme, axis=1) * 1000.0
-        if np.isfinite(err).all() and err.max() <= fitted.max_m + settings.renew_m:
-            out.update(line1=previous["line1"], line2=previous["line2"],
-                       screen_epoch_unix=float(previous["screen_epoch_unix"]), lines_rms_m=float(np.sqrt(np.mean(
-                           err**2))), lines_max_m=float(err.max()), renewed=False)
-    return out
+    return {"line1": fitted.line1, "line2": fitted.line2, "lines_rms_m": fitted.rms_m, "lines_max_m": fitted.max_m}
 
 
 def _record(norad: int, k: int, obs: pd.DataFrame, result: OdResult, lines: dict | None,
@@ -121,8 +107,7 @@ def _record(norad: int, k: int, obs: pd.DataFrame, result: OdResult, lines: dict
         "reason": result.reason or None, "source": "fused" if result.converged else "catalogue",
         "prior_source": result.prior_source, "regime": uncertainty.orbit_regime(hp, ha) if finite else None,
         "obs_digest": digest, "fused_id": hashlib.sha256(f"{norad}/{k}/{digest}".encode()).hexdigest()[:32],
-        "model": result.model, "line1": None, "line2": None, "screen_epoch_unix": None, "lines_rms_m": None,
-        "lines_max_m": None, "renewed": False,
+        "model": result.model, "line1": None, "line2": None, "lines_rms_m": None, "lines_max_m": None,
     }
     if lines:
         row.update(lines)
@@ -164,7 +149,7 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
         lines = None
         if result.converged and reference is not None:
             try:
-                lines = _lines(result, reference, previous, settings)
+                lines = _lines(result, reference, settings)
             except (ValueError, dynamics.PropagationError) as exc:
                 result.status, result.reason = "failed", f"screening element set: {exc}"
         row = _record(norad, int(k), part, result, lines, settings)
