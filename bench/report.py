@@ -85,12 +85,47 @@ def _accuracy_rows(result: dict) -> list[Row]:
             (f"{what}: truly closer than 1 km", (what, "truly_under_1km"), "{:,}", ""),
             (f"{what}: truly farther than 5 km", (what, "true_miss_over_5km"), "{:,}", ""),
         ]
+    rows += _fused_accuracy_rows(result)
     rows += [
         ("recall of the true approaches under 1 km", ("recall_under_1km", "recall"), "{:.3f}", "1"),
         ("true approaches under 1 km in the horizon", ("recall_under_1km", "true"), "{:,}", ""),
         ("recall of the true approaches under the screening threshold", ("recall_under_threshold", "recall"),
          "{:.3f}", ""),
         ("true approaches under the screening threshold", ("recall_under_threshold", "true"), "{:,}", ""),
+    ]
+    return rows
+
+
+def _fused_accuracy_rows(result: dict) -> list[Row]:
+    """The fused orbits against the catalogue they started from (bench/accuracy_fused.py), and the alerts
+    between two fused objects."""
+    rows: list[Row] = []
+    targets = {("LEO", "2+ passes", "0h"): "<= 0.10", ("LEO", "2+ passes", "24h"): "<= 0.333"}
+    for regime, groups in sorted(((result.get("fused") or {}).get("regimes") or {}).items()):
+        for group in ("2+ passes", "1 pass"):
+            for lead in sorted(groups.get(group) or {}, key=lambda x: float(x.rstrip("h"))):
+                where = f"{regime}, {group}, run end + {lead}"
+                base = ("fused", "regimes", regime, group, lead)
+                rows += [
+                    (f"fused objects scored ({where})", (*base, "objects"), "{:,}", ""),
+                    (f"fused error, median ({where})", (*base, "fused_median_m"), "{:,.0f} m", ""),
+                    (f"fused error, p90 ({where})", (*base, "fused_p90_m"), "{:,.0f} m", ""),
+                    (f"catalogue error of the same objects, median ({where})", (*base, "catalogue_median_m"),
+                     "{:,.0f} m", ""),
+                    (f"fused / catalogue, medians ({where})", (*base, "ratio"), "{:.3f}",
+                     targets.get((regime, group, lead), "")),
+                    (f"share inside the fused 95 % ellipsoid ({where})", (*base, "inside95"), "{:.3f}", "0.90-0.99"),
+                ]
+    rows += [
+        ("alerts between two fused objects: count", ("alerts_both_fused", "count"), "{:,}", ""),
+        ("alerts between two fused objects: miss-distance error, median",
+         ("alerts_both_fused", "miss_error_m", "median"), "{:,.0f} m", "<= 300 m"),
+        ("alerts between two fused objects: miss-distance error, p90",
+         ("alerts_both_fused", "miss_error_m", "p90"), "{:,.0f} m", ""),
+        ("true approaches under 1 km between two fused objects", ("recall_under_1km_both_fused", "true"), "{:,}", ""),
+        ("of them, found by the screening (TCA within 120 s)", ("recall_under_1km_both_fused", "found"), "{:,}", ""),
+        ("pairs with a true approach under 1 km, both fused", ("recall_under_1km_both_fused", "pairs"), "{:,}", ""),
+        ("of them, alerted", ("recall_under_1km_both_fused", "pairs_alerted"), "{:,}", "all"),
     ]
     return rows
 

@@ -1,0 +1,146 @@
+"""The fusion stage run after run: what each 15-minute micro-batch refits, how long it takes, and how many
+fused objects' screening element sets it renews (issue 38, points 3 and 6).
+
+    .venv/bin/python bench/fusion_runs.py [--objects 300] [--hours 3] [--cadence-minutes 15] [--seed 2]
+                                          [--work DIR] [--out FILE]
+
+The simulator writes ``--hours`` of sensors over a generated catalogue of ``--objects`` (``make run``'s
+size by default; element sets 0.5-3 days old; no disorder: a re-ordered or late file holds observations
+of other times than its name says, which landing by name would turn into late data). The files land one
+cadence at a time, by the time in their names, and after each landing the stages run as the DAG runs them
+(ingest .. correlate, fuse, conjunction with the screening starting at the slice's end, 24 h horizon), in
+one lakehouse on the benchmark's own Spark Connect server. Per run: the fuse stage's seconds, objects and
+windows refitted, converged; the conjunction stage's fused objects, renewed and kept element sets (``renew_fraction`` =
+renewed / catalogue objects: what ``bench/screening.py --renew-fraction`` takes) and its seconds.
+
+Prints a line per run and, last, one JSON line (per-run rows, medians over the runs after the first);
+the same JSON goes to ``--out`` (default ``bench/results/fusion_runs.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT))
+STAGES = ("ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
+FAR_START, FAR_END = "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"
+
+
+def log(msg: str) -> None:
+    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--objects", type=int, default=300)
+    p.add_argument("--hours", type=float, default=3.0)
+    p.add_argument("--cadence-minutes", type=float, default=15.0)
+    p.add_argument("--seed", type=int, default=2)
+    p.add_argument("--start", default="2026-11-21T06:00:00Z")
+    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "fusion_runs")
+    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "fusion_runs.json")
+    return p
+
+
+def file_time(name: str) -> dt.datetime | None:
+    found = re.search(r"_(\d{8}T\d{6}Z)", name)
+    return None if found is None else dt.datetime.strptime(found.group(1), "%Y%m%dT%H%M%SZ").replace(
+        tzinfo=dt.timezone.utc)
+
+
+def land(files: list[Path], staging: Path, landing: Path) -> None:
+    for src in files:
+        target = landing / src.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+        os.utime(target, (946684800, 946684800))
+
+
+def one_run(spark, settings, k: int, slice_end: dt.datetime) -> dict:
+    out = {"run": k, "slice_end": slice_end.isoformat()}
+    screen = slice_end.isoformat().replace("+00:00", "Z")
+    for stage in STAGES:
+        extra = ["--screen-start", screen] if stage == "conjunction" else []
+        started = time.monotonic()
+        m = importlib.import_module(f"jobs.{stage}").main(
+            ["--start", FAR_START, "--end", FAR_END, "--run-id", f"run-{k}", *extra], settings=settings, spark=spark)
+        out[f"{stage}_s"] = round(time.monotonic() - started, 2)
+        if stage == "fuse":
+            out.update(fuse_objects=m.get("objects", 0), fuse_windows=m.get("windows", 0),
+                       fuse_converged=m.get("converged", 0))
+        if stage == "conjunction":
+            out.update(fused=m.get("fused_objects", 0), renewed=m.get("fused_renewed", 0),
+                       kept=m.get("fused_kept", 0), catalogue=m.get("objects", 0), screening=m.get("mode"),
+                       events=m.get("events", 0))
+    out["renew_fraction"] = round(out["renewed"] / max(out["catalogue"], 1), 4)
+    return out
+
+
+def main(argv=None) -> dict:
+    args = parser().parse_args(argv)
+    from sda.config.settings import load_settings
+    from sda.lake import server
+    from sda.lake.spark import connect
+    from sda.sim.common import RATE_NAMES, parse_time
+    from sda.sim.simulate import SimConfig, simulate
+
+    shutil.rmtree(args.work, ignore_errors=True)
+    staging = args.work / "staging"
+    start = parse_time(args.start)
+    sim = simulate(SimConfig(start=start, end=start + dt.timedelta(hours=args.hours), landing=staging,
+                             catalog_out=args.work / "catalog.tle", objects=args.objects, seed=args.seed,
+                             tle_age_days=(0.5, 3.0), reorder_rate=0.0, **{name: 0.0 for name in RATE_NAMES}))
+    settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
+                             outbox=args.work / "outbox", catalog_file=sim.catalog_file, shuffle_partitions=4)
+    files = [p for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts and file_time(p.name)]
+    own_server = server.start(settings).get("started", False)
+    spark = connect(settings)
+    rows = []
+    try:
+        importlib.import_module("jobs.catalog").main(
+            ["--start", FAR_START, "--end", FAR_END, "--run-id", "catalog-1", "--file", str(sim.catalog_file)],
+            settings=settings, spark=spark)
+        step = dt.timedelta(minutes=args.cadence_minutes)
+        k, slice_end = 0, start + step
+        while slice_end <= start + dt.timedelta(hours=args.hours) + dt.timedelta(seconds=1):
+            land([f for f in files if slice_end - step <= file_time(f.name) < slice_end], staging, settings.landing)
+            row = one_run(spark, settings, k, slice_end)
+            log(json.dumps(row))
+            rows.append(row)
+            k, slice_end = k + 1, slice_end + step
+    finally:
+        spark.stop()
+        if own_server:
+            server.stop(settings)
+    later = rows[1:] or rows
+
+    def med(key: str) -> float:
+        return round(float(np.median([r[key] for r in later])), 4)
+
+    objects_fitted = max(sum(r["fuse_objects"] for r in rows), 1)
+    result = {"objects": args.objects, "hours": args.hours, "cadence_minutes": args.cadence_minutes,
+              "seed": args.seed, "runs": rows, "median_fuse_s": med("fuse_s"),
+              "median_fuse_objects": med("fuse_objects"), "median_conjunction_s": med("conjunction_s"),
+              "median_renewed": med("renewed"), "median_renew_fraction": med("renew_fraction"),
+              "max_renew_fraction": max(r["renew_fraction"] for r in later),
+              "fuse_s_per_object": round(sum(r["fuse_s"] for r in rows) / objects_fitted, 3)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
