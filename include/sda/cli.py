@@ -211,10 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--dry-run", action="store_true", help="print the plan, recompute nothing")
     rep.add_argument("--run-id", help="lineage id (default replay__<UTC time>)")
     trace = sub.add_parser("trace",
-                           help="lineage of an alert: observations, bronze rows, landing files, catalogue state")
+                           help="lineage of an alert: the orbits it used (a fused orbit and the observations "
+                                "fitted, or the catalogue's), observations, bronze rows, landing files")
     trace.add_argument("alert_id")
     trace.add_argument("--json", action="store_true", help="print JSON instead of text")
-    trace.add_argument("--limit", type=int, default=20, help="observations listed per object (all are counted)")
+    trace.add_argument("--limit", type=int, default=20,
+                       help="observations listed per object and per fused orbit (all are counted)")
     tabs = sub.add_parser("tables", help="list the table registry")
     tabs.add_argument("--create", action="store_true",
                       help="create the tables that do not exist yet (on the Spark Connect server), then exit")

@@ -2,6 +2,9 @@
 
     alert (gold.alerts / alert_events)
       -> the conjunction it was raised from (gold.conjunctions, by event_id: pair, TCA, screening run)
+      -> per object, the orbit the alert used (its ``*_cov_source``): a fused orbit (gold.fused_orbits, by
+         fused_id: window, fit, and the correlated observations it was fitted to) or the catalogue's
+         element set with the modelled covariance (:mod:`sda.pipeline.lineage_fused`)
       -> per object, the catalogue state the screening used: the newest element set (gold.catalog)
          loaded before that screening finished, and the newest per-object state window (gold.object_state)
          starting before the screening -- the residuals behind the covariance of the Pc
@@ -24,6 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from sda.lake.tables import BRONZE_BY_KIND, TABLES
+from sda.pipeline.lineage_fused import orbit_used, render_orbit
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -65,8 +69,9 @@ def element_sets_used(spark: "SparkSession", settings: "Settings", norad_ids: "I
     return {int(r["norad_id"]): r for r in found}
 
 
-def trace(spark: "SparkSession", settings: "Settings", alert_id: str) -> dict[str, Any]:
-    """Every hop of an alert's lineage (see the module docstring), as plain rows; :func:`render` prints it."""
+def trace(spark: "SparkSession", settings: "Settings", alert_id: str, limit: int = 20) -> dict[str, Any]:
+    """Every hop of an alert's lineage (see the module docstring), as plain rows; :func:`render` prints it.
+    ``limit``: the fitted observations listed per fused orbit (all are counted)."""
     from pyspark.sql import functions as F
 
     c = F.col
@@ -96,11 +101,14 @@ def trace(spark: "SparkSession", settings: "Settings", alert_id: str) -> dict[st
                       .select("run_id").collect()]
     objects = {role: _object_lineage(spark, settings, norad, alert["screen_start"], used_before, known_runs)
                for role, norad in (("primary", alert["primary_id"]), ("secondary", alert["secondary_id"]))}
+    for role, obj in objects.items():
+        obj["orbit_used"] = orbit_used(spark, settings, alert.get(f"{role[0]}_cov_source"), limit)
 
     bronze = _bronze_records(spark, settings, {o["bronze_id"] for obj in objects.values() for o in obj["observations"]})
     landing = _landing_files(spark, settings, sorted({b["source_file"] for b in bronze}))
     return {"alert": {k: alert[k] for k in ("alert_id", "version", "status", "level", "primary_id", "secondary_id",
-                                             "tca", "miss_m", "pc", "screen_start", "first_run_id", "event_id")},
+                                             "tca", "miss_m", "pc", "screen_start", "first_run_id", "event_id",
+                                             "p_cov_source", "s_cov_source")},
             "versions": versions, "conjunctions": sorted(events, key=lambda e: e["screen_start"]),
             "screened_by_run": screened_by, "objects": objects, "bronze": bronze, "landing_files": landing}
 
@@ -162,6 +170,8 @@ def render(result: dict[str, Any], limit: int = 20) -> str:
     for role, obj in result["objects"].items():
         es, st = obj["element_set"], obj["state_window"]
         out.append(f"{role} {obj['norad_id']}" + (f" {es['name']}" if es and es.get("name") else ""))
+        if obj.get("orbit_used"):
+            out += render_orbit(obj["orbit_used"], limit)
         if es:
             out.append(f"  catalogue state: element set epoch {es['epoch']} from {es['source']} "
                        f"(loaded {es['load_time']}, run {es['run_id']})")
@@ -192,7 +202,7 @@ def main(args: argparse.Namespace) -> int:
     settings = load_settings()
     spark = build_session("sda-trace", settings)
     try:
-        result = trace(spark, settings, args.alert_id)
+        result = trace(spark, settings, args.alert_id, args.limit)
     except TraceError as exc:
         print(f"sda trace: {exc}", file=sys.stderr)
         return 1

@@ -16,6 +16,9 @@ says why the run stopped). It shows
   uncertainty model's prediction plus the sensor's noise, so the ratio is observed / predicted). Near
   1 the model fits; above it the model is too tight (correct observations will fall outside the gate),
   below it too loose (the gate lets more wrong candidates in than it needs to);
+- **orbit determination** (where the lakehouse has gold ``fused_orbits``): per regime, the objects whose
+  newest fit converged, their weighted residual RMS and covariance sizes, and the objects whose newest
+  fit did not converge, with why (:mod:`sda.quality.fusion_report`);
 - **alerts**: for every alert version the run emitted (``gold.alert_events``), the pair's separation
   over time around TCA, propagated with SGP4 from the element sets the screening used (the newest
   loaded before the run's screening finished, as ``sda trace`` finds them), on a log scale so the
@@ -40,6 +43,7 @@ import numpy as np
 
 from sda.quality.charts import COUNTS, separation_svg, stage_counts_svg
 from sda.quality.charts import escape as _e
+from sda.quality.fusion_report import fusion_section, gather_fusion
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -249,6 +253,9 @@ def render(report: dict[str, Any], page_dir: Path, threshold_m: float) -> str:
             + "<h2>Data quality</h2>" + _quality_section(report["checks"], page_dir)
             + ("<h2>Correlation calibration</h2>" + _calibration_section(report["calibration"])
                if "calibration" in report else "")
+            + ("<h2>Orbit determination</h2>"
+               + fusion_section(report["fusion"], next((m for m in report["metrics"] if m["stage"] == "fuse"), None))
+               if report.get("fusion") is not None else "")
             + "<h2>Alerts</h2>" + _alerts_section(report["alerts"], threshold_m))
     return _page(f"sda-fusion run {run_id}", body)
 
@@ -276,9 +283,11 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
                                          for table in ("run_metrics", "data_quality", "alert_events"))
         calibration_f = pool.submit(_calibration, spark, settings, run_id, rows)
         metrics = sorted(metrics_f.result(), key=lambda m: (order.get(m["stage"], 99), m["stage"]))
+        fusion_f = pool.submit(gather_fusion, spark, settings, metrics[0]["interval_end"] if metrics else None)
         checks = sorted(checks_f.result(), key=lambda c: (c["layer"], c["table"], c["expectation"]))
         alerts = sorted(alerts_f.result(), key=lambda a: (a["tca"], a["alert_id"]))
         calibration = calibration_f.result()
+        fusion = fusion_f.result()
     finished = next((m["finished"] for m in metrics if m["stage"] == "conjunction"), None)
     used = element_sets_used(spark, settings, [a[f"{role}_id"] for a in alerts for role in ("primary", "secondary")],
                              finished)
@@ -290,7 +299,7 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
                                             a["tca"].replace(tzinfo=a["tca"].tzinfo or dt.timezone.utc))
     interval = (metrics[0]["interval_start"], metrics[0]["interval_end"]) if metrics else None
     return {"run_id": run_id, "interval": interval, "metrics": metrics, "checks": checks, "alerts": alerts,
-            "calibration": calibration,
+            "calibration": calibration, "fusion": fusion,
             "built": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
 
 
