@@ -267,6 +267,11 @@ def replay(spark: "SparkSession", settings: "Settings", args: argparse.Namespace
     return metrics
 
 
+def catalogue_lines(rows: list[dict]) -> "screening.CatalogueLines":
+    return screening.CatalogueLines(tuple(int(r["norad_id"]) for r in rows), tuple(r["line1"] for r in rows),
+                                    tuple(r["line2"] for r in rows))
+
+
 def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Namespace, screen_start: dt.datetime,
                 lifecycle: bool) -> dict[str, Any]:
     """One screening of [screen_start, screen_start + horizon). With ``lifecycle`` (a scheduled or
@@ -288,9 +293,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     newest = newest_element_sets(TABLES["catalog"].read(spark, settings), *SCREENED_COLUMNS)
     chosen = with_fused_lines(spark, settings, newest.orderBy("norad_id").collect(), screen_start, screened_lines)
     catalogue_rows = chosen.rows
-    catalogue = screening.CatalogueLines(tuple(int(r["norad_id"]) for r in catalogue_rows),
-                                         tuple(r["line1"] for r in catalogue_rows),
-                                         tuple(r["line2"] for r in catalogue_rows))
+    catalogue = catalogue_lines(catalogue_rows)
     epochs = {int(r["norad_id"]): r["epoch"] for r in catalogue_rows}
     epochs_unix = {n: aware(e).timestamp() for n, e in epochs.items()}
     plan = screening.plan_increment(previous, epochs_unix, start, end, threshold_km, step_s, screening.code_version(),
