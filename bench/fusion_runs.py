@@ -49,6 +49,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cadence-minutes", type=float, default=15.0)
     p.add_argument("--seed", type=int, default=2)
     p.add_argument("--start", default="2026-11-21T06:00:00Z")
+    p.add_argument("--renew-m", type=float, default=None, help="settings.fusion_renew_m (default: the setting's)")
     p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "fusion_runs")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "fusion_runs.json")
     return p
@@ -103,7 +104,8 @@ def main(argv=None) -> dict:
                              catalog_out=args.work / "catalog.tle", objects=args.objects, seed=args.seed,
                              tle_age_days=(0.5, 3.0), reorder_rate=0.0, **{name: 0.0 for name in RATE_NAMES}))
     settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
-                             outbox=args.work / "outbox", catalog_file=sim.catalog_file, shuffle_partitions=4)
+                             outbox=args.work / "outbox", catalog_file=sim.catalog_file, shuffle_partitions=4,
+                             **({} if args.renew_m is None else {"fusion_renew_m": args.renew_m}))
     files = [p for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts and file_time(p.name)]
     own_server = server.start(settings).get("started", False)
     spark = connect(settings)
@@ -131,6 +133,7 @@ def main(argv=None) -> dict:
 
     objects_fitted = max(sum(r["fuse_objects"] for r in rows), 1)
     result = {"objects": args.objects, "hours": args.hours, "cadence_minutes": args.cadence_minutes,
+              "renew_m": settings.fusion_renew_m,
               "seed": args.seed, "runs": rows, "median_fuse_s": med("fuse_s"),
               "median_fuse_objects": med("fuse_objects"), "median_conjunction_s": med("conjunction_s"),
               "median_renewed": med("renewed"), "median_renew_fraction": med("renew_fraction"),

@@ -149,6 +149,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     rows = with_times(fitted, args.run_id).localCheckpoint()
     faults.checkpoint("fuse:before-write")
     sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
+    faults.checkpoint("fuse:after-orbits")
     emptied = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc))
                                      for n, k in touched], "norad_id long, window_start timestamp").join(
         rows.select("norad_id", "window_start"), on=["norad_id", "window_start"], how="left_anti")

@@ -13,7 +13,7 @@ from pathlib import Path
 UTC = dt.timezone.utc
 FAR_END = dt.datetime(2100, 1, 1, tzinfo=UTC)  # ingest takes every landed file
 START = dt.datetime(2026, 1, 1, tzinfo=UTC)
-FLOW = ("ingest", "normalize", "dedup", "correlate")
+FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse")
 
 # Columns that say when, by which run or through which file a row arrived, not what it is.
 METADATA = frozenset({
@@ -21,6 +21,7 @@ METADATA = frozenset({
     "source_file", "quarantine_time", "load_time", "updated", "outbox_file", "first_run_id",
 })
 COMPARED = ("observations", "observations_dedup", "correlated", "uncorrelated", "object_state", "passes",
+            "fused_orbits",
             "late_data", "quarantine", "catalog", "conjunctions", "alerts", "alert_events")
 
 
@@ -72,6 +73,8 @@ def _canonical(value):
         return float(f"{value:.12g}")
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
+    if isinstance(value, (list, tuple)):  # an array column (a fused orbit's covariance)
+        return tuple(_canonical(v) for v in value)
     return value
 
 

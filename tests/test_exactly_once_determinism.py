@@ -36,6 +36,7 @@ def test_different_file_order_and_run_split_give_identical_tables(spark, staging
         if i != 1:  # dedup and correlate skip the middle run: they catch up over two batches later
             chain.run_stage(spark, settings, "dedup", f"run-{i}")
             chain.run_stage(spark, settings, "correlate", f"run-{i}")
+            chain.run_stage(spark, settings, "fuse", f"run-{i}")
     chain.run_stage(spark, settings, "conjunction", "run-x", SCREEN)
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
 
@@ -46,7 +47,7 @@ def test_replay_with_unchanged_inputs_equals_the_original(spark, reference, tmp_
     settings = copy_of(reference[0], tmp_path, "replayed")
     before = progress_of(spark, settings)
     lo, hi = SIM_START - dt.timedelta(hours=2), SIM_START + dt.timedelta(hours=2)
-    figures = {stage: replay(spark, settings, stage, lo, hi) for stage in ("normalize", "dedup", "correlate")}
+    figures = {stage: replay(spark, settings, stage, lo, hi) for stage in ("normalize", "dedup", "correlate", "fuse")}
     figures["conjunction"] = replay(spark, settings, "conjunction", lo, hi, SCREEN)
     assert figures["normalize"]["records_in"] > 1000 and figures["correlate"]["records_in"] > 1000
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
@@ -70,7 +71,7 @@ def test_replay_puts_back_what_a_range_lost(spark, reference, tmp_path):
         spark.sql(f"DELETE FROM delta.`{path}` WHERE {cond}").collect()
     assert lost > 300
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) != []  # the loss shows
-    for stage in ("normalize", "dedup", "correlate"):
+    for stage in ("normalize", "dedup", "correlate", "fuse"):
         replay(spark, settings, stage, lo, hi)
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
 
