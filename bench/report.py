@@ -179,6 +179,19 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "correlation": {"command": "bench/correlation.py", "rows": _correlation_rows},
+    "fusion_runs": {
+        "command": "bench/fusion_runs.py",
+        "rows": [
+            ("renewal threshold (`SDA_FUSION_RENEW_M`)", ("renew_m",), "{:,.0f} m", ""),
+            ("objects refitted per 15-minute run, median", ("median_fuse_objects",), "{:,.0f}", ""),
+            ("fuse stage per run, median", ("median_fuse_s",), "{:.1f} s", ""),
+            ("fuse stage per object refitted (wall, 2 cores)", ("fuse_s_per_object",), "{:.3f} s", ""),
+            ("conjunction stage per run, median", ("median_conjunction_s",), "{:.1f} s", ""),
+            ("screening element sets renewed per run, median", ("median_renewed",), "{:,.0f}", ""),
+            ("renewed / catalogue per run, median", ("median_renew_fraction",), "{:.3f}", ""),
+            ("renewed / catalogue per run, largest", ("max_renew_fraction",), "{:.3f}", ""),
+        ],
+    },
     "throughput": {
         "command": "bench/throughput.py",
         "rows": [
