@@ -90,6 +90,7 @@ CHANGE_FEED_CONSUMERS: dict[str, tuple[str, ...]] = {
     "tdm_messages": ("normalize",),
     "observations": ("dedup",),
     "observations_dedup": ("correlate",),
+    "correlated": ("fuse",),
 }
 SAFETY_MARGIN_H = 1.0  # _change_data files are written a little before their commit; clocks drift
 # Delta's own defaults, used when a table does not set the property

@@ -40,7 +40,7 @@ def test_process_killed_mid_write_then_retried(spark, staging, reference, tmp_pa
                           text=True, timeout=600)
     assert proc.returncode == 137, proc.stderr[-3000:]
     assert "killing the process at normalize:after-silver" in proc.stderr
-    for stage in ("normalize", "dedup", "correlate"):  # the Airflow retry, then the rest of the run
+    for stage in ("normalize", "dedup", "correlate", "fuse"):  # the Airflow retry, then the rest of the run
         chain.run_stage(spark, settings, stage, "run-1")
     chain.run_stage(spark, settings, "conjunction", "run-1", SCREEN)
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
@@ -101,7 +101,7 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
     finally:
         server.stop(own)
         activate(spark)  # connect() made its session the default: the shared one again
-    for stage in ("dedup", "correlate"):  # the rest of the run
+    for stage in ("dedup", "correlate", "fuse"):  # the rest of the run
         chain.run_stage(spark, settings, stage, "run-1")
     chain.run_stage(spark, settings, "conjunction", "run-1", SCREEN)
     assert chain.differences(chain.snapshot(spark, settings), reference[1]) == []
