@@ -187,7 +187,7 @@ def test_the_injected_pair_is_judged_on_its_fused_orbits(spark, runs):
 
     one, _, result, single, _ = runs
     inj = json.loads(result.summary_file.read_text())["injected"]
-    assert single["conjunction"]["fused_objects"] >= 25
+    assert single["conjunction"]["fused_objects"] >= 15
     alerts = [r.asDict() for r in TABLES["alerts"].read(spark, one).collect()
               if {r["primary_id"], r["secondary_id"]} == {inj["primary"], inj["secondary"]}]
     # two near-circular crossing orbits of one period meet again at the opposite node: the designed TCA's
@@ -211,16 +211,18 @@ def test_a_refit_renews_the_screened_element_set_only_when_it_strays(spark, runs
     from sda.orbit import frames
 
     two, (first, second) = runs[1], runs[4]
-    assert first["conjunction"]["fused_objects"] >= 25 and first["conjunction"]["fused_renewed"] == 0
+    assert first["conjunction"]["fused_renewed"] == 0
     c = second["conjunction"]
     assert c["fused_renewed"] + c["fused_kept"] > 0
     fused = _fused(spark, two)
     state = {int(r["norad_id"]): r for r in TABLES["screening_state"].read(spark, two).collect()}
     times = SIM_END.timestamp() + np.arange(0.0, 3 * 3600.0 + 1.0, 300.0)
     kept = renewed = 0
+    from sda.lake.tables import FUSED_MIN_SPAN_S
+
     for norad, f in fused.items():
-        if f["status"] != "converged":
-            continue
+        if f["status"] != "converged" or f["epoch_unix"] - f["fit_start_unix"] < FUSED_MIN_SPAN_S:
+            continue  # the screening used the catalogue's element set for it
         screened = (state[norad]["line1"], state[norad]["line2"])
         if screened == (f["line1"], f["line2"]):
             renewed += 1
