@@ -25,8 +25,8 @@ from sgp4.api import WGS72, Satrec, SatrecArray
 from sgp4.exporter import export_tle
 
 from sda.orbit import frames
+from sda.orbit.catgen import SGP4_EPOCH_JD
 
-SGP4_EPOCH_JD = 2433281.5  # sgp4init's epoch origin: 1949 December 31 00:00 UT
 #: finite-difference steps of the seven elements (rad/min, -, rad, rad, rad, rad, 1/earth radii)
 _STEPS = np.array([1e-9, 1e-7, 1e-7, 1e-7, 1e-7, 1e-7, 1e-6])
 
