@@ -51,10 +51,12 @@ PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_
 
 
 def arc_settings(settings: "Settings"):
+    from sda.lake.tables import FUSED_MIN_SPAN_S
     from sda.orbit.od.arcs import ArcSettings
 
     return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
-                       lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0)
+                       lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
+                       lines_min_span_s=FUSED_MIN_SPAN_S)
 
 
 def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
@@ -84,7 +86,7 @@ def priors(spark: "SparkSession", settings: "Settings", first: dict[int, int], a
     keys = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc_s, dt.timezone.utc))
                                   for n, k in first.items()], "norad_id long, first_start timestamp")
     rows = (TABLES["fused_orbits"].read(spark, settings)
-            .where((F.col("window_start") >= F.lit(lo)) & (F.col("status") == "converged") & F.col("line1").isNotNull())
+            .where((F.col("window_start") >= F.lit(lo)) & (F.col("status") == "converged"))
             .join(F.broadcast(keys), on="norad_id").where(F.col("window_start") < F.col("first_start"))
             .groupBy("norad_id").agg(F.max_by(F.struct(*PRIOR_COLUMNS[1:]), "window_start").alias("p"))
             .select("norad_id", "p.*").collect())

@@ -82,8 +82,15 @@ def test_objects_are_fused_and_most_converge(spark, runs):
     assert single["objects"] == len(fused) >= 25
     converged = [r for r in fused.values() if r["status"] == "converged"]
     assert len(converged) >= 0.8 * len(fused)
+    from sda.lake.tables import FUSED_MIN_SPAN_S
+
+    assert any(r["line1"] for r in converged) and any(not r["line1"] for r in converged)
     for r in converged:
-        assert r["source"] == "fused" and r["line1"] and r["line2"] and r["lines_max_m"] < 3000.0
+        # the screening element set exactly where the screening may use the fit (90 minutes or more)
+        if r["epoch_unix"] - r["fit_start_unix"] >= FUSED_MIN_SPAN_S:
+            assert r["source"] == "fused" and r["line1"] and r["line2"] and r["lines_max_m"] < 3000.0
+        else:
+            assert r["source"] == "fused" and r["line1"] is None and r["lines_max_m"] is None
         assert r["observations"] == r["n_radar"] + r["n_optical"] + r["n_isl"]
         assert r["fit_start"] <= r["epoch"] <= SIM_END.replace(tzinfo=None)
         cov = np.array(r["covariance"]).reshape(7, 7)

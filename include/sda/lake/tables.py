@@ -259,6 +259,7 @@ FUSED_MAX_AGE_H = 48.0
 #: a fused orbit fitted over a shorter arc than this (epoch - first observation) is not used: one pass
 #: determines the along-track motion worse than a fresh element set does (make run's 30-minute scenario:
 #: the injected pair predicted 1.6 km apart three hours on, truly 150 m; the catalogue said 265 m)
+#: (and the fuse stage fits no screening element set to a shorter fit: it would not be used)
 FUSED_MIN_SPAN_S = 5400.0
 
 

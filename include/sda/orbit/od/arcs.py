@@ -11,9 +11,10 @@ of the observations of it and of the windows before: whatever the file order or 
 observations give the same orbits (:func:`fuse_object` sorts them by event time and ``obs_id``).
 A late observation in window ``j`` re-fits window ``j`` and every later window of its object.
 
-Each converged fit also gets the element set the screening propagates (:mod:`sda.orbit.od.elements`),
-fitted to the fused orbit's numerical prediction from its epoch over ``lines_span_s`` (the screening
-horizon plus an arc). Whether a new set counts as a change for the incremental screening is the
+Each converged fit over at least ``lines_min_span_s`` also gets the element set the screening propagates
+(:mod:`sda.orbit.od.elements`), fitted to the fused orbit's numerical prediction from its epoch over
+``lines_span_s`` (the screening horizon plus an arc); a shorter converged fit is still the next window's
+prior. Whether a new set counts as a change for the incremental screening is the
 screening's decision (:func:`sda.alerts.fused.with_fused_lines`), not this stage's: the fused orbits stay
 a function of the observations alone.
 """
@@ -44,6 +45,10 @@ KINDS = ("radar", "optical", "isl")
 class ArcSettings:
     arc_s: float = 6 * 3600.0
     lines_span_s: float = 30 * 3600.0
+    #: a fit over a shorter span gets no screening element set: the screening does not use it
+    #: (:data:`sda.lake.tables.FUSED_MIN_SPAN_S`, which the stage passes here), and the set costs ~0.2 s of
+    #: numerical propagation over ``lines_span_s`` -- nine tenths of a short arc's work
+    lines_min_span_s: float = 0.0
     config: OdConfig = OdConfig()
 
 
@@ -147,14 +152,14 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
         except (ValueError, dynamics.PropagationError) as exc:
             result = _failed(part, t, k_of == k, str(exc))
         lines = None
-        if result.converged and reference is not None:
+        if result.converged and reference is not None and result.epoch - result.fit_start >= settings.lines_min_span_s:
             try:
                 lines = _lines(result, reference, settings)
             except (ValueError, dynamics.PropagationError) as exc:
                 result.status, result.reason = "failed", f"screening element set: {exc}"
         row = _record(norad, int(k), part, result, lines, settings)
         rows.append(row)
-        if result.status == CONVERGED and lines is not None:
+        if result.status == CONVERGED:
             previous = row
     return rows
 
