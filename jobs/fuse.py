@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -152,39 +154,46 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     faults.checkpoint("fuse:before-write")
     sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
     faults.checkpoint("fuse:after-orbits")
-    emptied = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc))
-                                     for n, k in touched], "norad_id long, window_start timestamp").join(
-        rows.select("norad_id", "window_start"), on=["norad_id", "window_start"], how="left_anti")
-    emptied_n = emptied.count()
-    if emptied_n:  # windows whose only observations dedup withdrew
-        sinks.delete_keys(spark, emptied, "fused_orbits", settings)
-    figures = summary(rows)
+    written = rows.select("norad_id", F.unix_micros("window_start").alias("us"), *SUMMARY_COLUMNS).collect()
+    fitted_keys = {(int(r["norad_id"]), round(r["us"] / 1e6 / arc.arc_s)) for r in written}
+    emptied = sorted(set(touched) - fitted_keys)
+    if emptied:  # windows whose only observations dedup withdrew
+        sinks.delete_keys(spark, spark.createDataFrame(
+            [(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc)) for n, k in emptied],
+            "norad_id long, window_start timestamp"), "fused_orbits", settings)
+    figures = summary(written)
     # conservation counts windows: each one refitted is written, or deleted when it has no observations left
-    n = figures["windows"] + emptied_n
-    return {**metrics, **figures, "records_in": n, "records_out": n, "windows_emptied": emptied_n,
+    n = figures["windows"] + len(emptied)
+    return {**metrics, **figures, "records_in": n, "records_out": n, "windows_emptied": len(emptied),
             "consumed": {SOURCE: last_v}}
 
 
-def summary(rows: "DataFrame") -> dict[str, Any]:
-    """The run's figures: windows fitted per status, objects, observations used, per regime."""
-    stats = rows.groupBy("regime", "status").agg(
-        F.count(F.lit(1)).alias("windows"), F.count_distinct("norad_id").alias("objects"),
-        F.sum("observations").alias("observations"),
-        F.percentile_approx("rms", 0.5).alias("rms_median"),
-        F.percentile_approx(F.sqrt(F.col("sigma_r_m") ** 2 + F.col("sigma_t_m") ** 2 + F.col("sigma_n_m") ** 2),
-                            0.5).alias("sigma_median_m")).collect()
+SUMMARY_COLUMNS = ("regime", "status", "observations", "rms", "sigma_r_m", "sigma_t_m", "sigma_n_m")
+
+
+def _median(values: list) -> float | None:
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return float(np.median(finite)) if finite else None
+
+
+def summary(written: list) -> dict[str, Any]:
+    """The run's figures from the rows it wrote: windows fitted per status, objects, observations used,
+    per regime (and status) the windows, objects, median weighted RMS and median position sigma (m)."""
+    groups: dict[tuple, list] = {}
+    for r in written:
+        groups.setdefault((r["regime"] or "unknown", r["status"]), []).append(r)
     by_status: dict[str, int] = {}
     regimes: dict[str, dict] = {}
-    for r in stats:
-        by_status[r["status"]] = by_status.get(r["status"], 0) + r["windows"]
-        regimes.setdefault(r["regime"] or "unknown", {})[r["status"]] = {
-            "windows": r["windows"], "objects": r["objects"], "rms_median": r["rms_median"],
-            "sigma_median_m": r["sigma_median_m"]}
-    n = sum(by_status.values())
-    return {"observations": int(sum(r["observations"] or 0 for r in stats)), "windows": n,
-            "objects": rows.select("norad_id").distinct().count(), "by_status": by_status,
-            "converged": by_status.get("converged", 0),
-            "regimes": regimes}
+    for (regime, status), rs in sorted(groups.items()):
+        by_status[status] = by_status.get(status, 0) + len(rs)
+        sigma = [math.sqrt(r["sigma_r_m"] ** 2 + r["sigma_t_m"] ** 2 + r["sigma_n_m"] ** 2)
+                 if None not in (r["sigma_r_m"], r["sigma_t_m"], r["sigma_n_m"]) else None for r in rs]
+        regimes.setdefault(regime, {})[status] = {
+            "windows": len(rs), "objects": len({r["norad_id"] for r in rs}),
+            "rms_median": _median([r["rms"] for r in rs]), "sigma_median_m": _median(sigma)}
+    return {"observations": int(sum(r["observations"] or 0 for r in written)), "windows": len(written),
+            "objects": len({r["norad_id"] for r in written}), "by_status": by_status,
+            "converged": by_status.get("converged", 0), "regimes": regimes}
 
 
 def parser() -> argparse.ArgumentParser:
