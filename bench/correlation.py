@@ -6,6 +6,11 @@ scored against the simulator's truth.
     .venv/bin/python bench/correlation.py [--ages 0.5,1,3,7] [--minutes 10] [--max-observations 30000]
                                           [--start 2025-10-05T00:00:00Z] [--seed 1] [--compare-fixed]
                                           [--fixed-sigma-m 2000] [--out FILE]
+    .venv/bin/python bench/correlation.py --tracking [--objects 2000] [--fit-hours 6] [--workers 2] [--ages 1] ...
+
+``--tracking`` correlates against the orbits fused from the ``--fit-hours`` before the scored window, on a
+subset of ``--objects`` observed objects (:mod:`bench.correlation_tracking` says how; it writes
+``bench/results/correlation_tracking.json`` by default).
 
 An age of 0 is an exact catalogue (the sensors observe the very element sets it holds), which
 measures the association at catalogue scale against sensor noise alone.
@@ -54,6 +59,8 @@ sys.path.insert(0, str(PROJECT_ROOT))
 CATALOG_DIR = PROJECT_ROOT.parent / "shared" / "data" / "catalog"
 FILES = ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
 FIXED_SIGMA_M = 2000.0  # the gate's former single prediction sigma
+AGES = [0.5, 1.0, 3.0, 7.0]
+TRACKING_ONLY = ("objects", "fit_hours", "workers")
 
 
 def log(msg: str) -> None:
@@ -89,9 +96,9 @@ def parser() -> argparse.ArgumentParser:
     from sda.sim.simulate import positive_int
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ages", type=_ages, default=[0.5, 1.0, 3.0, 7.0],
-                   help="element-set ages, days (default 0.5,1,3,7); 0 = an exact catalogue (the sensors "
-                        "observe the very element sets it holds: sensor noise alone)")
+    p.add_argument("--ages", type=_ages, default=None,
+                   help="element-set ages, days (default 0.5,1,3,7; with --tracking one age, default 1); 0 = an "
+                        "exact catalogue (the sensors observe the very element sets it holds: sensor noise alone)")
     p.add_argument("--minutes", type=_in_range(120.0, "minutes"), default=10.0,
                    help="simulated minutes per age (default 10)")
     p.add_argument("--max-observations", type=positive_int, default=30_000,
@@ -103,17 +110,56 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fixed-sigma-m", type=_in_range(1e6, "a sigma in metres"), default=FIXED_SIGMA_M,
                    help=f"that sigma, metres per axis (default {FIXED_SIGMA_M:g}: the former gate; 1 at "
                         "--ages 0: exact orbits)")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "correlation.json")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default bench/results/correlation.json (--tracking: correlation_tracking.json)")
+    p.add_argument("--tracking", action="store_true",
+                   help="correlate against the orbits fused from the --fit-hours before "
+                        "(bench/correlation_tracking.py)")
+    p.add_argument("--objects", type=positive_int, default=None,
+                   help="--tracking: observed objects, a subset of the catalogue (default 2000)")
+    p.add_argument("--fit-hours", type=_in_range(24.0, "hours"), default=None,
+                   help="--tracking: hours of observations fused before the scored window (default 6)")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="--tracking: processes fusing the orbits (default 2)")
     return p
 
 
+def parse(argv=None) -> argparse.Namespace:
+    """The arguments, with the mode's defaults; an option of the other mode is refused."""
+    p = parser()
+    args = p.parse_args(argv)
+    if not args.tracking:
+        given = [f"--{name.replace('_', '-')}" for name in TRACKING_ONLY if getattr(args, name) is not None]
+        if given:
+            p.error(f"{', '.join(given)} only with --tracking")
+        args.ages = AGES if args.ages is None else args.ages
+        args.out = args.out or PROJECT_ROOT / "bench" / "results" / "correlation.json"
+        return args
+    if args.compare_fixed:
+        p.error("--compare-fixed is not a --tracking option")
+    if args.ages is not None and len(args.ages) != 1:
+        p.error(f"--tracking takes one age, not {len(args.ages)}")
+    if args.workers is not None and args.workers > 16:
+        p.error(f"--workers {args.workers}: at most 16")
+    defaults = {"ages": [1.0], "objects": 2000, "fit_hours": 6.0, "workers": 2,
+                "out": PROJECT_ROOT / "bench" / "results" / "correlation_tracking.json"}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
 def main(argv=None) -> dict:
-    args = parser().parse_args(argv)
+    args = parse(argv)
     missing = [f for f in FILES if not (CATALOG_DIR / f).is_file()]
     if missing:
         print(f"bench/correlation.py: reference catalogue not found in {CATALOG_DIR} ({', '.join(missing)}); "
               "it ships with ../shared/data beside the project", file=sys.stderr)
         raise SystemExit(2)
+    if args.tracking:
+        from bench.correlation_tracking import run
+
+        return _write(run(args, CATALOG_DIR, FILES), args.out)
     from sda.config.settings import Settings
     from sda.orbit import correlation
     from sda.orbit.sensors import load_sensors
@@ -171,9 +217,14 @@ def main(argv=None) -> dict:
                 log(f"age {age:g} d, fixed {args.fixed_sigma_m:g} m gate: right {fixed['right_pct']:.3f} %, "
                     f"wrong {fixed['wrong_pct']:.3f} %, uct {fixed['uct_pct']:.3f} % in {fixed['correlate_s']} s")
             result[f"{age:g}"] = figures
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result), flush=True)
+    return _write(result, args.out)
+
+
+def _write(result: dict, out: Path) -> dict:
+    """The figures to ``out`` and, as one line, to stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(json.dumps(result, default=str), flush=True)
     return result
 
 

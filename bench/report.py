@@ -59,6 +59,36 @@ def _correlation_rows(result: dict) -> list[Row]:
     return rows
 
 
+def _tracking_rows(result: dict) -> list[Row]:
+    """bench/correlation.py --tracking: the scored window against fused orbits, beside element sets alone;
+    per regime; the fit hours; the fused orbits and the gate's size."""
+    fused, sets = "against fused orbits", "the same observations, element sets alone"
+    rows: list[Row] = [
+        (f"right ({fused})", ("tracking", "right_pct"), "{:.3f} %", ">= 99.9 %"),
+        (f"wrong ({fused})", ("tracking", "wrong_pct"), "{:.3f} %", "<= 0.05 %"),
+        (f"uncorrelated ({fused})", ("tracking", "uct_pct"), "{:.3f} %", ""),
+        (f"held cross-tags ({fused})", ("tracking", "held_ambiguous"), "{:,}", ""),
+        (f"right ({sets})", ("catalogue", "right_pct"), "{:.3f} %", ""),
+        (f"wrong ({sets})", ("catalogue", "wrong_pct"), "{:.3f} %", ""),
+        (f"held cross-tags ({sets})", ("catalogue", "held_ambiguous"), "{:,}", ""),
+    ]
+    for regime in sorted((result.get("tracking") or {}).get("by_regime") or {}):
+        rows += [(f"right ({fused}, {regime})", ("tracking", "by_regime", regime, "right_pct"), "{:.3f} %", ""),
+                 (f"wrong ({fused}, {regime})", ("tracking", "by_regime", regime, "wrong_pct"), "{:.3f} %", "")]
+    return rows + [
+        ("fit hours: right (element sets)", ("fit_hours_correlation", "right_pct"), "{:.3f} %", ""),
+        ("fit hours: wrong (element sets)", ("fit_hours_correlation", "wrong_pct"), "{:.3f} %", ""),
+        ("objects fused", ("fused", "objects_fused"), "{:,}", ""),
+        ("fused orbits converged", ("fused", "converged"), "{:,}", ""),
+        ("fused orbits used (converged, fitted over >= 90 min)", ("fused", "used"), "{:,}", ""),
+        ("gate: 3-D position sigma of the fused objects, median", ("gate_sigma", "all", "fused_sigma_m"),
+         "{:,.0f} m", ""),
+        ("gate: the element sets' sigma for the same objects, median",
+         ("gate_sigma", "all", "catalogue_sigma_m_same"), "{:,.0f} m", ""),
+        ("fusing the orbits (wall, `--workers` processes)", ("fused", "fit_s"), "{:,.0f} s", ""),
+    ]
+
+
 def _accuracy_rows(result: dict) -> list[Row]:
     """Per lead time and regime: the screened orbits' error and their covariance's realism; then the
     conjunctions, alerts and the screening's recall against the truth."""
@@ -179,6 +209,7 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "correlation": {"command": "bench/correlation.py", "rows": _correlation_rows},
+    "correlation_tracking": {"command": "bench/correlation.py --tracking", "rows": _tracking_rows},
     "fusion_runs": {
         "command": "bench/fusion_runs.py",
         "rows": [

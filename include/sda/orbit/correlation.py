@@ -99,12 +99,7 @@ import pandas as pd
 from sgp4.api import Satrec
 
 from sda.orbit import association
-from sda.orbit.frames import (
-    UNIX_EPOCH_JD,
-    perigee_apogee_km,
-    propagate,
-    propagate_pairs,
-)
+from sda.orbit.frames import UNIX_EPOCH_JD, perigee_apogee_km, propagate, propagate_pairs
 from sda.orbit.measurements import measure
 from sda.orbit.uncertainty import CatalogueModel, catalogue_model, fixed_model
 
@@ -262,14 +257,16 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
                     sigmas: Mapping[str, Mapping[str, float]] | None = None,
                     prediction_sigma_m: float | None = None,
                     prediction_sigma_rr_ms: float = PREDICTION_SIGMA_RANGE_RATE_MS,
-                    model: CatalogueModel | None = None, bodies: np.ndarray | None = None) -> pd.DataFrame:
+                    model: CatalogueModel | None = None, bodies: np.ndarray | None = None,
+                    tracks: Any = None) -> pd.DataFrame:
     """Associate each observation of ``obs`` (OBSERVATION envelope columns; ``event_time`` as
     timestamps) with the catalogue ``(norad_ids, satrecs)``. ``sigmas`` is :func:`sensor_sigmas`
     output (default: the embedded registry). The prediction's uncertainty is ``model`` (default:
     :func:`prediction_model` of ``satrecs``: regime and element-set age), or, when
     ``prediction_sigma_m`` is given, the isotropic override of the module docstring. ``bodies``: which
     catalogue rows are candidates (default :func:`sda.orbit.association.distinct_bodies`: one number
-    per element set). Returns one row per observation with the columns of :data:`RESULT_COLUMNS`."""
+    per element set). ``tracks`` (:class:`sda.orbit.od.tracks.Tracks`): the objects predicted by their fused
+    orbits instead (state and full covariance). Returns one row per observation with :data:`RESULT_COLUMNS`."""
     out = _unassociated(obs)
     if len(obs) == 0:
         return _result_frame(out)
@@ -289,7 +286,7 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
     elif model is None:
         model = prediction_model(satrecs)
     bodies = association.distinct_bodies(ids, satrecs) if bodies is None else bodies
-    ref = _reference(satrecs, t_all[complete], model, bodies, gate_km)
+    ref = _reference(satrecs, t_all[complete], model, bodies, gate_km, tracks)
     if ref is None:
         out["reason"][complete] = REASON_NOT_PROPAGATED
         return _result_frame(out)
@@ -304,7 +301,7 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
             sel = kind_rows[lo:lo + block]
             sig = {c: sig_all[c][sel] for c in SIGMA_COLUMNS}
             cols, d2, miss, pair, residuals, dof, logdet = _score_block(kind, obs.iloc[sel], t_all[sel], sig,
-                                                                        satrecs, model, ref, fixed_rr)
+                                                                        satrecs, model, ref, fixed_rr, tracks)
             _decide(out, sel, ids[cols], d2, miss, pair, residuals, dof, gate_km, logdet,
                     None if frames is None else frames[sel])
     return _result_frame(out)
@@ -346,7 +343,7 @@ def _complete_rows(obs: pd.DataFrame, kinds: np.ndarray, out: dict[str, np.ndarr
 
 
 def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, bodies: np.ndarray,
-               gate_km: float) -> association.Reference | None:
+               gate_km: float, tracks: Any = None) -> association.Reference | None:
     """The whole catalogue propagated once, at the middle of the observation times ``t``, with each
     object's prefilter radius (:func:`sda.orbit.association.candidate_pairs` uses them); None when SGP4
     could evaluate no object there. The rows that are not ``bodies`` get no position, so the prefilter
@@ -354,18 +351,20 @@ def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, 
     t_ref = 0.5 * (t.min() + t.max())
     _, r_ref, v_ref = propagate(satrecs, np.array([t_ref]))
     r_ref, speed_ref = r_ref[:, 0, :], np.linalg.norm(v_ref[:, 0, :], axis=-1)
+    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(len(r_ref)), np.full(len(r_ref), t_ref)), axis=-1) / 1e3
+    if tracks is not None:  # objects with a fused orbit: its predicted position, speed and sigma
+        tracks.at_reference(t_ref, r_ref, speed_ref, sigma_ref_km)
     r_ref[~np.asarray(bodies, dtype=bool)] = np.nan
     if not np.isfinite(r_ref).any():
         return None
     # the radius covers PREFILTER_SIGMAS of the prediction's 3-D error too (never less than the report radius)
-    sigma_ref_km = np.linalg.norm(model.sigma_rtn_m(np.arange(len(r_ref)), np.full(len(r_ref), t_ref)), axis=-1) / 1e3
     radius_km = np.maximum(REPORT_GATES * gate_km, PREFILTER_SIGMAS * sigma_ref_km)
     return association.reference(t_ref, r_ref, speed_ref, radius_km)
 
 
 def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping[str, np.ndarray],
                  satrecs: Sequence[Satrec], model: CatalogueModel, ref: association.Reference,
-                 fixed_rr: float | None) -> tuple:
+                 fixed_rr: float | None, tracks: Any = None) -> tuple:
     """One block of one ``kind``'s observations against the catalogue: the prefilter's candidates measured,
     as :func:`_decide` takes them: the catalogue rows that are some observation's candidate (the columns
     below; [0] when none is), [observations, columns] d2, miss, row of the pair in the residuals or -1;
@@ -381,7 +380,11 @@ def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping
         r, v = propagate_pairs(satrecs, obj_j, t[obs_i])  # each candidate at its own observations' times
         pair_sig = {c: values[obs_i] for c, values in sig.items()}
         pred = model.sigma_rtn_m(obj_j, t[obs_i])
-        s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r, v, pair_sig, pred, fixed_rr)
+        if tracks is None:
+            s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r, v, pair_sig, pred, fixed_rr)
+        else:  # fused objects measured on their own predictions
+            s, m, residuals, k, ld = tracks.measure(kind, block_obs.iloc[obs_i], t[obs_i], obj_j, r, v, pair_sig, pred,
+                                                    fixed_rr)
         d2[obs_i, obj_pos], miss[obs_i, obj_pos], pair[obs_i, obj_pos] = s, m, np.arange(len(obs_i))
         logdet[obs_i, obj_pos] = ld
         dof[obs_i] = k

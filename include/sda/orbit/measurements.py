@@ -47,14 +47,21 @@ def _axes(r: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.stack([radial, np.cross(cross, radial), cross], axis=1)
 
 
-def gate_statistic(y: np.ndarray, jac: np.ndarray, sigma_rtn_m: np.ndarray, sensor_var: np.ndarray,
-                   jac_vel: np.ndarray | None = None, rate: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def gate_statistic(y: np.ndarray, jac: np.ndarray, sigma_rtn_m: np.ndarray | None, sensor_var: np.ndarray,
+                   jac_vel: np.ndarray | None = None, rate: np.ndarray | None = None,
+                   cov_rtn6: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Mahalanobis distance of residuals ``y`` [m, k] and log det of their covariance [m].
 
     ``jac`` [m, k, 3] is d(measurement)/d(position error along R, T, N), ``sigma_rtn_m`` [m, 3] the
     prediction's sigmas there, ``sensor_var`` [m, k] the sensor's noise variance. With ``jac_vel``
     (d(measurement)/d(velocity error along R, T, N)) and ``rate`` (the orbital rate n [1/s]) the
-    velocity error of the module docstring enters too. Rows that are not finite get NaN."""
+    velocity error of the module docstring enters too. ``cov_rtn6`` [m, 6, 6], when given, replaces that
+    model by a full covariance of the position and velocity errors along R, T, N (m, m/s; e.g. a fused
+    orbit's prediction, :mod:`sda.orbit.od.tracks`): ``S = H C H^T + diag(sensor_var)`` with ``H = [jac,
+    jac_vel]`` (``jac_vel`` zero when None). Rows that are not finite get NaN."""
+    if cov_rtn6 is not None:
+        h = np.concatenate([jac, np.zeros_like(jac) if jac_vel is None else jac_vel], axis=-1)
+        return _cholesky_statistic(y, np.einsum("mka,mab,mlb->mkl", h, cov_rtn6, h), sensor_var)
     var = sigma_rtn_m**2
     if jac_vel is not None:
         jac = jac.copy()
@@ -63,6 +70,11 @@ def gate_statistic(y: np.ndarray, jac: np.ndarray, sigma_rtn_m: np.ndarray, sens
         cov = np.einsum("mka,ma,mla->mkl", jac, var, jac) + np.einsum("mka,ma,mla->mkl", jac_vel, q, jac_vel)
     else:
         cov = np.einsum("mka,ma,mla->mkl", jac, var, jac)
+    return _cholesky_statistic(y, cov, sensor_var)
+
+
+def _cholesky_statistic(y: np.ndarray, cov: np.ndarray, sensor_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``y^T S^-1 y`` and ``ln det S`` per row, ``S = cov + diag(sensor_var)`` (NaN where not finite)."""
     k = y.shape[1]
     cov[:, np.arange(k), np.arange(k)] += sensor_var
     ok = np.isfinite(cov).all(axis=(1, 2)) & np.isfinite(y).all(axis=1)
@@ -75,22 +87,22 @@ def gate_statistic(y: np.ndarray, jac: np.ndarray, sigma_rtn_m: np.ndarray, sens
     return np.where(ok, d2, np.nan), np.where(ok, logdet, np.nan)
 
 
-
-
 def measure(kind: str, obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None = None) -> Measured:
+            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None = None, cov_rtn6: np.ndarray | None = None) -> Measured:
     """Observation ``p`` of ``obs`` against the predicted TEME state ``r[p]``/``v[p]`` (km, km/s) at
     ``t[p]`` whose position error has sigmas ``sigma_rtn_m[p]`` (R, T, N; m): (gate statistic d2,
     position-space miss in metres, signed residuals by :data:`sda.orbit.correlation.RESIDUALS` column,
     number of components in d2, log det of the residuals' covariance). NaN d2/miss where SGP4 failed.
-    ``fixed_rr_ms`` is the isotropic override's range-rate sigma (no position term in range-rate)."""
+    ``fixed_rr_ms`` is the isotropic override's range-rate sigma (no position term in range-rate).
+    ``cov_rtn6`` [p, 6, 6]: the prediction's full position / velocity covariance along R, T, N instead
+    of ``sigma_rtn_m`` (:func:`gate_statistic`; not with ``fixed_rr_ms``)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "radar":
-            return _radar(obs, t, r, v, sig, sigma_rtn_m, fixed_rr_ms)
+            return _radar(obs, t, r, v, sig, sigma_rtn_m, fixed_rr_ms, cov_rtn6)
         if kind == "optical":
-            return _optical(obs, t, r, v, sig, sigma_rtn_m)
+            return _optical(obs, t, r, v, sig, sigma_rtn_m, cov_rtn6)
         if kind == "isl":
-            return _isl(obs, r, v, sig, sigma_rtn_m)
+            return _isl(obs, r, v, sig, sigma_rtn_m, cov_rtn6)
     raise ValueError(kind)
 
 
@@ -100,7 +112,7 @@ def _reader(obs: pd.DataFrame) -> Callable[[str], np.ndarray]:
 
 
 def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-           sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None) -> Measured:
+           sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None, cov_rtn6: np.ndarray | None = None) -> Measured:
     """Range, azimuth, elevation and (when reported) range-rate at the radar's site."""
     col = _reader(obs)
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
@@ -130,7 +142,7 @@ def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: 
         jac_vel[~has_rr] = 0.0
     sensor_var[~has_rr, 3] = 1.0
     rate = np.linalg.norm(v, axis=-1) / np.linalg.norm(r, axis=-1)
-    d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var, jac_vel, rate)
+    d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var, jac_vel, rate, cov_rtn6)
     return d2, miss_m, res, np.where(has_rr, 4, 3), logdet
 
 
@@ -160,7 +172,7 @@ def _radar_jacobians(r: np.ndarray, v: np.ndarray, t: np.ndarray, r_e: np.ndarra
 
 
 def _optical(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-             sigma_rtn_m: np.ndarray) -> Measured:
+             sigma_rtn_m: np.ndarray, cov_rtn6: np.ndarray | None = None) -> Measured:
     """Topocentric right ascension and declination at the telescope's site."""
     col = _reader(obs)
     m = len(obs)
@@ -180,12 +192,12 @@ def _optical(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig
     jac = np.einsum("mkx,max->mka", g, _axes(r, v))
     y = np.stack([res["residual_ra_rad"] * np.cos(dec), res["residual_dec_rad"]], axis=-1)
     sensor_var = np.repeat((sig["sigma_angle_rad"] ** 2)[:, None], 2, axis=1)
-    d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var)
+    d2, logdet = gate_statistic(y, jac, sigma_rtn_m, sensor_var, cov_rtn6=cov_rtn6)
     return d2, miss_m, res, np.full(m, 2), logdet
 
 
 def _isl(obs: pd.DataFrame, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-         sigma_rtn_m: np.ndarray) -> Measured:
+         sigma_rtn_m: np.ndarray, cov_rtn6: np.ndarray | None = None) -> Measured:
     """The reported position, resolved on the predicted orbit's R, T, N axes."""
     col = _reader(obs)
     m = len(obs)
@@ -198,6 +210,10 @@ def _isl(obs: pd.DataFrame, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.n
     }
     miss_m = np.linalg.norm(delta_m, axis=-1)
     y = np.stack([res["residual_radial_m"], res["residual_along_m"], res["residual_cross_m"]], axis=-1)
+    if cov_rtn6 is not None:  # the residual is on R, T, N already: H = [I, 0]
+        sensor_var = np.repeat((sig["sigma_pos_m"] ** 2)[:, None], 3, axis=1)
+        d2, logdet = _cholesky_statistic(y, cov_rtn6[:, :3, :3].copy(), sensor_var)
+        return d2, miss_m, res, np.full(m, 3), logdet
     total = sigma_rtn_m**2 + (sig["sigma_pos_m"] ** 2)[:, None]  # diagonal in RTN: no matrix needed
     d2 = np.sum(y * y / total, axis=-1)
     return d2, miss_m, res, np.full(m, 3), np.sum(np.log(total), axis=-1)

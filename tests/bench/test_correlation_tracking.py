@@ -1,0 +1,71 @@
+"""bench/correlation.py --tracking (bench/correlation_tracking.py): its arguments, and a tiny run's JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import correlation as bench
+
+HAVE_CATALOGUE = all((bench.CATALOG_DIR / f).is_file() for f in bench.FILES)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fit-hours", "6"], "--fit-hours only with --tracking"),
+    (["--objects", "10", "--workers", "1"], "--objects, --workers only with --tracking"),
+    (["--tracking", "--ages", "1,3"], "--tracking takes one age, not 2"),
+    (["--tracking", "--compare-fixed"], "--compare-fixed is not a --tracking option"),
+    (["--tracking", "--fit-hours", "0"], "expected hours in (0, 24]"),
+    (["--tracking", "--fit-hours", "25"], "expected hours in (0, 24]"),
+    (["--tracking", "--fit-hours", "six"], "'six' is not a number"),
+    (["--tracking", "--objects", "0"], "expected at least 1"),
+    (["--tracking", "--workers", "2.5"], "'2.5' is not a whole number"),
+    (["--tracking", "--workers", "17"], "--workers 17: at most 16"),
+])
+def test_bad_tracking_arguments_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.parse(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_tracking_defaults_and_the_plain_mode_unchanged():
+    args = bench.parse(["--tracking"])
+    assert (args.ages, args.objects, args.fit_hours, args.workers) == ([1.0], 2000, 6.0, 2)
+    assert args.out.name == "correlation_tracking.json"
+    plain = bench.parse([])
+    assert plain.ages == [0.5, 1.0, 3.0, 7.0] and plain.out.name == "correlation.json" and plain.objects is None
+
+
+def test_a_missing_catalogue_exits_2_with_a_message(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "CATALOG_DIR", tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--tracking", "--out", str(tmp_path / "x.json")])
+    assert exc.value.code == 2
+    assert "reference catalogue not found" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.skipif(not HAVE_CATALOGUE, reason="the reference catalogue ../shared/data/catalog is not there "
+                                               "(a plain clone has no ../shared/data)")
+def test_a_tiny_tracking_run_writes_its_figures(tmp_path):
+    out = tmp_path / "tracking.json"
+    result = bench.main(["--tracking", "--objects", "4", "--fit-hours", "1.6", "--minutes", "2", "--workers", "1",
+                         "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result, default=str))
+    assert result["mode"] == "tracking" and result["objects"] == 4 and result["age_days"] == 1.0
+    assert result["subset"]["observed"] == 4 and result["subset"]["geesat"] == [65119, 65123]
+    assert "numerical" in result["truth_model"]
+    for name in ("catalogue", "tracking", "fit_hours_correlation"):
+        figures = result[name]
+        assert {"observations", "right_pct", "wrong_pct", "uct_pct", "ambiguous_pct", "held_ambiguous",
+                "by_regime"} <= set(figures)
+        assert figures["right_pct"] + figures["wrong_pct"] + figures["uct_pct"] == pytest.approx(100.0, abs=0.01)
+    assert result["tracking"]["observations"] == result["catalogue"]["observations"] > 0
+    fused = result["fused"]
+    assert fused["used"] <= fused["converged"] <= fused["objects_fused"]
+    assert {"fit_s", "predict_s", "arc_h"} <= set(fused) and fused["arc_h"] == 6.0
+    assert set(result["gate_sigma"]["all"]) == {"objects", "fused", "fused_sigma_m", "catalogue_sigma_m_same",
+                                               "catalogue_sigma_m_all"}
+    assert isinstance(result["target"]["met"], bool)
