@@ -148,6 +148,8 @@ def main(argv=None) -> dict:
               "median_fuse_objects": med("fuse_objects"), "median_conjunction_s": med("conjunction_s"),
               "median_renewed": med("renewed"), "median_renew_fraction": med("renew_fraction"),
               "max_renew_fraction": max(r["renew_fraction"] for r in later),
+              "mean_renew_fraction": round(float(np.mean([r["renew_fraction"] for r in later])), 4),
+              "runs_measured": len(later),
               "median_fuse_share": round(float(np.median([r["fuse_objects"] for r in later])) / args.objects, 4),
               "fuse_s_per_object": round(sum(r["fuse_s"] for r in later) / objects_fitted, 3)}
     args.out.parent.mkdir(parents=True, exist_ok=True)

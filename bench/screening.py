@@ -308,6 +308,7 @@ def report(ref: Reference, floors: list[float], spark: SparkRuns, local: dict, a
         "floor_s": round(floor_s, 2),
         "ratio_to_floor": round(screen_s / floor_s, 2),
         "target_ratio": 2.0,
+        "renew_fraction": args.renew_fraction,
         "incremental_run_s": round(min(increments), 2),
         "incremental_ratio": round(min(increments) / screen_s, 3),
         "incremental_target_ratio": 0.10,
