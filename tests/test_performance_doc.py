@@ -35,7 +35,7 @@ def write(directory: Path, name: str, result: dict, day: str | None = None) -> P
 
 def test_screening_results_render_as_rows(report, tmp_path):
     write(tmp_path, "screening", {"screen_s": 31.754, "floor_s": 18.27, "ratio_to_floor": 1.74,
-                                  "incremental_run_s": 2.7, "incremental_ratio": 0.0851,
+                                  "renew_fraction": 0.01, "incremental_run_s": 2.7, "incremental_ratio": 0.0851,
                                   "pairs_after_each_filter": {"events": 16883}, "cores": 2, "floor_cores": 1,
                                   "screen_runs_s": [33.7, 31.75]}, day="2026-11-24")
     table = report.tables(tmp_path)["screening"]
@@ -44,8 +44,9 @@ def test_screening_results_render_as_rows(report, tmp_path):
         f"| full screening, 13,407 objects, 24 h at 5 km (`screen_s`) | 31.75 s |  | 2026-11-24 | 2 cores | {cmd} |",
         f"| bare SGP4 of the same grid on one core (`floor_s`) | 18.27 s |  | 2026-11-24 | 2 cores | {cmd} |",
         f"| `ratio_to_floor` | 1.74 | <= 2.0 | 2026-11-24 | 2 cores | {cmd} |",
-        f"| incremental run, 1 % renewed, a minute later (`incremental_run_s`) | 2.70 s |  | 2026-11-24 | 2 cores "
+        f"| element sets renewed before the incremental run (`--renew-fraction`) | 1.0% |  | 2026-11-24 | 2 cores "
         f"| {cmd} |",
+        f"| incremental run, a minute later (`incremental_run_s`) | 2.70 s |  | 2026-11-24 | 2 cores | {cmd} |",
         f"| `incremental_ratio` (of `screen_s`) | 0.085 | <= 0.10 | 2026-11-24 | 2 cores | {cmd} |",
         f"| open events of the full screening | 16,883 |  | 2026-11-24 | 2 cores | {cmd} |",
     ]
