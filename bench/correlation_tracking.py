@@ -24,7 +24,9 @@ before them (issue 38, point 5: cross-tags resolved by tracking).
    set with the catalogue's uncertainty model; and, for comparison, all by their element sets (``catalogue``).
 
 Scored as bench/correlation.py scores (right / wrong / uct / ambiguous %, held cross-tags), overall and per orbit
-regime of the observed object's element set. Also: the fit hours' own figures, objects fused / converged / used,
+regime of the observed object's element set, and ``uct_detail``: the uncorrelated ones by why (held cross-tag or
+outside every gate), by prediction (fused or element set) and by disorder. Also: the fit hours' own figures,
+objects fused / converged / used,
 the median 3-D position sigma of the gate for the observed objects (fused vs the catalogue model) at the window's
 middle, and the wall-clock times. Writes ``bench/results/correlation_tracking.json`` (or ``--out``).
 """
@@ -186,6 +188,22 @@ def figures(scored: pd.DataFrame, lines: dict, regime_of: dict[int, str]) -> dic
     return out
 
 
+def uct_detail(scored: pd.DataFrame, fused_ids: set[int], lines: dict) -> dict:
+    """The catalogued observations left uncorrelated, counted by why (held cross-tag or outside every gate),
+    whether their object was predicted by a fused orbit, and the simulator's disorder of the observation."""
+    from sda.orbit.correlation import REASON_UNDECIDED
+
+    known = scored["true_id"].isin(list(lines)).fillna(False).to_numpy(dtype=bool)
+    left = scored[known & (scored["status"] != "correlated").to_numpy()]
+    why = np.where(left["reason"] == REASON_UNDECIDED, "held", "gate")
+    fused = np.where(left["true_id"].astype(int).isin(fused_ids), "fused", "catalogue")
+    keys = pd.Series([f"{w}, {f}, {d}" for w, f, d in zip(why, fused, left["disorder"])])
+    out = {k: int(v) for k, v in keys.value_counts().items()}
+    gate_fused = left[(why == "gate") & (fused == "fused")]
+    out["gate_fused_by_sensor"] = {k: int(v) for k, v in gate_fused["sensor_id"].value_counts().head(10).items()}
+    return out
+
+
 def gate_sizes(tracks, rows_of: dict[int, int], ids_seen: list[int], model, t: float,
                regime_of: dict[int, str]) -> dict:
     """Median 3-D position sigma (m) at ``t`` of the observed objects: fused (those with a track) against the
@@ -264,7 +282,8 @@ def _fit_hours(args, fit_obs: pd.DataFrame, cat: tuple, gate_km: float, sigmas: 
 def _log_window(name: str, fig: dict) -> None:
     log(f"scored window, {name}: right {fig['right_pct']:.3f} %, wrong {fig['wrong_pct']:.3f} %, uct "
         f"{fig['uct_pct']:.3f} %, ambiguous {fig['ambiguous_pct']:.3f} %, {fig['held_ambiguous']} held cross-tags "
-        f"{fig.get('held_by_sensor', {})}; by regime " + ", ".join(
+        f"{fig.get('held_by_sensor', {})}; uncorrelated by why, prediction, disorder: {fig['uct_detail']}; "
+        "by regime " + ", ".join(
             f"{k}: {v['right_pct']:.3f} / {v['wrong_pct']:.3f} / {v['uct_pct']:.3f} % of {v['observations']}"
             for k, v in fig["by_regime"].items()))
 
@@ -313,8 +332,10 @@ def run(args: argparse.Namespace, catalog_dir: Path, files: tuple[str, ...]) -> 
                                           regime_of)
         for name, extra in (("catalogue", {}), ("tracking", {"tracks": tracks})):
             t0 = time.monotonic()
-            fig = figures(scoring.correlate(window, ids, sats, gate_km, sigmas, model=model, **extra), lines, regime_of)
+            matched = scoring.correlate(window, ids, sats, gate_km, sigmas, model=model, **extra)
+            fig = figures(matched, lines, regime_of)
             fig["correlate_s"] = round(time.monotonic() - t0, 1)
+            fig["uct_detail"] = uct_detail(matched, {int(ids[r]) for r in tracks.rows}, lines)
             result[name] = fig
             _log_window(name, fig)
     result["target"] = {"right_pct": 99.9, "wrong_pct": 0.05,
