@@ -14,17 +14,18 @@ from sda.quality import fusion_report, report
 T0 = dt.datetime(2026, 11, 21, 0, 0, tzinfo=dt.timezone.utc)
 
 
-def _fit(norad_id, regime, status, rms, sigmas=(None, None, None), reason=None, window_start=T0, observations=10):
-    return {"norad_id": norad_id, "regime": regime, "status": status, "reason": reason, "rms": rms,
+def _fit(norad_id, regime, status, rms, sigmas=(None, None, None), reason=None, window_start=T0, observations=10,
+         line1=None):
+    return {"line1": line1, "norad_id": norad_id, "regime": regime, "status": status, "reason": reason, "rms": rms,
             "sigma_r_m": sigmas[0], "sigma_t_m": sigmas[1], "sigma_n_m": sigmas[2], "window_start": window_start,
             "window_end": window_start + dt.timedelta(hours=6), "epoch": window_start + dt.timedelta(hours=5),
             "observations": observations, "outliers": 0, "prior_source": "catalogue"}
 
 
 NEWEST = [
-    _fit(1, "LEO", "converged", 0.9, (3.0, 4.0, 12.0)),  # sigma 13
+    _fit(1, "LEO", "converged", 0.9, (3.0, 4.0, 12.0), line1="1 00001U"),  # sigma 13; spans 90 min: a set
     _fit(2, "LEO", "converged", 1.3, (0.0, 6.0, 8.0)),  # sigma 10
-    _fit(3, "LEO", "converged", 1.0, (2.0, 3.0, 6.0)),  # sigma 7
+    _fit(3, "LEO", "converged", 1.0, (2.0, 3.0, 6.0), line1="1 00003U"),  # sigma 7
     _fit(5, "LEO", "too_few", None, reason="2 observations, 6 needed", observations=2),
     _fit(4, "GEO", "failed", None, reason="singular normal matrix"),
     _fit(6, None, "diverged", 1e6, reason="RMS grew 5 iterations running"),
@@ -36,7 +37,7 @@ def test_per_regime_figures_are_the_hand_computed_ones():
     got = fusion_report.fusion_summary(NEWEST)
     assert [r["regime"] for r in got["regimes"]] == ["LEO", "GEO", "unknown"]  # LEO, MEO, GEO, HEO, then others
     leo = got["regimes"][0]
-    assert (leo["objects"], leo["fused"]) == (4, 3)  # the too_few object counts, is not fused
+    assert (leo["objects"], leo["fused"], leo["screened"]) == (4, 3, 2)  # too_few counts, is not fused; 2 sets
     assert leo["rms_median"] == pytest.approx(1.0)  # of 0.9, 1.0, 1.3
     assert leo["rms_p90"] == pytest.approx(1.24)  # 1.0 + 0.8 * (1.3 - 1.0): linear between order statistics
     assert leo["sigma_median_m"] == pytest.approx(10.0)  # of 13, 10, 7
@@ -46,7 +47,7 @@ def test_per_regime_figures_are_the_hand_computed_ones():
     assert (geo["objects"], geo["fused"], geo["rms_median"]) == (2, 1, pytest.approx(1.1))
     unknown = got["regimes"][2]
     assert (unknown["fused"], unknown["rms_median"], unknown["sigma_median_m"]) == (0, None, None)
-    assert (got["objects"], got["fused"]) == (7, 4)
+    assert (got["objects"], got["fused"], got["screened"]) == (7, 4, 2)
 
 
 def test_problems_are_listed_by_status_and_limited():
@@ -62,7 +63,7 @@ def test_section_shows_the_figures_and_the_failures():
     html = fusion_report.fusion_section(summary, fuse_row)
     leo = re.search(r'<tr data-regime="LEO" data-fused="3" data-objects="4">(.*?)</tr>', html).group(1)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", leo)
-    assert cells == ["LEO", "3 of 4", "1.00", "1.24", "10", "12", "2", "4", "8"]
+    assert cells == ["LEO", "3 of 4", "2", "1.00", "1.24", "10", "12", "2", "4", "8"]
     assert 'data-total="3"' in html and "(2 shown)" in html
     assert 'data-norad="4" data-status="failed"' in html and "singular normal matrix" in html
     assert 'data-norad="5"' not in html  # beyond the limit

@@ -38,7 +38,7 @@ PROBLEM_STATUSES = ("failed", "diverged", "not_converged", "too_few")  # in the 
 PROBLEM_ROWS = 25
 RMS_GOOD = (0.5, 2.0)  # a median weighted RMS outside this is marked: the noise model or the fits are off
 COLUMNS = ("norad_id", "window_start", "window_end", "epoch", "status", "reason", "regime", "rms", "observations",
-           "outliers", "sigma_r_m", "sigma_t_m", "sigma_n_m", "prior_source")
+           "outliers", "sigma_r_m", "sigma_t_m", "sigma_n_m", "prior_source", "line1")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -57,7 +57,10 @@ def _sigma(row: dict[str, Any]) -> float | None:
 def _regime_row(regime: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     fused = [r for r in rows if r["status"] == "converged"]
     sizes, rms = [_sigma(r) for r in fused], [r["rms"] for r in fused]
-    return {"regime": regime, "objects": len(rows), "fused": len(fused),
+    # the screening uses a converged fit only with its element set, which the stage fits only over 90 minutes
+    # or more (sda.lake.tables.FUSED_MIN_SPAN_S): a shorter one is fused but screened on an older fit or the catalogue
+    used = sum(1 for r in fused if r.get("line1"))
+    return {"regime": regime, "objects": len(rows), "fused": len(fused), "screened": used,
             "rms_median": percentile(rms, 50), "rms_p90": percentile(rms, 90),
             "sigma_median_m": percentile(sizes, 50), "sigma_p90_m": percentile(sizes, 90),
             **{f"sigma_{c}_median_m": percentile([r[f"sigma_{c}_m"] for r in fused], 50) for c in "rtn"}}
@@ -77,7 +80,8 @@ def fusion_summary(newest: Sequence[dict[str, Any]], limit: int = PROBLEM_ROWS) 
     problems = sorted((r for r in newest if r["status"] != "converged"),
                       key=lambda r: (rank.get(r["status"], 99), r["status"], int(r["norad_id"])))
     return {"regimes": regimes, "problems": problems[:limit], "problems_total": len(problems),
-            "objects": len(newest), "fused": sum(r["fused"] for r in regimes)}
+            "objects": len(newest), "fused": sum(r["fused"] for r in regimes),
+            "screened": sum(r["screened"] for r in regimes)}
 
 
 def gather_fusion(spark: "SparkSession", settings: "Settings", before: dt.datetime | None) -> dict[str, Any] | None:
@@ -118,13 +122,15 @@ def _regimes_table(regimes: list[dict[str, Any]]) -> str:
         cls = "num" if rms is None else ("num ok" if RMS_GOOD[0] <= rms <= RMS_GOOD[1] else "num warn")
         body.append(f'<tr data-regime="{_e(r["regime"])}" data-fused="{r["fused"]}" data-objects="{r["objects"]}">'
                     f'<td>{_e(r["regime"])}</td><td class="num">{r["fused"]:,} of {r["objects"]:,}</td>'
+                    f'<td class="num">{r["screened"]:,}</td>'
                     f'<td class="{cls}">{_num(rms, ".2f")}</td><td class="num">{_num(r["rms_p90"], ".2f")}</td>'
                     f'<td class="num">{_num(r["sigma_median_m"], ",.0f")}</td>'
                     f'<td class="num">{_num(r["sigma_p90_m"], ",.0f")}</td>'
                     + "".join(f'<td class="num">{_num(r[f"sigma_{c}_median_m"], ",.0f")}</td>' for c in "rtn")
                     + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("regime", "fused objects", "RMS median", "RMS p90", "σ median (m)",
-                                              "σ p90 (m)", "σR median", "σT median", "σN median"))
+    head = "".join(f"<th>{h}</th>" for h in (
+        "regime", "fused objects", "with a screening set", "RMS median", "RMS p90", "σ median (m)", "σ p90 (m)",
+        "σR median", "σT median", "σN median"))
     return f'<table class="fusion"><tr>{head}</tr>{"".join(body)}</table>'
 
 
@@ -147,7 +153,9 @@ def _problems_table(problems: list[dict[str, Any]], total: int) -> str:
 def fusion_section(summary: dict[str, Any], fuse_metrics: dict[str, Any] | None = None) -> str:
     """The section's HTML (:func:`fusion_summary` and the run's fuse row of ``ops.run_metrics``)."""
     intro = ("<p>Each object's newest event-time window of gold <code>fused_orbits</code>: fused when its fit "
-             "converged. RMS is the weighted residual RMS (near 1 when the sensors' noise model holds); σ is "
+             "converged. A fused fit spanning 90 minutes or more carries the element set the screening propagates "
+             "(column 3); for a shorter one the screening takes the object's older fused fit or the catalogue's "
+             "element set. RMS is the weighted residual RMS (near 1 when the sensors' noise model holds); σ is "
              "sqrt(σR² + σT² + σN²), the 1-sigma position uncertainty at the fit's epoch.</p>")
     if not summary["objects"]:
         return _run_line(fuse_metrics) + '<p class="muted">No orbit has been fitted yet.</p>'
