@@ -26,7 +26,6 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -171,14 +170,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
 SUMMARY_COLUMNS = ("regime", "status", "observations", "rms", "sigma_r_m", "sigma_t_m", "sigma_n_m")
 
 
-def _median(values: list) -> float | None:
-    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
-    return float(np.median(finite)) if finite else None
-
-
 def summary(written: list) -> dict[str, Any]:
     """The run's figures from the rows it wrote: windows fitted per status, objects, observations used,
     per regime (and status) the windows, objects, median weighted RMS and median position sigma (m)."""
+    from sda.quality.fusion_report import percentile
+
     groups: dict[tuple, list] = {}
     for r in written:
         groups.setdefault((r["regime"] or "unknown", r["status"]), []).append(r)
@@ -190,7 +186,7 @@ def summary(written: list) -> dict[str, Any]:
                  if None not in (r["sigma_r_m"], r["sigma_t_m"], r["sigma_n_m"]) else None for r in rs]
         regimes.setdefault(regime, {})[status] = {
             "windows": len(rs), "objects": len({r["norad_id"] for r in rs}),
-            "rms_median": _median([r["rms"] for r in rs]), "sigma_median_m": _median(sigma)}
+            "rms_median": percentile([r["rms"] for r in rs], 50), "sigma_median_m": percentile(sigma, 50)}
     return {"observations": int(sum(r["observations"] or 0 for r in written)), "windows": len(written),
             "objects": len({r["norad_id"] for r in written}), "by_status": by_status,
             "converged": by_status.get("converged", 0), "regimes": regimes}
