@@ -33,8 +33,9 @@ from sda.orbit import frames, uncertainty
 from sda.orbit.od import dynamics
 from sda.orbit.od.elements import fit_to_trajectory
 from sda.orbit.od.estimator import CONVERGED, OdConfig, OdResult, _teme7, fit
-from sda.orbit.od.predict import prior_from_result
+from sda.orbit.od.manoeuvre import ManoeuvreSettings
 from sda.orbit.od.prior import prior_from_tle, rtn_to_teme6
+from sda.orbit.od.segments import fit_segments
 
 PRIOR_MAX_AGE_ARCS = 4  # an earlier fused orbit older than this many arcs is not a prior: the catalogue is
 LINES_STEP_S = 600.0  # the screening element set is fitted to the prediction at this spacing
@@ -50,6 +51,7 @@ class ArcSettings:
     #: numerical propagation over ``lines_span_s`` -- nine tenths of a short arc's work
     lines_min_span_s: float = 0.0
     config: OdConfig = OdConfig()
+    manoeuvre: ManoeuvreSettings = ManoeuvreSettings()
 
 
 def window_index(unix_s: np.ndarray, arc_s: float) -> np.ndarray:
@@ -131,41 +133,81 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
                 sigmas, settings: ArcSettings = ArcSettings()) -> list[dict]:
     """The fused orbits of one object's windows that have observations in ``obs`` (all of each such
     window's observations), in window order. ``previous``: the newest converged fused-orbit row of an
-    earlier window (or None); ``line1``/``line2``: the catalogue's newest element set (None: unknown)."""
+    earlier window (or None); ``line1``/``line2``: the catalogue's newest element set (None: unknown).
+    ``obs`` may hold observations held uncorrelated that named this object as nearest (column
+    ``candidate`` true): they are tested against the fused prediction (:func:`fit_window`) and fitted
+    only where it explains them. Each row also says what :func:`fit_window` found: ``manoeuvres`` (a
+    list of dicts, in time order) and ``reassociated_ids`` (the held observations it fitted)."""
     obs = obs.sort_values(["event_time", "obs_id"], kind="stable").reset_index(drop=True)
     t = unix_seconds(obs["event_time"])
     k_of = window_index(t, settings.arc_s)
     reference = Satrec.twoline2rv(line1, line2, WGS72) if line1 and line2 else None
     rows = []
     for k in np.unique(k_of):
-        part = obs[k_of == k].reset_index(drop=True)
-        t_first = float(t[k_of == k].min())
-        usable = previous is not None and previous["epoch_unix"] >= t_first - PRIOR_MAX_AGE_ARCS * settings.arc_s
+        part, tk = obs[k_of == k].reset_index(drop=True), t[k_of == k]
         try:
-            if usable and previous["epoch_unix"] <= t_first:
-                prior = prior_from_result(result_from_row(previous), t_first, settings.config.noise)
-            elif reference is not None:
-                prior = prior_from_tle(reference, t_first)
-            else:
-                continue  # no prior at all: an object the catalogue does not hold (issue 39's business)
-            result = fit(part, prior, sigmas, settings.config)
+            found = fit_window(part, tk, previous, reference, sigmas, settings)
         except (ValueError, dynamics.PropagationError) as exc:
-            result = _failed(part, t, k_of == k, str(exc))
+            own = ~candidates(part)
+            found = (_failed(part[own], tk[own], str(exc)), part[own], {}) if own.any() else None
+        if found is None:
+            continue  # no prior at all: an object the catalogue does not hold, or only held observations
+        result, fitted, extra = found
         lines = None
-        if result.converged and reference is not None and result.epoch - result.fit_start >= settings.lines_min_span_s:
+        long_enough = result.epoch - result.fit_start >= settings.lines_min_span_s
+        if result.converged and reference is not None and (long_enough or result.prior_source == "manoeuvre"):
             try:
                 lines = _lines(result, reference, settings)
             except (ValueError, dynamics.PropagationError) as exc:
                 result.status, result.reason = "failed", f"screening element set: {exc}"
-        row = _record(norad, int(k), part, result, lines, settings)
+        row = _record(norad, int(k), fitted, result, lines, settings)
+        ok = result.status == CONVERGED
+        row["manoeuvres"] = extra.get("manoeuvres", []) if ok else []
+        for seq, man in enumerate(row["manoeuvres"]):
+            man["seq"] = seq
+            man["manoeuvre_id"] = hashlib.sha256(f"manoeuvre/{row['fused_id']}/{seq}".encode()).hexdigest()[:32]
+        row["reassociated_ids"] = list(extra.get("reassociated_ids", [])) if ok else []
         rows.append(row)
         if result.status == CONVERGED:
             previous = row
     return rows
 
 
-def _failed(part: pd.DataFrame, t: np.ndarray, mask: np.ndarray, reason: str) -> OdResult:
+def candidates(part: pd.DataFrame) -> np.ndarray:
+    """Which rows are held uncorrelated observations naming the object as nearest (column ``candidate``)."""
+    if "candidate" not in part:
+        return np.zeros(len(part), bool)
+    return part["candidate"].fillna(False).to_numpy(bool)
+
+
+def fit_window(part: pd.DataFrame, tk: np.ndarray, previous: dict | None, reference: Satrec | None, sigmas,
+               settings: ArcSettings) -> tuple[OdResult, pd.DataFrame, dict] | None:
+    """One window's fit: (result, the observations fitted, what else was found), or None (no prior, or
+    nothing of the object's own to fit).
+
+    With a fused prior (the previous converged window, :data:`PRIOR_MAX_AGE_ARCS`), the window's passes
+    are tested against its prediction burn by burn (:func:`sda.orbit.od.segments.fit_segments`): the
+    ``manoeuvres`` found, and the held observations the fits explained (``reassociated_ids``). Without
+    a fused prior, the catalogue's element set is the prior and held observations are not used."""
+    held = candidates(part)
+    t_first = float(tk.min())
+    usable = previous is not None and t_first - PRIOR_MAX_AGE_ARCS * settings.arc_s <= previous["epoch_unix"] <= t_first
+    if not usable:
+        own = ~held
+        if reference is None or not own.any():
+            return None
+        return fit(part[own], prior_from_tle(reference, float(tk[own].min())), sigmas, settings.config), part[own], {}
+    window = fit_segments(part, tk, held, result_from_row(previous), previous.get("fused_id"), sigmas, settings.config,
+                          settings.manoeuvre)
+    if window is None:
+        return None
+    for manoeuvre in window.manoeuvres:
+        manoeuvre.pop("_pre", None)
+    return window.result, window.fitted, {"manoeuvres": window.manoeuvres, "reassociated_ids": window.reassociated}
+
+
+def _failed(part: pd.DataFrame, t: np.ndarray, reason: str) -> OdResult:
     counts = part["sensor_kind"].value_counts().to_dict()
-    t_end = float(t[mask].max())
-    return OdResult(t_end, np.full(6, np.nan), np.full((7, 7), np.nan), math.nan, float(t[mask].min()), t_end,
+    t_end = float(t.max())
+    return OdResult(t_end, np.full(6, np.nan), np.full((7, 7), np.nan), math.nan, float(t.min()), t_end,
                     counts, {}, 0, math.nan, 0, "failed", reason)

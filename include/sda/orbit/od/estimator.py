@@ -99,6 +99,7 @@ class OdResult:
     reason: str = ""
     prior_source: str = "catalogue"
     model: str = dynamics.MODEL
+    accepted_ids: tuple = ()  # the ``obs_id`` of every observation outlier editing kept (when obs has them)
 
     @property
     def converged(self) -> bool:
@@ -299,8 +300,10 @@ def _result(traj, solve: _Solve, x: np.ndarray, blocks, rot_end, iteration: int,
     x_end = big @ state
     used = {b.kind: int(a.sum()) for b, a in zip(blocks, solve.accepted)}
     outliers = int(sum(len(a) - a.sum() for a in solve.accepted))
+    kept = tuple(str(i) for b, a in zip(blocks, solve.accepted) if "obs_id" in b.obs for i in b.obs["obs_id"][a])
     return OdResult(float(traj.t[-1]), x_end[:6], 0.5 * (cov_end + cov_end.T), float(x_end[6]), used=used,
-                    outliers=outliers, rms=solve.rms, iterations=iteration, status=status, reason=reason, **meta)
+                    outliers=outliers, rms=solve.rms, iterations=iteration, status=status, reason=reason,
+                    accepted_ids=kept, **meta)
 
 
 def _unfitted(x_prior: np.ndarray, p_prior: np.ndarray, t0: float, t_end: float, rot_end, config: OdConfig,

@@ -1,0 +1,123 @@
+"""One arc window fitted from a fused prior, burn by burn: the window's passes tested against the
+prediction (:mod:`sda.orbit.od.manoeuvre`), and at each confirmed burn the orbit re-fitted from the
+passes after it, which then becomes the prediction the later passes are tested against.
+
+:func:`fit_segments` returns the window's fit (its last segment's, with everything since the last
+burn), the observations it stands for, the burns found (in time order) and the held observations
+(uncorrelated, naming the object as nearest) that the fits explained: those are re-associated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from sda.orbit.od import manoeuvre as mn
+from sda.orbit.od.estimator import OdConfig, OdResult, fit
+from sda.orbit.od.predict import prior_from_result
+
+
+@dataclasses.dataclass
+class WindowFit:
+    result: OdResult
+    fitted: pd.DataFrame  # the observations the result stands for (since the last burn)
+    manoeuvres: list[dict]
+    reassociated: list[str]
+
+
+def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdResult, prev_id: str | None,
+                 sigmas, config: OdConfig, ms: mn.ManoeuvreSettings) -> WindowFit | None:
+    """The window's fit from the fused prior ``prev`` (module docstring); None when nothing is left to fit
+    (only held observations, none explained)."""
+    noise = config.noise
+    passes = mn.pass_index(tk, part["sensor_id"].to_numpy(), ms.pass_gap_s, ms.max_pass_s)
+    current, current_id, boundary = prev, prev_id, -math.inf
+    found: list[dict] = []
+    reassociated: set[str] = set()
+    since = np.zeros(len(tk), bool)  # the observations of the newest burn's re-fit
+    while True:
+        rest = tk > boundary
+        sub, t_sub, held_sub = part[rest].reset_index(drop=True), tk[rest], held[rest]
+        p_sub = np.unique(passes[rest], return_inverse=True)[1].reshape(-1)
+        prior = prior_from_result(current, float(t_sub.min()), noise)
+        tests = mn.pass_tests(prior, current, sub, t_sub, p_sub, sigmas, noise, held_sub)
+        detection = mn.detect(tests, current.epoch, ms)
+        confirmed = None if detection is None else _confirm(detection, sub, t_sub, p_sub, held_sub, current, sigmas,
+                                                             config, ms)
+        if confirmed is None:
+            return _last(sub, t_sub, held_sub, p_sub, tests, current, prior, part[since], found, reassociated, sigmas,
+                         config, ms)
+        post, manoeuvre, ids, use = confirmed
+        manoeuvre["prior_fused_id"] = current_id
+        found.append(manoeuvre)
+        reassociated |= ids
+        since = np.zeros(len(tk), bool)
+        since[np.flatnonzero(rest)[use]] = True
+        current, current_id, boundary = post, None, float(post.epoch)
+        if not (tk > boundary).any():
+            return WindowFit(post, part[since], found, sorted(reassociated))
+
+
+def _last(sub, t_sub, held_sub, p_sub, tests, current: OdResult, prior, since: pd.DataFrame, found, reassociated,
+          sigmas, config: OdConfig, ms) -> WindowFit | None:
+    """The window's last segment: the object's own observations and the held ones of passes the
+    prediction explains, fitted from ``current``; with the newest burn's re-fit observations before them."""
+    explained = np.array([tests[k].log10_p > math.log10(ms.consistent_p) for k in p_sub], bool)
+    keep = ~held_sub | explained
+    if not keep.any():
+        if found:  # the newest burn's re-fit stands
+            return WindowFit(current, since, found, sorted(reassociated))
+        return None
+    first = float(t_sub[keep].min())
+    start = prior if first == float(t_sub.min()) else prior_from_result(current, first, config.noise)
+    result = fit(sub[keep], start, sigmas, config)
+    ids = set(sub["obs_id"][held_sub & keep].astype(str)) & set(result.accepted_ids)
+    if found and result.converged:  # the newest burn's delta-v from everything since it
+        _refine_dv(found[-1], result, config)
+    fitted = pd.concat([since, sub[keep]], ignore_index=True)
+    return WindowFit(result, fitted, found, sorted(reassociated | ids))
+
+
+def _refine_dv(manoeuvre: dict, result: OdResult, config: OdConfig) -> None:
+    pre = manoeuvre.pop("_pre")
+    dv = mn.estimate_dv(pre, result, manoeuvre["burn_after_unix"], manoeuvre["burn_before_unix"], config.noise)
+    manoeuvre.update(_dv_fields(dv))
+
+
+def _dv_fields(dv: mn.DeltaV) -> dict:
+    return {"burn_time_unix": dv.t_burn, **dict(zip(("dv_r_ms", "dv_t_ms", "dv_n_ms"), map(float, dv.dv_rtn_ms))),
+            "dv_ms": float(np.linalg.norm(dv.dv_rtn_ms)), "dv_sigma_ms": dv.sigma_ms}
+
+
+def _confirm(detection: mn.Detection, sub, t_sub, p_sub, held_sub, current: OdResult, sigmas, config: OdConfig,
+             ms: mn.ManoeuvreSettings):
+    """The re-fit of the detection's passes (then, if that is too weak to show the burn, of every pass from
+    its first on) from the pre-burn prediction widened by a burn (:func:`sda.orbit.od.manoeuvre.burn_prior`):
+    (re-fit, the manoeuvre's fields, the held observations it fitted, which rows it fitted), or None when the
+    re-fit does not confirm a burn."""
+    t0 = float(t_sub[p_sub == detection.first].min())
+    prior = mn.burn_prior(prior_from_result(current, t0, config.noise), detection.burn_after, ms)
+    for upto in dict.fromkeys((detection.last, int(p_sub.max()))):
+        use = (p_sub >= detection.first) & (p_sub <= upto)
+        post = fit(sub[use], prior, sigmas, config)
+        if not post.converged or not post.rms <= ms.max_refit_rms:
+            return None
+        dv = mn.estimate_dv(current, post, detection.burn_after, detection.burn_before, config.noise)
+        if dv.d2 >= ms.min_dv_d2:
+            break
+    else:
+        return None
+    size = float(np.linalg.norm(dv.dv_rtn_ms))
+    accepted = set(post.accepted_ids)
+    held_ids = set(sub["obs_id"][use & held_sub].astype(str))
+    used_passes = {int(p) for p, i in zip(p_sub[use], sub["obs_id"][use].astype(str)) if i in accepted}
+    if size > ms.max_dv_ms or (not (accepted - held_ids) and len(used_passes) < 2):
+        return None  # held observations alone: one pass of them may be another object's
+    manoeuvre = {"burn_after_unix": detection.burn_after, "burn_before_unix": detection.burn_before, **_dv_fields(dv),
+                 "statistic": detection.statistic, "dof": detection.dof, "log10_p": detection.log10_p,
+                 "passes": detection.passes, "detected_at_unix": detection.detected_at,
+                 "observations_after": len(accepted), "reassociated": len(accepted & held_ids), "_pre": current}
+    return post, manoeuvre, accepted & held_ids, use
