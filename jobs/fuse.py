@@ -34,6 +34,7 @@ from sda.lake import schemas_fusion
 from sda.lake.tables import TABLES
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks
+from sda.pipeline import manoeuvres as manoeuvre_io
 from sda.pipeline.arguments import stage_parser, with_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,10 +44,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STAGE = "fuse"
 SOURCE = "correlated"
+HELD = "uncorrelated"  # held observations naming an object as nearest (sda.pipeline.manoeuvres)
 FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "range_m", "az_rad", "el_rad",
                "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
                "site_lat_deg", "site_lon_deg", "site_alt_m")
-UDF_SCHEMA = T.StructType(schemas_fusion.UDF_FIELDS)
+UDF_SCHEMA = T.StructType(schemas_fusion.UDF_FIELDS + [T.StructField("manoeuvres_json", T.StringType()),
+                                                        T.StructField("reassociated_ids", T.ArrayType(T.StringType()))])
 PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms",
                  "b_m2_kg", "covariance", "rms", "iterations", "status", "line1", "line2")
 
@@ -100,14 +103,20 @@ def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict
     names = UDF_SCHEMA.fieldNames()
 
     def fuse(pdf: pd.DataFrame) -> pd.DataFrame:
+        import json
+
         from sda.orbit.od.arcs import fuse_object, unix_seconds
 
+        # an observation re-associated since it was read as held (a crash between the moves) counts once
+        pdf = pdf.sort_values(["candidate", "obs_id"], kind="stable").drop_duplicates("obs_id")
         norad = int(pdf["norad_id"].iloc[0])
         t_first = float(unix_seconds(pdf["event_time"]).min())
         history = sets.get(norad, [])
         usable = [s for s in history if s[0] <= t_first] or history[:1]
         line1, line2 = (usable[-1][1], usable[-1][2]) if usable else (None, None)
         rows = fuse_object(norad, pdf, previous.get(norad), line1, line2, sigmas, arc)
+        for r in rows:
+            r["manoeuvres_json"] = json.dumps(r["manoeuvres"]) if r["manoeuvres"] else None
         return pd.DataFrame([[r[n] for n in names] for r in rows], columns=names)
 
     return observations.groupBy("norad_id").applyInPandas(fuse, schema=UDF_SCHEMA)
@@ -120,31 +129,45 @@ def with_times(fitted: "DataFrame", run_id: str) -> "DataFrame":
     return fitted.select(
         *[ts(f"{c}_unix").alias(c) if c in ("window_start", "window_end", "epoch", "fit_start")
           else F.lit(run_id).alias(c) if c == "run_id" else F.col(c)
-          for c in schemas_fusion.FUSED_ORBITS.fieldNames()])
+          for c in schemas_fusion.FUSED_ORBITS.fieldNames()], "manoeuvres_json", "reassociated_ids")
+
+
+def changed_windows(spark: "SparkSession", settings: "Settings", args, arc_s: float):
+    """The correlated changes' windows and the held ones' (:mod:`sda.pipeline.manoeuvres`), the consumed
+    versions, and whether anything is new."""
+    changes, retracted, first_v, last_v = changefeed.net_changes_for(spark, STAGE, SOURCE, settings, args)
+    held, _, first_h, last_h = changefeed.net_changes_for(spark, STAGE, HELD, settings, args)
+    consumed = {SOURCE: last_v, HELD: last_h}
+    if first_v > last_v and first_h > last_h:
+        return None, None, consumed, False
+    own = touched_windows(changes, retracted, arc_s) if first_v <= last_v else []
+    others = manoeuvre_io.held_touched(held, arc_s) if first_h <= last_h else []
+    return own, others, consumed, True
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     args = with_defaults(args, parser())
-    changes, retracted, first_v, last_v = changefeed.net_changes_for(spark, STAGE, SOURCE, settings, args)
-    metrics: dict[str, Any] = {"versions": [first_v, last_v], "records_in": 0, "records_out": 0, "quarantined": 0,
-                               "duplicates": 0, "objects": 0, "windows": 0}
-    if first_v > last_v:
-        return metrics
     arc = arc_settings(settings)
-    touched = touched_windows(changes, retracted, arc.arc_s)
-    if not touched:
-        return {**metrics, "consumed": {SOURCE: last_v}}
+    touched, held, consumed, new = changed_windows(spark, settings, args, arc.arc_s)
+    metrics: dict[str, Any] = {"versions": [consumed[SOURCE], consumed[HELD]], "records_in": 0, "records_out": 0,
+                               "quarantined": 0, "duplicates": 0, "objects": 0, "windows": 0}
+    if not new:
+        return metrics
+    if not touched and not held:
+        return {**metrics, "consumed": consumed}
     first: dict[int, int] = {}
-    for norad, k in touched:
+    for norad, k in touched + held:
         first[norad] = min(k, first.get(norad, k))
     ids = sorted(first)
-    runtime.progress(STAGE, "%d objects with changed observations (%d windows)", len(ids), len(touched))
+    runtime.progress(STAGE, "%d objects with changed observations (%d windows, %d with held ones)", len(ids),
+                     len(touched), len(held))
     keys = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc))
                                   for n, k in first.items()], "norad_id long, first_start timestamp")
     lo = dt.datetime.fromtimestamp(min(first.values()) * arc.arc_s, dt.timezone.utc)
     observations = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
                     .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
-                    .select(*FIT_COLUMNS))
+                    .select(*FIT_COLUMNS, F.lit(False).alias("candidate"))
+                    .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
     from sda.orbit.od import registry_sigmas
 
     fitted = fit_objects(observations, priors(spark, settings, first, arc.arc_s), element_sets(spark, settings, ids),
@@ -153,18 +176,23 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     faults.checkpoint("fuse:before-write")
     sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
     faults.checkpoint("fuse:after-orbits")
-    written = rows.select("norad_id", F.unix_micros("window_start").alias("us"), *SUMMARY_COLUMNS).collect()
+    written = rows.select("norad_id", F.unix_micros("window_start").alias("us"), "fused_id", "manoeuvres_json",
+                          "reassociated_ids", *SUMMARY_COLUMNS).collect()
     fitted_keys = {(int(r["norad_id"]), round(r["us"] / 1e6 / arc.arc_s)) for r in written}
     emptied = sorted(set(touched) - fitted_keys)
     if emptied:  # windows whose only observations dedup withdrew
         sinks.delete_keys(spark, spark.createDataFrame(
             [(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc)) for n, k in emptied],
             "norad_id long, window_start timestamp"), "fused_orbits", settings)
+    done = manoeuvre_io.write_manoeuvres(spark, settings, written, args.run_id)
+    faults.checkpoint("fuse:after-manoeuvres")
+    moves = sorted({(i, int(r["norad_id"])) for r in written for i in (r["reassociated_ids"] or [])})
+    done["reassociated"] = manoeuvre_io.reassociate(spark, settings, moves, lo, args.run_id)
     figures = summary(written)
     # conservation counts windows: each one refitted is written, or deleted when it has no observations left
     n = figures["windows"] + len(emptied)
-    return {**metrics, **figures, "records_in": n, "records_out": n, "windows_emptied": len(emptied),
-            "consumed": {SOURCE: last_v}}
+    return {**metrics, **figures, **done, "records_in": n, "records_out": n, "windows_emptied": len(emptied),
+            "consumed": consumed}
 
 
 SUMMARY_COLUMNS = ("regime", "status", "observations", "rms", "sigma_r_m", "sigma_t_m", "sigma_n_m")

@@ -55,3 +55,33 @@ FUSED_ORBITS = T.StructType(
 UDF_FIELDS = [f for f in FUSED_ORBITS.fields if f.name not in ("window_start", "window_end", "epoch", "fit_start",
                                                                 "run_id")] + [
     T.StructField("window_start_unix", T.DoubleType(), False), T.StructField("window_end_unix", T.DoubleType(), False)]
+
+# One detected manoeuvre per (object, event-time arc window whose fit detected it, burn in that window): the bracket of the burn
+# time, the estimated impulsive delta-v on the pre-burn orbit's radial / along-track / cross-track axes
+# (m/s), the test that detected it, and the fused orbit re-fitted from the observations after it
+# (sda.orbit.od.manoeuvre; docs/orbital.md, "Manoeuvres").
+MANOEUVRES = T.StructType(
+    [
+        T.StructField("norad_id", T.LongType(), False),
+        T.StructField("window_start", T.TimestampType(), False),
+        T.StructField("seq", T.LongType(), False),  # the window's burns in time order: 0, 1, ...
+        T.StructField("manoeuvre_id", T.StringType(), False),  # names it: (the window's fused_id, seq)
+        T.StructField("burn_after", T.TimestampType(), False),  # the bracket: the burn is after this ...
+        T.StructField("burn_before", T.TimestampType(), False),  # ... and not after this
+        T.StructField("burn_time", T.TimestampType(), False),  # the estimate, inside the bracket
+    ]
+    + [T.StructField(c, T.DoubleType()) for c in ("dv_r_ms", "dv_t_ms", "dv_n_ms", "dv_ms", "dv_sigma_ms")]
+    + [
+        T.StructField("statistic", T.DoubleType(), False),  # the passes' summed normalised innovations d^2
+        T.StructField("dof", T.LongType(), False),  # its degrees of freedom (measurement components)
+        T.StructField("log10_p", T.DoubleType(), False),  # log10 of its chi-square tail probability
+        T.StructField("passes", T.LongType(), False),  # passes accumulated to detect it (1: one was enough)
+        T.StructField("detected_at", T.TimestampType(), False),  # the last observation of the deciding pass
+        T.StructField("observations_after", T.LongType(), False),  # fitted after the burn
+        T.StructField("reassociated", T.LongType(), False),  # of those, held uncorrelated before
+        T.StructField("fused_id", T.StringType(), False),  # the re-fitted orbit (gold fused_orbits)
+        T.StructField("prior_fused_id", T.StringType()),  # the orbit the observations departed from
+        T.StructField("regime", T.StringType()),
+        T.StructField("run_id", T.StringType(), False),
+    ]
+)

@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sda.lake import schemas
-from sda.lake.schemas_fusion import FUSED_ORBITS
+from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -109,6 +109,11 @@ _SPECS = [
               "per object and event-time arc window, the orbit fitted to its correlated observations (jobs/fuse.py)",
               key=("norad_id", "window_start"), prune=("window_start",),
               stats=("norad_id", "window_start", "epoch", "status")),
+    TableSpec("manoeuvres", "gold", MANOEUVRES,
+              "per object and arc window, a manoeuvre its observations revealed: burn bracket, delta-v, the test, "
+              "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.od.manoeuvre)",
+              key=("norad_id", "window_start", "seq"), prune=("window_start",),
+              stats=("norad_id", "window_start", "burn_time")),
     TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
               partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",),
               stats=("sensor_id", "norad_id", "pass_start", "pass_end")),
@@ -266,12 +271,14 @@ FUSED_MIN_SPAN_S = 5400.0
 def newest_fused_orbits(fused: "DataFrame", since, *columns: str) -> "DataFrame":
     """The newest converged fused orbit (largest ``window_start``) of each object in a gold ``fused_orbits``
     frame, with a screening element set, its epoch at or after ``since``, fitted over at least
-    :data:`FUSED_MIN_SPAN_S`: ``norad_id`` and ``columns``. The one way the screening, the assessment and
+    :data:`FUSED_MIN_SPAN_S` -- or re-fitted after a detected manoeuvre (``prior_source`` manoeuvre: the
+    orbit before it is known wrong, however short the fit after it): ``norad_id`` and ``columns``. The one way the screening, the assessment and
     correlation pick the fused orbit they use."""
     from pyspark.sql import functions as F
 
     usable = fused.where((F.col("status") == "converged") & F.col("line1").isNotNull()
                          & (F.col("epoch") >= F.lit(since))
-                         & (F.col("epoch_unix") - F.col("fit_start_unix") >= F.lit(FUSED_MIN_SPAN_S)))
+                         & ((F.col("epoch_unix") - F.col("fit_start_unix") >= F.lit(FUSED_MIN_SPAN_S))
+                            | (F.col("prior_source") == F.lit("manoeuvre"))))
     newest = F.max_by(F.struct(*columns), "window_start")
     return usable.groupBy("norad_id").agg(newest.alias("f")).select("norad_id", *(f"f.{c}" for c in columns))

@@ -1,0 +1,133 @@
+"""The fuse stage's manoeuvre outputs: held observations in, detected manoeuvres and re-associations out.
+
+* **Held observations** (:func:`held_touched`, :func:`held_observations`): gold ``uncorrelated`` rows
+  with no catalogue object inside their gate that name one as nearest (``nearest_norad_id``) are that
+  object's *candidates*: the fit tests them against its fused prediction (:mod:`sda.orbit.od.segments`).
+  A manoeuvred object's observations leave the catalogue's gate, so they are found here. A new such row
+  touches its object's window, as a correlated one does.
+* **Manoeuvres** (:func:`manoeuvre_rows`, :func:`write_manoeuvres`): gold ``manoeuvres`` holds each
+  refitted window's detections, upserted on (norad_id, window_start, seq); a window refitted with fewer
+  detections than before loses the rest (the same observations give the same rows: replays and run
+  splits agree).
+* **Re-association** (:func:`reassociate`): the held observations a fit explained move from
+  ``uncorrelated`` to ``correlated`` (insert-if-new, then delete): the correlated row carries the
+  catalogue's miss and gate statistic it was held with, and this run's id. A crash between the two
+  leaves the row in both tables; the fit reads each obs_id once (correlated first), and the next run
+  deletes it from ``uncorrelated``. The insert is a change of ``correlated``, so the next run refits the
+  window with the same observations and finds the same orbit: a fixed point after one more run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import TYPE_CHECKING
+
+from sda.lake import schemas
+from sda.lake.schemas_fusion import MANOEUVRES
+from sda.lake.tables import TABLES, table_exists
+from sda.orbit.correlation import REASON_NO_CANDIDATE
+from sda.pipeline import sinks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sda.config.settings import Settings
+
+MANOEUVRE_FIELDS = [f.name for f in MANOEUVRES.fields]
+_TIMES = ("burn_after", "burn_before", "burn_time", "detected_at")
+
+
+def _utc(unix_s: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(round(float(unix_s) * 1e6) / 1e6, dt.timezone.utc)
+
+
+def held_only(uncorrelated: "DataFrame") -> "DataFrame":
+    """Rows held for want of a catalogue object inside the gate that name their nearest object."""
+    from pyspark.sql import functions as F
+
+    return uncorrelated.where(F.col("nearest_norad_id").isNotNull() & (F.col("reason") == F.lit(REASON_NO_CANDIDATE)))
+
+
+def held_touched(changes: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
+    """(nearest norad_id, window index) of the new held rows."""
+    from pyspark.sql import functions as F
+
+    k = F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
+    rows = held_only(changes).select(F.col("nearest_norad_id").alias("norad_id"), k).distinct().collect()
+    return [(int(r["norad_id"]), int(r["k"])) for r in rows]
+
+
+def held_observations(spark: "SparkSession", settings: "Settings", keys: "DataFrame", lo: dt.datetime,
+                      columns) -> "DataFrame":
+    """The held rows of the objects in ``keys`` (norad_id, first_start) from their first refitted window on,
+    as that object's rows (``columns``, ``candidate`` true)."""
+    from pyspark.sql import functions as F
+
+    held = held_only(TABLES["uncorrelated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date())))
+    return (held.withColumn("norad_id", F.col("nearest_norad_id")).join(F.broadcast(keys), on="norad_id")
+            .where(F.col("event_time") >= F.col("first_start"))
+            .select(*columns, F.lit(True).alias("candidate")))
+
+
+def manoeuvre_rows(written: list, run_id: str) -> list[tuple]:
+    """gold ``manoeuvres`` rows (MANOEUVRES order) of the written fused rows' ``manoeuvres_json``."""
+    out = []
+    for r in written:
+        for m in json.loads(r["manoeuvres_json"] or "[]"):
+            row = {**m, "norad_id": int(r["norad_id"]), "window_start": _utc(r["us"] / 1e6),
+                   "fused_id": r["fused_id"], "regime": r["regime"], "run_id": run_id}
+            for name in _TIMES:
+                row[name] = _utc(m[f"{name}_unix"])
+            out.append(tuple(row.get(name) for name in MANOEUVRE_FIELDS))
+    return out
+
+
+def write_manoeuvres(spark: "SparkSession", settings: "Settings", written: list, run_id: str) -> dict[str, int]:
+    """Upsert the refitted windows' detections and delete the ones they no longer have."""
+    from pyspark.sql import functions as F
+
+    rows = manoeuvre_rows(written, run_id)
+    new_keys = {(r[0], r[1], r[2]) for r in rows}
+    windows = {(int(r["norad_id"]), _utc(r["us"] / 1e6)) for r in written}
+    stale: list[tuple] = []
+    if windows and table_exists("manoeuvres", settings):
+        lo = min(w for _, w in windows)
+        ids = sorted({n for n, _ in windows})
+        old = (TABLES["manoeuvres"].read(spark, settings).where(F.col("window_start") >= F.lit(lo))
+               .where(F.col("norad_id").isin(ids)).select("norad_id", "window_start", "seq").collect())
+        stale = [(int(o["norad_id"]), o["window_start"], int(o["seq"])) for o in old
+                 if (int(o["norad_id"]), _as_utc(o["window_start"])) in windows
+                 and (int(o["norad_id"]), _as_utc(o["window_start"]), int(o["seq"])) not in new_keys]
+    if rows:
+        sinks.upsert(spark, spark.createDataFrame(rows, MANOEUVRES), "manoeuvres", settings, unique=True)
+    if stale:
+        sinks.delete_keys(spark, spark.createDataFrame(stale, "norad_id long, window_start timestamp, seq long"),
+                          "manoeuvres", settings)
+    return {"manoeuvres": len(rows), "manoeuvres_withdrawn": len(stale)}
+
+
+def _as_utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+
+
+def reassociate(spark: "SparkSession", settings: "Settings", moves: list[tuple[str, int]], lo: dt.datetime,
+                run_id: str) -> int:
+    """Move the held observations ``moves`` (obs_id, norad_id) to ``correlated`` (module docstring)."""
+    from pyspark.sql import functions as F
+
+    if not moves:
+        return 0
+    target = spark.createDataFrame(moves, "obs_id string, fitted_norad_id long")
+    held = (TABLES["uncorrelated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
+            .join(F.broadcast(target), on="obs_id"))
+    residuals = [f.name for f in schemas.CORRELATED.fields if f.name.startswith("residual_") and f.name != "residual_m"]
+    rows = held.select(
+        *[f.name for f in schemas.DEDUPED.fields], F.col("fitted_norad_id").alias("norad_id"),
+        F.coalesce("nearest_residual_m", F.lit(float("nan"))).alias("residual_m"), F.lit(0).alias("candidates"),
+        F.lit(False).alias("ambiguous"), F.lit(run_id).alias("correlate_run_id"),
+        F.col("nearest_gate_d2").alias("gate_d2"), *[F.lit(None).cast("double").alias(c) for c in residuals],
+    ).localCheckpoint()
+    sinks.merge_new(spark, rows, "correlated", settings, unique=True)
+    sinks.delete_keys(spark, rows.select("obs_id", "event_date"), "uncorrelated", settings)
+    return len(moves)
