@@ -65,9 +65,6 @@ def test_every_burn_in_a_tested_window_is_found(fused):
             assert np.linalg.norm(dv - np.array(burn["dv_rtn_ms"])) < 0.35 * burn["dv_ms"] + 0.05, (norad, burn, dv)
 
 
-@pytest.mark.xfail(strict=True, reason="known: 70017 gets a second detection (0.2 m/s, 1795163630-1795168060) after its "
-                   "1.5 m/s burn: the one-pass re-fit after a burn predicts the later passes worse than its covariance "
-                   "says (issue 39 note); bench/manoeuvres.py measures the false-detection rate")
 def test_every_detection_is_a_burn_of_the_truth(fused):
     rows, burns = fused
     for norad in OBJECTS:
