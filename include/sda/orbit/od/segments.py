@@ -19,7 +19,6 @@ from sda.orbit.od import manoeuvre as mn
 from sda.orbit.od.estimator import OdConfig, OdResult, fit
 from sda.orbit.od.predict import prior_from_result
 
-
 MERGE_RMS = 1.5  # weighted RMS at most this: one burn explains the passes after it
 MERGE_OUTLIERS = (2, 0.03)  # and at most max(2, 3 %) of them edited out
 
