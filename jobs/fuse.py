@@ -166,7 +166,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     lo = dt.datetime.fromtimestamp(min(first.values()) * arc.arc_s, dt.timezone.utc)
     observations = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
                     .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
-                    .select(*FIT_COLUMNS, F.lit(False).alias("candidate"))
+                    .select(*FIT_COLUMNS, manoeuvre_io.is_reassociated().alias("candidate"))
                     .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
     from sda.orbit.od import registry_sigmas
 
@@ -186,8 +186,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
             "norad_id long, window_start timestamp"), "fused_orbits", settings)
     done = manoeuvre_io.write_manoeuvres(spark, settings, written, args.run_id)
     faults.checkpoint("fuse:after-manoeuvres")
-    moves = sorted({(i, int(r["norad_id"])) for r in written for i in (r["reassociated_ids"] or [])})
-    done["reassociated"] = manoeuvre_io.reassociate(spark, settings, moves, lo, args.run_id)
+    accepted = sorted({(i, int(r["norad_id"])) for r in written for i in (r["reassociated_ids"] or [])})
+    done.update(manoeuvre_io.reassociate(spark, settings, accepted, keys, lo))
     figures = summary(written)
     # conservation counts windows: each one refitted is written, or deleted when it has no observations left
     n = figures["windows"] + len(emptied)

@@ -11,10 +11,14 @@
   splits agree).
 * **Re-association** (:func:`reassociate`): the held observations a fit explained move from
   ``uncorrelated`` to ``correlated`` (insert-if-new, then delete): the correlated row carries the
-  catalogue's miss and gate statistic it was held with, and this run's id. A crash between the two
-  leaves the row in both tables; the fit reads each obs_id once (correlated first), and the next run
-  deletes it from ``uncorrelated``. The insert is a change of ``correlated``, so the next run refits the
-  window with the same observations and finds the same orbit: a fixed point after one more run.
+  catalogue's miss and gate statistic it was held with, one candidate (the object whose fused
+  prediction explains it), and ``correlate_run_id`` ``reassociated:<the
+  run that held it>``. Such a row stays a candidate of the fit (read with ``candidate`` true), so a
+  window's fit is a function of the same observations whichever table they sit in; one that a later
+  fit of its window no longer accepts moves back, restored as it was. The tables therefore end the
+  same whatever the run split. A crash between insert and delete leaves a row in both; the fit reads
+  each obs_id once, and the next run finishes the move. A move is a change of ``correlated``, so the
+  next run refits the window with the same observations and finds the same orbit: a fixed point.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from sda.config.settings import Settings
 
 MANOEUVRE_FIELDS = [f.name for f in MANOEUVRES.fields]
+#: ``correlate_run_id`` of a row this stage moved to ``correlated``: then the run that held it
+PREFIX = "reassociated:"
 _TIMES = ("burn_after", "burn_before", "burn_time", "detected_at")
 
 
@@ -111,23 +117,44 @@ def _as_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
 
 
-def reassociate(spark: "SparkSession", settings: "Settings", moves: list[tuple[str, int]], lo: dt.datetime,
-                run_id: str) -> int:
-    """Move the held observations ``moves`` (obs_id, norad_id) to ``correlated`` (module docstring)."""
+def is_reassociated(column: str = "correlate_run_id"):
+    """A correlated row this stage moved there (its ``correlate_run_id`` carries :data:`PREFIX`)."""
     from pyspark.sql import functions as F
 
-    if not moves:
-        return 0
-    target = spark.createDataFrame(moves, "obs_id string, fitted_norad_id long")
+    return F.col(column).startswith(PREFIX)
+
+
+def reassociate(spark: "SparkSession", settings: "Settings", accepted: list[tuple[str, int]], keys: "DataFrame",
+                lo: dt.datetime) -> dict[str, int]:
+    """Make ``correlated`` hold exactly the held observations the refitted windows' fits accepted
+    (``accepted``: obs_id, norad_id): the new ones move in from ``uncorrelated``, the ones moved in before
+    that the fits no longer accept move back (module docstring)."""
+    from pyspark.sql import functions as F
+
+    moved = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
+             .where(is_reassociated()).join(F.broadcast(keys), on="norad_id")
+             .where(F.col("event_time") >= F.col("first_start")).drop("first_start"))
+    target = spark.createDataFrame(accepted or [], "obs_id string, fitted_norad_id long")
+    back = moved.join(F.broadcast(target), on="obs_id", how="left_anti").localCheckpoint()
     held = (TABLES["uncorrelated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
             .join(F.broadcast(target), on="obs_id"))
     residuals = [f.name for f in schemas.CORRELATED.fields if f.name.startswith("residual_") and f.name != "residual_m"]
-    rows = held.select(
+    into = held.select(
         *[f.name for f in schemas.DEDUPED.fields], F.col("fitted_norad_id").alias("norad_id"),
-        F.coalesce("nearest_residual_m", F.lit(float("nan"))).alias("residual_m"), F.lit(0).alias("candidates"),
-        F.lit(False).alias("ambiguous"), F.lit(run_id).alias("correlate_run_id"),
+        F.coalesce("nearest_residual_m", F.lit(float("nan"))).alias("residual_m"), F.lit(1).alias("candidates"),
+        F.lit(False).alias("ambiguous"), F.concat(F.lit(PREFIX), "correlate_run_id").alias("correlate_run_id"),
         F.col("nearest_gate_d2").alias("gate_d2"), *[F.lit(None).cast("double").alias(c) for c in residuals],
     ).localCheckpoint()
-    sinks.merge_new(spark, rows, "correlated", settings, unique=True)
-    sinks.delete_keys(spark, rows.select("obs_id", "event_date"), "uncorrelated", settings)
-    return len(moves)
+    n_in, n_back = into.count(), back.count()
+    if n_in:
+        sinks.merge_new(spark, into, "correlated", settings, unique=True)
+        sinks.delete_keys(spark, into.select("obs_id", "event_date"), "uncorrelated", settings)
+    if n_back:
+        restored = back.select(
+            *[f.name for f in schemas.DEDUPED.fields], F.lit(REASON_NO_CANDIDATE).alias("reason"),
+            F.col("norad_id").alias("nearest_norad_id"), F.col("residual_m").alias("nearest_residual_m"),
+            F.expr(f"substring(correlate_run_id, {len(PREFIX) + 1})").alias("correlate_run_id"),
+            F.col("gate_d2").alias("nearest_gate_d2"))
+        sinks.merge_new(spark, restored, "uncorrelated", settings, unique=True)
+        sinks.delete_keys(spark, back.select("obs_id", "event_date"), "correlated", settings)
+    return {"reassociated": n_in, "reassociation_withdrawn": n_back}
