@@ -67,7 +67,12 @@ def test_section_shows_the_figures_and_the_failures():
     assert 'data-total="3"' in html and "(2 shown)" in html
     assert 'data-norad="4" data-status="failed"' in html and "singular normal matrix" in html
     assert 'data-norad="5"' not in html  # beyond the limit
-    assert "fitted 9 windows of 7 objects (converged 8, failed 1)" in html
+    assert "fitted 9 windows of 7 objects (converged 8, failed 1)." in html
+    fuse_row["metrics_json"] = json.dumps({"windows": 9, "objects": 7, "by_status": {"converged": 9},
+                                           "manoeuvres": 2, "reassociated": 1, "reassociation_withdrawn": 0})
+    html = fusion_report.fusion_section(summary, fuse_row)
+    assert ('(converged 9); it found <span class="manoeuvres">2</span> manoeuvres (gold <code>manoeuvres</code>) '
+            "and re-associated 1 held observation.") in html
 
 
 def test_the_page_has_the_section_only_with_fused_orbits(tmp_path):

@@ -111,8 +111,13 @@ def _run_line(fuse_metrics: dict[str, Any] | None) -> str:
         return ""
     figures = json.loads(fuse_metrics.get("metrics_json") or "{}")
     statuses = ", ".join(f"{s} {n:,}" for s, n in sorted((figures.get("by_status") or {}).items()))
+    found = figures.get("manoeuvres") or 0
+    moved, back = figures.get("reassociated") or 0, figures.get("reassociation_withdrawn") or 0
+    extra = (f'; it found <span class="manoeuvres">{found:,}</span> manoeuvre{"s" if found != 1 else ""} '
+             f"(gold <code>manoeuvres</code>) and re-associated {moved:,} held observation{'s' if moved != 1 else ''}"
+             + (f" ({back:,} moved back)" if back else "")) if found or moved or back else ""
     return (f'<p class="fuse-run">This run\'s fuse stage fitted {figures.get("windows", 0):,} windows of '
-            f'{figures.get("objects", 0):,} objects' + (f" ({_e(statuses)})" if statuses else "") + ".</p>")
+            f'{figures.get("objects", 0):,} objects' + (f" ({_e(statuses)})" if statuses else "") + extra + ".</p>")
 
 
 def _regimes_table(regimes: list[dict[str, Any]]) -> str:
