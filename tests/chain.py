@@ -53,6 +53,18 @@ def land(files: Iterable[str], staging: Path, landing: Path) -> None:
         os.utime(target, (old, old))
 
 
+def twin_lakehouses(spark, one, two, staging: Path) -> list[str]:
+    """Two lakehouses on one simulation in ``staging`` (its catalogue written to ``one``'s catalogue file):
+    the catalogue copied to ``two`` and loaded into both; the simulated files' relative paths (truth left
+    out), for :func:`land`."""
+    two.catalog_file.parent.mkdir(parents=True, exist_ok=True)
+    two.catalog_file.write_bytes(one.catalog_file.read_bytes())
+    for settings in (one, two):
+        run_stage(spark, settings, "catalog", "catalog-1", ["--file", str(settings.catalog_file)])
+    return sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file()
+                  and not str(p.relative_to(staging)).startswith("_truth"))
+
+
 def snapshot(spark, settings, tables: Iterable[str] = COMPARED,
              drop: frozenset[str] = METADATA) -> dict[str, list[tuple]]:
     """Every row of each table, metadata columns dropped, as a sorted list (floats rounded to 1e-9

@@ -50,12 +50,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     staging = tmp_path_factory.mktemp("fuse-staging")
     one, two = make_settings("fuse-one"), make_settings("fuse-split")
     result = _scenario(one, staging)
-    two.catalog_file.parent.mkdir(parents=True, exist_ok=True)
-    two.catalog_file.write_bytes(one.catalog_file.read_bytes())
-    files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file()
-                   and not str(p.relative_to(staging)).startswith("_truth"))
-    for settings in (one, two):
-        chain.run_stage(module_spark, settings, "catalog", "catalog-1", ["--file", str(settings.catalog_file)])
+    files = chain.twin_lakehouses(module_spark, one, two, staging)
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
     single["conjunction"] = chain.run_stage(module_spark, one, "conjunction", "run-1", SCREEN)

@@ -52,12 +52,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     simulate(SimConfig(start=SIM_START, end=SIM_END, landing=staging, catalog_out=one.catalog_file,
                        objects=40, seed=3, tle_age_days=(0.5, 3.0), manoeuvre_share=0.5,
                        manoeuvre_rate=2.0, late_rate=0.0, reorder_rate=0.0))
-    two.catalog_file.parent.mkdir(parents=True, exist_ok=True)
-    two.catalog_file.write_bytes(one.catalog_file.read_bytes())
-    files = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file()
-                   and not str(p.relative_to(staging)).startswith("_truth"))
-    for settings in (one, two):
-        chain.run_stage(module_spark, settings, "catalog", "catalog-1", ["--file", str(settings.catalog_file)])
+    files = chain.twin_lakehouses(module_spark, one, two, staging)
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
     settle_one = _settle(module_spark, one, "one")
