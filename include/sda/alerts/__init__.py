@@ -1,10 +1,11 @@
 """Alerting: which conjunctions become alerts and how they evolve across runs, CCSDS Conjunction Data
-Messages, and the outbox they are published to.
+Messages, manoeuvre messages (CCSDS OPM), and the outbox they are published to.
 
 * :mod:`.assessment`: Pc, its validity and the alert level of each screened event;
 * :mod:`.content`: what an alert version says (content hash) and whether it changed;
 * :mod:`.plan`: the alert lifecycle (new / updated / closed) of a run;
 * :mod:`.outbox`: the CDM and JSON twin of each emitted version, written once;
+* :mod:`.manoeuvre_message`: the CCSDS OPM and JSON twin of each detected manoeuvre, written once;
 * :mod:`.publish`: the stage's table reads and writes around them (the package's only Spark I/O);
 * :mod:`.cdm` (KVN parsing and writing) and :mod:`.cdm_model` (the message as data);
 * :mod:`.values`: UTC-aware times and missing values, as alert rows carry them.
