@@ -14,7 +14,7 @@ import pytest
 
 from sda.alerts import cdm as cdm_mod
 from sda.alerts.assessment import STATE_COLS, alert_level, assess, dedup_events, intl_designator, pc_flag
-from sda.alerts.content import content_changed, content_hash
+from sda.alerts.content import content_changed, content_hash, persistent_changed
 from sda.alerts.outbox import (
     ALERT_FIELDS,
     cdm_text,
@@ -227,6 +227,17 @@ def test_content_hash_rounding_and_change_rule(assessed):
     assert not content_changed(b, dict(b, miss_m=100.5001))
 
 
+def test_maneuverable_flags_are_content_and_old_hashes_stand(assessed):
+    a = {**assessed.iloc[0].to_dict(), "level": "red"}
+    assert (a["p_maneuverable"], a["s_maneuverable"]) == (False, False)
+    before = {k: v for k, v in a.items() if k not in ("p_maneuverable", "s_maneuverable")}  # a row from before them
+    assert content_hash(before) == content_hash(a) == content_hash(dict(a, p_maneuverable=None))
+    assert content_hash(dict(a, s_maneuverable=True)) != content_hash(a)
+    assert content_changed(a, dict(a, s_maneuverable=True)) and content_changed(before, dict(a, p_maneuverable=True))
+    assert persistent_changed(a, dict(a, p_maneuverable=True))
+    assert not content_changed(before, dict(a, p_maneuverable=False, s_maneuverable=None))
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 def _plan(assessed, current, settings, start=SCREEN_START, end=SCREEN_END, run_id="r", emitted=None):
@@ -331,6 +342,17 @@ def test_adoption_of_emitted_but_unrecorded_versions(assessed, settings):
     assert [a["version"] for a in p.adopted] == [2] and p.changes == []
 
 
+def test_a_manoeuvre_makes_a_new_version(assessed, events, catalog, settings):
+    flagged = assess(events, None, catalog, settings, manoeuvred={101, 999})
+    assert flagged["p_maneuverable"].tolist() == [True] and flagged["s_maneuverable"].tolist() == [False]
+    [v1] = _plan(assessed, [], settings).changes
+    [v2] = _plan(flagged, [v1], settings).changes
+    assert (v2["status"], v2["version"], v2["p_maneuverable"], v2["s_maneuverable"]) == ("updated", 2, True, False)
+    assert _plan(flagged, [v2], settings).changes == []  # still manoeuvred: nothing new
+    # an alert stored before the flags (null), its objects not manoeuvred: unchanged, nothing emitted
+    assert _plan(assessed, [dict(v1, p_maneuverable=None, s_maneuverable=None)], settings).changes == []
+
+
 # --------------------------------------------------------------------------- emission
 
 def _row(assessed, settings, **changes):
@@ -378,6 +400,18 @@ def test_cdm_parses_back_to_the_row(assessed, settings):
     np.testing.assert_allclose(p2, p, rtol=1e-12, atol=1e-6)
     res = pc2d_foster_rtn(p2[:3], p2[3:], cdm.object1.cov_rtn, s2[:3], s2[3:], cdm.object2.cov_rtn, cdm.hbr_m)
     assert res.pc == pytest.approx(row["pc"], rel=1e-8)
+
+
+def test_cdm_maneuverable_yes_for_a_flagged_object(assessed, events, catalog, settings):
+    [row] = _plan(assess(events, None, catalog, settings, manoeuvred={102}), [], settings).changes
+    cdm = cdm_mod.parse_cdm(cdm_text(row))
+    assert (cdm.object1["MANEUVERABLE"], cdm.object2["MANEUVERABLE"]) == ("N/A", "YES")
+    assert any("MANEUVERABLE = YES" in c for c in cdm.object2.comments)
+    assert not any("MANEUVERABLE" in c for c in cdm.object1.comments)
+    plain = cdm_mod.parse_cdm(cdm_text(_row(assessed, settings)))
+    assert (plain.object1["MANEUVERABLE"], plain.object2["MANEUVERABLE"]) == ("N/A", "N/A")
+    legacy = cdm_mod.parse_cdm(cdm_text(dict(_row(assessed, settings), p_maneuverable=None, s_maneuverable=None)))
+    assert (legacy.object1["MANEUVERABLE"], legacy.object2["MANEUVERABLE"]) == ("N/A", "N/A")
 
 
 def test_invalid_pc_cdm_has_no_probability(catalog_901, settings):

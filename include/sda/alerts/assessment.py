@@ -51,7 +51,7 @@ ASSESSED_COLUMNS = ("event_id", "primary_id", "secondary_id", "tca", "tca_unix",
                     "t_m", "n_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source", "p_cov_rtn",
                     "s_cov_rtn", "pc", "pc_valid",
                     "pc_flag", "pc_reason", "level", "reason", "hbr_m", "primary_name", "secondary_name",
-                    "primary_intldes", "secondary_intldes", "flag")
+                    "primary_intldes", "secondary_intldes", "flag", "p_maneuverable", "s_maneuverable")
 
 
 # --------------------------------------------------------------------------- level and Pc
@@ -164,7 +164,7 @@ def _reference(norad_id: int, catalog: dict[int, dict], states: dict[int, dict],
 
 # --------------------------------------------------------------------------- assessment
 
-def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None) -> pd.DataFrame:
+def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None, manoeuvred=None) -> pd.DataFrame:
     """Pc, validity and level of each screened event.
 
     events: columns primary_id, secondary_id, tca_unix, miss_km, rel_speed_km_s, r_km, t_km, n_km and
@@ -181,6 +181,8 @@ def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None) -> 
     pc_flag, pc_reason, level, reason, hbr_m, names and international designators.
     fused: ``{norad_id: sda.alerts.fused.FusedOrbit}``: events of these objects are refined on their fused
     orbits, whose covariances at TCA they use (p_cov_rtn / s_cov_rtn, 36 values row-major; else None).
+    manoeuvred: the objects known to have manoeuvred (p_maneuverable / s_maneuverable true: the CDM's
+    MANEUVERABLE = YES).
     """
     from sda.alerts.fused import refinements
     from sda.orbit import screening
@@ -205,7 +207,11 @@ def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None) -> 
     rows = [_assess_event(ev, flags[i] if screening.is_persistent(flags[i]) else None, P[i] * 1000.0,
                           S[i] * 1000.0, ref, catalog, settings, refined[i], fused)
             for i, ev in enumerate(events.itertuples(index=False))]
-    return pd.DataFrame(rows, columns=list(ASSESSED_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(ASSESSED_COLUMNS))
+    manoeuvred = sorted({int(n) for n in manoeuvred or ()})
+    out["p_maneuverable"] = out["primary_id"].isin(manoeuvred).astype(bool)
+    out["s_maneuverable"] = out["secondary_id"].isin(manoeuvred).astype(bool)
+    return out
 
 
 def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarray,

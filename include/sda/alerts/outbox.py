@@ -12,7 +12,9 @@ CDM conventions (:func:`build_cdm`): REF_FRAME = ITRF (TEME, SGP4's frame, is no
 states at TCA rotated with :func:`sda.orbit.frames.teme_to_ecef` (PEF at UT1 = UTC, polar motion neglected;
 the same rotation for both objects, so the relative geometry is exact). The covariance is the
 uncertainty model's, diagonal in each object's RTN frame built from its *inertial* (TEME) state
-(COVARIANCE_METHOD = DEFAULT: a model, not an orbit-determination covariance); MISS_DISTANCE,
+(COVARIANCE_METHOD = DEFAULT: a model, not an orbit-determination covariance); MANEUVERABLE = YES for an
+object the row flags (``p_maneuverable`` / ``s_maneuverable``: a manoeuvre in gold ``manoeuvres`` burnt at
+or before the CDM's CREATION_DATE, :func:`sda.alerts.publish.publish`), else N/A; MISS_DISTANCE,
 RELATIVE_SPEED and RELATIVE_POSITION/VELOCITY_R/T/N are the inertial values (secondary relative to
 primary, primary's RTN frame). COLLISION_PROBABILITY with COLLISION_PROBABILITY_METHOD = FOSTER-1992
 only when the 2-D method is valid; otherwise a COMMENT says why it is absent. The hard-body radius
@@ -33,7 +35,7 @@ import pandas as pd
 
 from sda.alerts.cdm import new_cdm, write_cdm
 from sda.alerts.cdm_model import Cdm, Entry
-from sda.alerts.values import aware, iso, missing
+from sda.alerts.values import aware, flag, iso, missing
 from sda.config.settings import Settings
 from sda.lake import schemas
 from sda.orbit import frames
@@ -93,7 +95,8 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
         name = kvn_value(row.get("primary_name" if o == "p" else "secondary_name") or f"NORAD {norad}")
         intl = row.get("primary_intldes" if o == "p" else "secondary_intldes") or "UNKNOWN"
         objects[n] = {"OBJECT_DESIGNATOR": f"{norad:05d}", "OBJECT_NAME": name, "INTERNATIONAL_DESIGNATOR": intl,
-                      "COVARIANCE_METHOD": "CALCULATED" if _full_cov(row, o) is not None else "DEFAULT"}
+                      "COVARIANCE_METHOD": "CALCULATED" if _full_cov(row, o) is not None else "DEFAULT",
+                      "MANEUVERABLE": "YES" if maneuverable(row, o) else "N/A"}
     cov = {o: _full_cov(row, o) if _full_cov(row, o) is not None else np.diag(_sigmas(row, o) ** 2)
            for o in ("p", "s")}
     cdm = new_cdm(tca=_epoch(tca), originator=originator,
@@ -140,7 +143,15 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
                f"modelled ({source}, sda.orbit.uncertainty), diagonal in the RTN frame of the inertial (TEME) state")
         _insert_comment_before(obj, "CR_R",
                                f"covariance: {how}; sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
+        if maneuverable(row, o):
+            _insert_comment_before(obj, "MANEUVERABLE", "MANEUVERABLE = YES: a manoeuvre of this object burnt at or "
+                                                        "before CREATION_DATE is in gold manoeuvres (its OPM: outbox)")
     return cdm
+
+
+def maneuverable(row: Mapping, o: str) -> bool:
+    """Whether the alert row says object ``o`` (p or s) has manoeuvred (null: a row from before the flag)."""
+    return flag(row.get(f"{o}_maneuverable"))
 
 
 def _full_cov(row: Mapping, o: str) -> np.ndarray | None:

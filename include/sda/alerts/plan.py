@@ -10,8 +10,9 @@ alert and vice versa, nearest TCA first. Then:
 
 * an alert-level event matching no alert -> a **new** alert, version 1, alert_id = the event's
   event_id (sha256 of the pair and the TCA minute);
-* a matched open alert whose emitted content changed (:func:`sda.alerts.content.content_changed`) ->
-  **updated**, version + 1. Unchanged -> nothing emitted, nothing rewritten;
+* a matched open alert whose emitted content changed (:func:`sda.alerts.content.content_changed`; an
+  object newly found to have manoeuvred, its CDM's MANEUVERABLE now YES, is a change) -> **updated**,
+  version + 1. Unchanged -> nothing emitted, nothing rewritten;
 * a matched open alert whose event fell below both thresholds -> **closed** ("risk dropped below
   thresholds", level none, the new values);
 * an open alert whose TCA is before the run's screening start -> **closed** ("TCA passed", values
@@ -65,7 +66,7 @@ CLOSE_NOT_FOUND = "no longer found by screening"
 _VALUE_FIELDS = ("event_id", "primary_id", "secondary_id", "primary_name", "secondary_name", "primary_intldes",
                  "secondary_intldes", "screen_start", "tca", "miss_m", "rel_speed_ms", "r_m", "t_m", "n_m", "pc",
                  "pc_valid", "pc_flag", "hbr_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source",
-                 "p_cov_rtn", "s_cov_rtn")
+                 "p_cov_rtn", "s_cov_rtn", "p_maneuverable", "s_maneuverable")
 
 
 @dataclasses.dataclass

@@ -1,4 +1,4 @@
-"""The values alert rows carry, normalised: UTC-aware datetimes, their ISO-8601 text, missing numbers.
+"""The values alert rows carry, normalised: UTC-aware datetimes, their ISO-8601 text, missing values.
 
 The pipeline stores timestamps naive (meaning UTC) and pandas hands them back as ``Timestamp``; screening
 works in unix seconds. Everything that compares, hashes or writes an alert's times goes through
@@ -33,3 +33,8 @@ def iso(t) -> str:
 def missing(v) -> bool:
     """Whether a value is absent: None, NaN (pandas' missing float) or NaT."""
     return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NaT
+
+
+def flag(v) -> bool:
+    """A boolean column's value, missing (a row from before the column) read as false."""
+    return not missing(v) and bool(v)

@@ -344,6 +344,10 @@ _ALERT_STATE = [
     # a fused object's full 6x6 covariance at TCA in its RTN frame (m-units, row-major; null: modelled)
     T.StructField("p_cov_rtn", T.ArrayType(T.DoubleType(), False)),
     T.StructField("s_cov_rtn", T.ArrayType(T.DoubleType(), False)),
+    # the object has a manoeuvre in gold manoeuvres burnt at or before cdm_created: the CDM says MANEUVERABLE
+    # = YES (else N/A); null in rows from before the column, read as false (sda.alerts.content)
+    T.StructField("p_maneuverable", T.BooleanType()),
+    T.StructField("s_maneuverable", T.BooleanType()),
 ]
 
 ALERT = T.StructType(_ALERT_STATE + [T.StructField("first_run_id", T.StringType(), False)])
