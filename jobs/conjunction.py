@@ -41,7 +41,12 @@ Then :func:`sda.alerts.publish.publish`: Pc for the new events and for kept even
 ``conjunctions`` upserted on event_id = sha256(primary, secondary, TCA to the minute) -- or of the pair
 alone for a persistent proximity --, the alert lifecycle (new / updated / closed) in ``alerts`` and
 ``alert_events``, and one CCSDS CDM (KVN) plus a JSON twin per change in ``settings.outbox``,
-written once. The screening state is recorded last.
+written once; an object with a manoeuvre in gold ``manoeuvres`` burnt by the screening start is
+MANEUVERABLE = YES in its CDMs. The screening state is recorded last.
+
+Before the screening (not in a replay), :func:`sda.alerts.publish.publish_manoeuvres` writes one CCSDS OPM
+(KVN) plus a JSON twin per gold ``manoeuvres`` row not yet in the outbox (the post-burn orbit and the burn),
+written once.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sda.alerts.fused import with_fused_lines
-from sda.alerts.publish import publish
+from sda.alerts.publish import publish, publish_manoeuvres
 from sda.alerts.screening_record import newest_states, read_state, write_state
 from sda.alerts.values import aware
 from sda.lake import schemas
@@ -248,7 +253,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         add_missing_columns(spark, settings, table)
     if args.replay:
         return replay(spark, settings, args)
-    return screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True)
+    # the manoeuvre messages first: cheap, and out before a CDM that says MANEUVERABLE = YES of their object
+    messages = publish_manoeuvres(spark, settings)
+    runtime.progress(STAGE, "manoeuvre messages: %d OPMs published (%d files), %d waiting for their fused orbit",
+                     *(messages[k] for k in ("manoeuvre_messages", "manoeuvre_files", "manoeuvre_messages_pending")))
+    return {**screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True), **messages}
 
 
 def replay(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:

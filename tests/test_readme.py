@@ -18,7 +18,7 @@ DOCS = sorted((PROJECT_ROOT / "docs").glob("*.md"))
 SETTING_DOCS = {
     "lakehouse": "root of the Delta tables (`<layer>/<table>`)",
     "landing": "where sensor files arrive (`radar/`, `optical/`, `isl/`)",
-    "outbox": "alert CDMs (CCSDS KVN) and their JSON twins written by `conjunction`",
+    "outbox": "alert CDMs and manoeuvre OPMs (CCSDS KVN) and their JSON twins written by `conjunction`",
     "jars_dir": "Delta jars cached by `make setup`",
     "catalog_file": "the TLE/OMM catalogue the `catalog` task loads",
     "ephemeris_cache": "SGP4 states of the catalogue on the incremental screening's focus grid, on the Spark "
@@ -53,7 +53,7 @@ SETTING_DOCS = {
                                       "from the uncertainty model (orbit regime, element-set age); "
                                       "a number: a fixed isotropic 1-sigma per-axis position uncertainty (m) instead",
     "alert_tca_tolerance_s": "an event updates an open alert of the same pair whose TCA is within this many seconds",
-    "cdm_originator": "ORIGINATOR and MESSAGE_ID prefix of the CDMs in the outbox",
+    "cdm_originator": "ORIGINATOR and MESSAGE_ID prefix of the CDMs and OPMs in the outbox",
     "uncertainty_min_sigma_m": "floor of each axis of an observed object's position sigma (covariance model)",
     "screening_threshold_km": "close approaches under this distance are kept",
     "alert_distance_km": "close approaches under this distance raise an alert",

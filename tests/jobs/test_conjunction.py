@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import json
 
+import ccsds_ndm
 import pytest
 
 from jobs import conjunction as job
@@ -17,7 +18,9 @@ from sda.alerts.assessment import alert_level
 from sda.alerts.cdm import parse_cdm
 from sda.alerts.outbox import write_if_absent
 from sda.alerts.plan import CLOSE_NOT_FOUND
+from sda.alerts.publish import manoeuvred_objects, publish_manoeuvres
 from sda.lake import schemas
+from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES
 from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import screening
 from tests.seed import append_rows, catalog_row
@@ -125,6 +128,68 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
     assert {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts", "alert_events")} == before
     assert sorted(settings.outbox.iterdir()) == files  # no temp files left, no second message
     assert [f.stat().st_mtime_ns for f in files] == mtimes
+
+
+def _row_of(schema, **values) -> tuple:
+    """A row of ``schema`` with ``values``, the other columns zero / a stand-in (what this test does not read)."""
+    fill = {"long": 0, "double": 0.0, "string": "x", "timestamp": EPOCH, "boolean": False}
+    return tuple(values[f.name] if f.name in values else fill.get(f.dataType.typeName())
+                 for f in schema.fields)
+
+
+def _seed_manoeuvres(spark, settings):
+    """Burns of 101 (before the screening start, its fused orbit in gold), 102 (after the screening start)
+    and 303 (its fused orbit not in gold); fused orbits without a screening element set (line1 null), so
+    the screening is the catalogue's as in the test above."""
+    h = dt.timedelta(hours=1)
+    window = EPOCH - 6 * h
+    cov = [0.0] * 49
+    cov[0], cov[8] = 4.0, 9.0  # 4 m^2 along X, 9 m^2 along Y
+    orbits = [_row_of(FUSED_ORBITS, norad_id=n, window_start=window, epoch=EPOCH - 3.2 * h, fit_start=window,
+                      x_km=7000.0 + n, y_km=-12.5, z_km=0.25, vx_kms=0.001, vy_kms=7.5, vz_kms=-0.5, b_m2_kg=0.01,
+                      covariance=cov, rms=1.0, status="converged", fused_id=f"fused-{n}", line1=None, line2=None)
+              for n in (101, 102)]
+    append_rows(spark, settings, "fused_orbits", orbits)
+    burns = [(101, EPOCH - 3.5 * h), (102, EPOCH - 2 * h), (303, EPOCH - 4 * h)]
+    append_rows(spark, settings, "manoeuvres", [
+        _row_of(MANOEUVRES, norad_id=n, window_start=window, seq=0, manoeuvre_id=f"man-{n}", burn_after=t - h,
+                burn_before=t + h / 2, burn_time=t, dv_r_ms=0.25, dv_t_ms=1.5, dv_n_ms=-0.125, dv_ms=1.53,
+                dv_sigma_ms=0.05, detected_at=t + h / 2, fused_id=f"fused-{n}") for n, t in burns])
+
+
+def test_manoeuvre_messages_once_and_maneuverable_cdms(spark, settings):
+    """Every gold manoeuvres row with its fused orbit becomes one OPM + JSON in the outbox, once; the CDM
+    says MANEUVERABLE = YES of the object that burnt before the screening start (101), N/A of the one that
+    burnt after it (102)."""
+    zero = {"manoeuvre_messages": 0, "manoeuvre_files": 0, "manoeuvre_messages_pending": 0}
+    assert publish_manoeuvres(None, settings) == zero  # no table yet: nothing to read, no Spark asked
+    assert manoeuvred_objects(None, settings, [101], EPOCH) == set()
+    ensure_tables(spark, settings)
+    write_catalog(spark, settings)
+    _seed_manoeuvres(spark, settings)
+
+    metrics = job.run(spark, settings, args("run-1"))
+    assert (metrics["manoeuvre_messages"], metrics["manoeuvre_files"], metrics["manoeuvre_messages_pending"]) == (
+        2, 4, 1)
+    [alert] = TABLES["alerts"].read(spark, settings).collect()
+    assert (alert["primary_id"], alert["p_maneuverable"], alert["s_maneuverable"]) == (101, True, False)
+    cdm = parse_cdm((settings.outbox / alert["cdm_file"]).read_text())
+    assert (cdm.object1["MANEUVERABLE"], cdm.object2["MANEUVERABLE"]) == ("YES", "N/A")
+    names = sorted(f.name for f in settings.outbox.iterdir())
+    assert [n for n in names if n.startswith("OPM-")] == [
+        "OPM-man-101.json", "OPM-man-101.opm", "OPM-man-102.json", "OPM-man-102.opm"]
+    opm = ccsds_ndm.Opm.from_str((settings.outbox / "OPM-man-101.opm").read_text(), "kvn")
+    sv, [man] = opm.segment.data.state_vector, opm.segment.data.maneuver_parameters
+    assert opm.segment.metadata.object_name == "OBJ 101" and sv.epoch == "2026-11-21T02:48:00.000000"
+    assert (sv.x, sv.y_dot) == (7101.0, 7.5) and opm.segment.data.covariance_matrix.cy_y == 9e-6
+    assert man.man_epoch_ignition == "2026-11-21T02:30:00.000000" and man.man_dv_2 == 0.0015
+    assert opm.header.creation_date == "2026-11-21T03:00:00.000000"  # detected_at, after the epoch
+
+    mtimes = {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()}
+    again = job.run(spark, settings, args("run-2"))
+    assert (again["manoeuvre_messages"], again["manoeuvre_files"], again["manoeuvre_messages_pending"]) == (0, 0, 1)
+    assert again["emitted_files"] == 0 and again["alerts_unchanged"] == 1
+    assert {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()} == mtimes
 
 
 def test_filter_counts_survive_an_observation_the_server_did_not_deliver(spark, settings, monkeypatch):

@@ -12,6 +12,10 @@
    atomically and only when absent (:mod:`sda.alerts.outbox`).
 5. ``gold.alert_events`` (one row per emitted change) and ``gold.alerts`` (the current state).
 
+An object with a manoeuvre in ``gold.manoeuvres`` burnt at or before the run's screening start (the CDM's
+CREATION_DATE) is flagged in the assessment (:func:`manoeuvred_objects`): its CDMs say MANEUVERABLE = YES.
+:func:`publish_manoeuvres` writes each manoeuvre's OPM and JSON twin (:mod:`sda.alerts.manoeuvre_message`).
+
 Crash safety (the order of writes): conjunctions -> outbox files (JSON, then CDM) -> ``alert_events``
 (insert-if-absent on (alert_id, version)) -> ``alerts`` (upsert). The file names are deterministic
 per (alert_id, version) and the CDM's MESSAGE_ID and CREATION_DATE (the emitting run's screening
@@ -40,7 +44,7 @@ from sda.alerts.outbox import ALERT_FIELDS, TIME_FIELDS, emit, outbox_lookup
 from sda.alerts.plan import Plan, plan_alerts
 from sda.alerts.values import UTC, aware, missing
 from sda.lake import schemas
-from sda.lake.tables import TABLES, newest_element_sets
+from sda.lake.tables import TABLES, newest_element_sets, table_exists
 from sda.pipeline import faults, sinks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from sda.config.settings import Settings
 
-__all__ = ["EVENT_FIELDS", "publish"]
+__all__ = ["EVENT_FIELDS", "publish", "manoeuvred_objects", "publish_manoeuvres"]
 
 #: alerts older than this (TCA before screen start minus it) cannot match anything: not read
 _LOOKBACK = dt.timedelta(days=1)
@@ -141,7 +145,8 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
 
     catalog, states, current = _read_inputs(spark, settings, ids, screen_start)
     fused = fused_orbits(usable_fused(spark, settings, screen_start, sorted(ids), *FUSED_COLUMNS) if ids else [])
-    assessed = assess(events, states, catalog, settings, fused=fused)
+    manoeuvred = manoeuvred_objects(spark, settings, ids, screen_start) if lifecycle else set()
+    assessed = assess(events, states, catalog, settings, fused=fused, manoeuvred=manoeuvred)
 
     if len(assessed):
         conj = spark.createDataFrame(_conjunction_rows(assessed, screen_start, run_id), schemas.CONJUNCTION)
@@ -169,3 +174,55 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
         "yellow": levels.count("yellow"),
         "pc_invalid": int((~assessed["pc_valid"].astype(bool)).sum()) if len(assessed) else 0,
     }
+
+
+def manoeuvred_objects(spark: "SparkSession", settings: "Settings", ids: Iterable[int], at: dt.datetime) -> set[int]:
+    """Of ``ids``, the objects with a manoeuvre in gold ``manoeuvres`` burnt at or before ``at`` (the CDM's
+    CREATION_DATE, the run's screening start): their CDMs say MANEUVERABLE = YES."""
+    ids = sorted({int(n) for n in ids})
+    if not ids or not table_exists("manoeuvres", settings):
+        return set()
+    until = aware(at).astimezone(UTC).replace(tzinfo=None)
+    rows = (TABLES["manoeuvres"].read(spark, settings)
+            .where(F.col("norad_id").isin(ids) & (F.col("burn_time") <= F.lit(until)))
+            .select("norad_id").distinct().collect())
+    return {int(r["norad_id"]) for r in rows}
+
+
+def publish_manoeuvres(spark: "SparkSession", settings: "Settings") -> dict[str, int]:
+    """One OPM and its JSON twin (:mod:`sda.alerts.manoeuvre_message`) for every gold ``manoeuvres`` row whose
+    OPM is not in the outbox yet, from the row, the ``fused_orbits`` row its ``fused_id`` names and the
+    object's newest catalogue name. The outbox is the record of what was published (the table is small, read
+    whole): a retry or a rerun writes nothing twice. A row whose fused orbit is not (or no longer) in
+    ``fused_orbits`` -- the fuse stage stopped between its two writes, or refitted the window since -- is
+    left for a later run (``manoeuvre_messages_pending``)."""
+    from sda.alerts import manoeuvre_message as mm
+    from sda.alerts.assessment import intl_designator
+
+    out = {"manoeuvre_messages": 0, "manoeuvre_files": 0, "manoeuvre_messages_pending": 0}
+    if not table_exists("manoeuvres", settings):
+        return out
+    outbox = Path(settings.outbox)
+    todo = [r.asDict() for r in TABLES["manoeuvres"].read(spark, settings).collect()
+            if not mm.emitted(outbox, r["manoeuvre_id"])]
+    if not todo:
+        return out
+    ids = sorted({int(r["norad_id"]) for r in todo})
+    since = aware(min(r["window_start"] for r in todo)).astimezone(UTC).replace(tzinfo=None)
+    orbits = {o["fused_id"]: o.asDict() for o in (
+        TABLES["fused_orbits"].read(spark, settings)
+        .where(F.col("norad_id").isin(ids) & (F.col("window_start") >= F.lit(since))
+               & F.col("fused_id").isin(sorted({r["fused_id"] for r in todo})))
+        .select(*mm.ORBIT_FIELDS).collect())}
+    names = {int(c["norad_id"]): c.asDict() for c in newest_element_sets(
+        TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(ids)), "name", "line1").collect()}
+    for row in sorted(todo, key=lambda r: (aware(r["burn_time"]), int(r["norad_id"]), r["manoeuvre_id"])):
+        orbit = orbits.get(row["fused_id"])
+        if orbit is None:
+            out["manoeuvre_messages_pending"] += 1
+            continue
+        known = names.get(int(row["norad_id"])) or {}
+        out["manoeuvre_files"] += mm.emit(row, orbit, outbox, known.get("name"), intl_designator(known.get("line1")),
+                                          str(settings.cdm_originator))
+        out["manoeuvre_messages"] += 1
+    return out

@@ -21,7 +21,7 @@ import dataclasses
 OPERATOR_KINDS = ("map", "filter", "flatMap", "fold", "window", "join")
 LANDING = "landing"  # external source: sensor files under settings.landing
 CATALOG_FILE = "catalog_file"  # external source: a TLE/OMM file (settings.catalog_file)
-OUTBOX = "outbox"  # external sink: alert CDMs (CCSDS KVN) and their JSON twins under settings.outbox
+OUTBOX = "outbox"  # external sink: alert CDMs and manoeuvre OPMs (CCSDS KVN), their JSON twins, under settings.outbox
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,9 +121,11 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         name="conjunction",
-        summary="screen catalogued objects for close approaches over the horizon and raise alerts",
+        summary="screen catalogued objects for close approaches over the horizon and raise alerts; publish "
+                "each detected manoeuvre",
         upstream=("fuse",),
-        inputs=("catalog", "fused_orbits", "object_state", "alerts", "screening_state", "screening_events"),
+        inputs=("catalog", "fused_orbits", "manoeuvres", "object_state", "alerts", "screening_state",
+                "screening_events"),
         outputs=("conjunctions", "alerts", "alert_events", "propagation_errors", "screening_state",
                  "screening_events", OUTBOX),
         operators=("flatMap", "join", "fold", "map", "filter"),
@@ -193,7 +195,7 @@ def mermaid() -> str:
     lines = ["flowchart TD"]
     lines.append(f'    {LANDING}[/"landing files<br/>radar · optical · ISL"/]')
     lines.append(f'    {CATALOG_FILE}[/"catalogue file<br/>TLE · OMM"/]')
-    lines.append(f'    {OUTBOX}[\\"outbox<br/>alert CDMs + JSON"\\]')
+    lines.append(f'    {OUTBOX}[\\"outbox<br/>alert CDMs · manoeuvre OPMs + JSON"\\]')
     for stage in STAGES:
         ops = " → ".join(stage.operators)
         shape = ("[[", "]]") if stage.stateful else ("[", "]")
