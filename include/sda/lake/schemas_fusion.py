@@ -56,16 +56,17 @@ UDF_FIELDS = [f for f in FUSED_ORBITS.fields if f.name not in ("window_start", "
                                                                 "run_id")] + [
     T.StructField("window_start_unix", T.DoubleType(), False), T.StructField("window_end_unix", T.DoubleType(), False)]
 
-# One detected manoeuvre per (object, event-time arc window whose fit detected it, burn in that window): the bracket of the burn
-# time, the estimated impulsive delta-v on the pre-burn orbit's radial / along-track / cross-track axes
-# (m/s), the test that detected it, and the fused orbit re-fitted from the observations after it
+# One detected manoeuvre per (object, event-time arc window whose fit detected it, burn in that window): the
+# bracket of the burn time, the estimated impulsive delta-v on the pre-burn orbit's radial / along-track /
+# cross-track axes (m/s), the test that detected it, and the fused orbit re-fitted from the observations after it
 # (sda.orbit.od.manoeuvre; docs/orbital.md, "Manoeuvres").
 MANOEUVRES = T.StructType(
     [
         T.StructField("norad_id", T.LongType(), False),
         T.StructField("window_start", T.TimestampType(), False),
         T.StructField("seq", T.LongType(), False),  # the window's burns in time order: 0, 1, ...
-        T.StructField("manoeuvre_id", T.StringType(), False),  # names it: (the window's fused_id, seq)
+        # names the detection: (norad_id, window, seq, bracket); a refit with later passes keeps it
+        T.StructField("manoeuvre_id", T.StringType(), False),
         T.StructField("burn_after", T.TimestampType(), False),  # the bracket: the burn is after this ...
         T.StructField("burn_before", T.TimestampType(), False),  # ... and not after this
         T.StructField("burn_time", T.TimestampType(), False),  # the estimate, inside the bracket

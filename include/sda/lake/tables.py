@@ -272,8 +272,8 @@ def newest_fused_orbits(fused: "DataFrame", since, *columns: str) -> "DataFrame"
     """The newest converged fused orbit (largest ``window_start``) of each object in a gold ``fused_orbits``
     frame, with a screening element set, its epoch at or after ``since``, fitted over at least
     :data:`FUSED_MIN_SPAN_S` -- or re-fitted after a detected manoeuvre (``prior_source`` manoeuvre: the
-    orbit before it is known wrong, however short the fit after it): ``norad_id`` and ``columns``. The one way the screening, the assessment and
-    correlation pick the fused orbit they use."""
+    orbit before it is known wrong, however short the fit after it): ``norad_id`` and ``columns``. The one
+    way the screening, the assessment and correlation pick the fused orbit they use."""
     from pyspark.sql import functions as F
 
     usable = fused.where((F.col("status") == "converged") & F.col("line1").isNotNull()

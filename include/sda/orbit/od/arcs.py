@@ -165,7 +165,9 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
         row["manoeuvres"] = extra.get("manoeuvres", []) if ok else []
         for seq, man in enumerate(row["manoeuvres"]):
             man["seq"] = seq
-            man["manoeuvre_id"] = hashlib.sha256(f"manoeuvre/{row['fused_id']}/{seq}".encode()).hexdigest()[:32]
+            # the detection's name: later passes refit the window (a new fused_id) but keep its bracket
+            name = f"manoeuvre/{norad}/{int(k)}/{seq}/{man['burn_after_unix']:.3f}/{man['burn_before_unix']:.3f}"
+            man["manoeuvre_id"] = hashlib.sha256(name.encode()).hexdigest()[:32]
         row["reassociated_ids"] = list(extra.get("reassociated_ids", [])) if ok else []
         rows.append(row)
         if result.status == CONVERGED:
