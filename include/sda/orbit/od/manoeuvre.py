@@ -30,8 +30,10 @@ Per arc window that has a fused prior (:mod:`sda.orbit.od.arcs`), before the win
    :attr:`ManoeuvreSettings.max_refit_rms`), and the burn is significant (``dv^T C^-1 dv`` above
    :attr:`ManoeuvreSettings.min_dv_d2`) and no larger than :attr:`ManoeuvreSettings.max_dv_ms`.
 
-The bracket: the burn is after the last observation before the run's first pass (or the prior's
-epoch) and not after the last observation of that pass.
+The bracket: the burn is after the first observation of the last pass before the run (or the prior's
+epoch) and not after the last observation of the run's first pass. A burn during that last pass, or
+just before its end, barely shows in it: the pass passes the test, so it cannot clear the burn
+(bench/manoeuvres.py counted the brackets that opened at its end and missed their burn).
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ def detect(tests: list[PassTest], prior_epoch: float, settings: ManoeuvreSetting
         d2, dof = d2 + test.d2, dof + test.dof
         tail = log10_tail(d2, dof)
         if tail < settings.log10_alpha:
-            before = [x.end for x in tests[:first] if x.end < tests[first].start]
+            before = [x.start for x in tests[:first] if x.end < tests[first].start]
             return Detection(first, n, d2, dof, tail, max([prior_epoch, *before]), tests[first].end, test.end)
     return None
 
