@@ -124,8 +124,8 @@ def _dv_fields(dv: mn.DeltaV) -> dict:
 
 def _confirm(detection: mn.Detection, sub, t_sub, p_sub, held_sub, current: OdResult, sigmas, config: OdConfig,
              ms: mn.ManoeuvreSettings):
-    """The re-fit of the detection's passes (then, if that is too weak to show the burn, of every pass from
-    its first on) from the pre-burn prediction widened by a burn (:func:`sda.orbit.od.manoeuvre.burn_prior`):
+    """The re-fit of the detection's passes (then, if that cannot be fitted or is too weak to show the burn,
+    of every pass from its first on) from the pre-burn prediction widened by a burn (:func:`sda.orbit.od.manoeuvre.burn_prior`):
     (re-fit, the manoeuvre's fields, the held observations it fitted, which rows it fitted), or None when the
     re-fit does not confirm a burn."""
     t0 = float(t_sub[p_sub == detection.first].min())
@@ -134,7 +134,7 @@ def _confirm(detection: mn.Detection, sub, t_sub, p_sub, held_sub, current: OdRe
         use = (p_sub >= detection.first) & (p_sub <= upto)
         post = fit(sub[use], prior, sigmas, config)
         if not post.converged or not post.rms <= ms.max_refit_rms:
-            return None
+            continue  # e.g. a deciding pass of fewer observations than a fit takes: every later pass then
         dv = mn.estimate_dv(current, post, detection.burn_after, detection.burn_before, config.noise)
         if dv.d2 >= ms.min_dv_d2:
             break
