@@ -125,9 +125,9 @@ def _dv_fields(dv: mn.DeltaV) -> dict:
 def _confirm(detection: mn.Detection, sub, t_sub, p_sub, held_sub, current: OdResult, sigmas, config: OdConfig,
              ms: mn.ManoeuvreSettings):
     """The re-fit of the detection's passes (then, if that cannot be fitted or is too weak to show the burn,
-    of every pass from its first on) from the pre-burn prediction widened by a burn (:func:`sda.orbit.od.manoeuvre.burn_prior`):
-    (re-fit, the manoeuvre's fields, the held observations it fitted, which rows it fitted), or None when the
-    re-fit does not confirm a burn."""
+    of every pass from its first on) from the pre-burn prediction widened by a burn
+    (:func:`sda.orbit.od.manoeuvre.burn_prior`): (re-fit, the manoeuvre's fields, the held observations it
+    fitted, which rows it fitted), or None when the re-fit does not confirm a burn."""
     t0 = float(t_sub[p_sub == detection.first].min())
     prior = mn.burn_prior(prior_from_result(current, t0, config.noise), detection.burn_after, ms)
     for upto in dict.fromkeys((detection.last, int(p_sub.max()))):
