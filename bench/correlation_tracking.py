@@ -51,9 +51,6 @@ KNOWN_CROSS_TAGS = (65119, 65123, 62485, 60233, 49330, 38740, 33056, 44113, 4174
 NEIGHBOUR_KM = 200.0  # around the GEESAT pair
 COLOCATED_KM = 20.0  # two objects this close at --start are kept together ...
 GEO_COLOCATED_KM = 50.0  # ... or this close when one is geostationary
-FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "range_m", "az_rad", "el_rad",
-               "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
-               "site_lat_deg", "site_lon_deg", "site_alt_m")
 
 
 def log(msg: str) -> None:
@@ -148,6 +145,7 @@ def _fuse_one(job: tuple) -> list[dict]:
 def fuse_all(correlated: pd.DataFrame, lines: dict, arc, workers: int) -> list[dict]:
     """Every object's fused orbit rows from its correlated fit-hours observations (the fuse stage's work)."""
     from sda.orbit.od import registry_sigmas
+    from sda.orbit.od.measurements import FIT_COLUMNS
     from sda.orbit.sensors import load_sensors
 
     sigmas = registry_sigmas(load_sensors())

@@ -65,9 +65,6 @@ OUTCOMES = {"late_bracket": "late bracket", "after_untested_burn": "after untest
             "false": "false"}  # the unmatched detections' outcomes (classify)
 PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.od.manoeuvre.ManoeuvreSettings' pass_gap_s, max_pass_s
 LINES_MIN_SPAN_S = 5400.0  # the fuse stage's (sda.lake.tables.FUSED_MIN_SPAN_S)
-FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "range_m", "az_rad", "el_rad",
-               "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
-               "site_lat_deg", "site_lon_deg", "site_alt_m")  # jobs/fuse.py's
 
 
 def log(msg: str) -> None:
@@ -344,6 +341,7 @@ def _fuse_one(job: tuple) -> tuple[int, list[dict], float]:
 def fuse_all(groups: dict, lines: dict, workers: int) -> dict[int, tuple[list[dict], float]]:
     """norad -> (its fused rows, seconds), every object fused over all its observations at once."""
     from sda.orbit.od import registry_sigmas
+    from sda.orbit.od.measurements import FIT_COLUMNS
     from sda.orbit.sensors import load_sensors
 
     sigmas = registry_sigmas(load_sensors())

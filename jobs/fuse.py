@@ -32,6 +32,7 @@ from pyspark.sql import types as T
 
 from sda.lake import schemas_fusion
 from sda.lake.tables import TABLES
+from sda.orbit.od.measurements import FIT_COLUMNS
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks
 from sda.pipeline import manoeuvres as manoeuvre_io
@@ -45,9 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
 STAGE = "fuse"
 SOURCE = "correlated"
 HELD = "uncorrelated"  # held observations naming an object as nearest (sda.pipeline.manoeuvres)
-FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "range_m", "az_rad", "el_rad",
-               "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
-               "site_lat_deg", "site_lon_deg", "site_alt_m")
 UDF_SCHEMA = T.StructType(schemas_fusion.UDF_FIELDS + [T.StructField("manoeuvres_json", T.StringType()),
                                                         T.StructField("reassociated_ids", T.ArrayType(T.StringType()))])
 PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms",

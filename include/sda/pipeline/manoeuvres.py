@@ -136,6 +136,9 @@ def reassociate(spark: "SparkSession", settings: "Settings", accepted: list[tupl
              .where(F.col("event_time") >= F.col("first_start")).drop("first_start"))
     target = spark.createDataFrame(accepted or [], "obs_id string, fitted_norad_id long")
     back = moved.join(F.broadcast(target), on="obs_id", how="left_anti").localCheckpoint()
+    n_back = back.count()
+    if not accepted and not n_back:  # the usual run: nothing to move either way, one small read
+        return {"reassociated": 0, "reassociation_withdrawn": 0}
     held = (TABLES["uncorrelated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
             .join(F.broadcast(target), on="obs_id"))
     residuals = [f.name for f in schemas.CORRELATED.fields if f.name.startswith("residual_") and f.name != "residual_m"]
@@ -145,7 +148,7 @@ def reassociate(spark: "SparkSession", settings: "Settings", accepted: list[tupl
         F.lit(False).alias("ambiguous"), F.concat(F.lit(PREFIX), "correlate_run_id").alias("correlate_run_id"),
         F.col("nearest_gate_d2").alias("gate_d2"), *[F.lit(None).cast("double").alias(c) for c in residuals],
     ).localCheckpoint()
-    n_in, n_back = into.count(), back.count()
+    n_in = into.count()
     if n_in:
         sinks.merge_new(spark, into, "correlated", settings, unique=True)
         sinks.delete_keys(spark, into.select("obs_id", "event_date"), "uncorrelated", settings)

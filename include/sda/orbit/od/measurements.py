@@ -31,6 +31,12 @@ from sda.orbit import frames
 from sda.orbit.correlation import DEFAULT_SIGMAS
 from sda.orbit.measurements import wrap_angle
 
+#: the envelope columns a fit reads of each observation (ids, time, every kind's measurements, the site):
+#: what the fuse stage selects and the benchmarks pass to :func:`sda.orbit.od.arcs.fuse_object`
+FIT_COLUMNS = ("obs_id", "norad_id", "sensor_id", "sensor_kind", "event_time", "range_m", "az_rad", "el_rad",
+               "range_rate_ms", "ra_rad", "dec_rad", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms",
+               "site_lat_deg", "site_lon_deg", "site_alt_m")
+
 #: ISL velocity noise when the registry has none (m/s).
 DEFAULT_SIGMA_VEL_MS = 0.05
 
