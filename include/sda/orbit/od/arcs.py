@@ -82,7 +82,7 @@ def _sigmas_rtn(result: OdResult) -> np.ndarray:
     return np.sqrt(np.clip(np.diag(cov), 0.0, None))
 
 
-def _lines(result: OdResult, reference: Satrec, settings: ArcSettings) -> dict:
+def screening_lines(result: OdResult, reference: Satrec, settings: ArcSettings) -> dict:
     """The screening element set of a converged fit (module docstring)."""
     t0 = float(result.epoch)
     times = t0 + np.arange(0.0, settings.lines_span_s + 1.0, LINES_STEP_S)
@@ -98,7 +98,7 @@ def _record(norad: int, k: int, obs: pd.DataFrame, result: OdResult, lines: dict
             settings: ArcSettings) -> dict:
     state_km = result.state / 1000.0
     finite = bool(np.isfinite(result.state).all())
-    hp, ha = (dynamics.perigee_km(result.state), _apogee_km(result.state)) if finite else (math.nan, math.nan)
+    hp, ha = (dynamics.perigee_km(result.state), apogee_km(result.state)) if finite else (math.nan, math.nan)
     sig = _sigmas_rtn(result) if finite and np.isfinite(result.covariance).all() else np.full(3, math.nan)
     digest = obs_digest(obs["obs_id"])
     row = {
@@ -121,7 +121,7 @@ def _record(norad: int, k: int, obs: pd.DataFrame, result: OdResult, lines: dict
     return row
 
 
-def _apogee_km(state_m: np.ndarray) -> float:
+def apogee_km(state_m: np.ndarray) -> float:
     r, v = state_m[:3], state_m[3:]
     mu = dynamics.MU_M3_S2
     a = 1.0 / (2.0 / np.linalg.norm(r) - v @ v / mu)
@@ -157,7 +157,7 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
         long_enough = result.epoch - result.fit_start >= settings.lines_min_span_s
         if result.converged and reference is not None and (long_enough or result.prior_source == "manoeuvre"):
             try:
-                lines = _lines(result, reference, settings)
+                lines = screening_lines(result, reference, settings)
             except (ValueError, dynamics.PropagationError) as exc:
                 result.status, result.reason = "failed", f"screening element set: {exc}"
         row = _record(norad, int(k), fitted, result, lines, settings)
