@@ -13,9 +13,8 @@
    acquired already, goes to sda.orbit.od.acquire.acquire; each new object gets its number
    (sda.pipeline.provisional.number_for) and element set (acquire.element_set), which correlation uses from the
    next step on; its rows leave the pool. Then (the stage's upkeep) the active objects not created at T are
-   retired (nothing correlated to them for ``acquire_retire_h``) or merged (another object's element set
-   follows them within ``acquire_merge_km``): provisional.retirements, merges. Left out: arrival order (late
-   rows count at their event time) and the fuse stage's refits (a provisional element set is never refreshed).
+   retired (unseen for ``acquire_retire_h``) or merged (another object, not seen beside it, follows it within
+   ``acquire_merge_km``). Left out: arrival order and the fuse stage's refits of provisional objects.
 3. **Scoring** (:func:`score`). A provisional object is *of* the body holding at least half of its acquired
    rows (:func:`owner`; that share is its purity). Per hidden body: regime, first observation, passes (one
    sensor's rows with gaps <= 600 s, cut every 1200 s: manoeuvre.pass_index), when acquired (the step end T of
@@ -29,8 +28,7 @@
    :func:`fate` 24 h after its creation: retired or merged before, survived, or undecided (the run ended first).
 
 Targets: >= 90 % of the uncatalogued LEO bodies seen in >= 3 passes acquired within 24 h; no false object
-surviving 24 h. Prints a line per hidden body and false object and, last, one JSON line; the same JSON with
-every body, object and step goes to ``--out`` (default ``bench/results/acquisition.json``).
+surviving 24 h. Prints a line per body and false object, then one JSON line (also to ``--out``, with details).
 """
 
 from __future__ import annotations
@@ -46,6 +44,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
@@ -63,16 +62,13 @@ def log(msg: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--objects", type=int, default=150)
-    p.add_argument("--hours", type=float, default=24.0)
+    p.add_argument("--objects", type=int, default=150), p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--step-h", type=float, default=1.0, help="event time between two emulated stage runs")
     p.add_argument("--uncatalogued-share", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=3)
-    p.add_argument("--start", default="2026-11-20T00:00:00Z")
+    p.add_argument("--seed", type=int, default=3), p.add_argument("--start", default="2026-11-20T00:00:00Z")
     p.add_argument("--work", type=Path, default=None, help="simulation directory (default: a temporary one)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "acquisition.json")
     return p
-
 
 # --- scoring (pure: the unit tests' business) ---------------------------------------------------------------
 
@@ -319,8 +315,12 @@ class Emulation:
         retired = provisional.retirements(rows, {}, utc(now), self.settings.acquire_retire_h, "bench")
         gone = {r["norad_id"] for r in retired}
         sets = {n: (o["line1"], o["line2"]) for n, o in live.items()}
+        of = {self.row_of[i]: o["norad_id"] for o in self.objects for i in o["obs_ids"]}  # seen beside: two bodies
+        norad = [of.get(k, int(f[11:]) if f.startswith("correlated:") else -1) for k, f in enumerate(self.fate)]
+        rows_ = pd.DataFrame({"sensor_id": self.obs["sensor_id"], "event_time": self.t, "norad_id": norad})
+        distinct = provisional.co_observed_rows(rows_[rows_["norad_id"] >= 0], live)
         merged = provisional.merges([r for r in rows if r["norad_id"] not in gone], sets, self.lines,
-                                    self.settings.acquire_merge_km, "bench")
+                                    self.settings.acquire_merge_km, "bench", distinct)
         for r, status in [(r, "retired") for r in retired] + [(r, "merged") for r in merged]:
             live[r["norad_id"]].update(status=status, ended=now, merged_into=r.get("merged_into"))
         return {"retired": len(retired), "merged": len(merged)}
@@ -342,8 +342,6 @@ def emulate(em: Emulation, start: float, end: float, step_s: float) -> None:
 
 def object_truth(em: Emulation, eph) -> None:
     """Each provisional object's body, purity and position errors at its epoch (module docstring, 3)."""
-    import pandas as pd
-
     from sda.orbit import frames
 
     true_id = em.obs["true_id"]

@@ -69,7 +69,7 @@ from sda.alerts.screening_record import newest_states, read_state, write_state
 from sda.alerts.values import aware
 from sda.lake import schemas
 from sda.lake.spark import observed, task_slots
-from sda.lake.tables import TABLES, newest_element_sets
+from sda.lake.tables import active_catalog, newest_element_sets
 from sda.orbit import screening
 from sda.pipeline import replay as replay_plan
 from sda.pipeline import runtime, sinks
@@ -299,7 +299,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     end = start + horizon_h * 3600.0
     threshold_km, step_s = settings.screening_threshold_km, settings.screening_step_s
 
-    newest = newest_element_sets(TABLES["catalog"].read(spark, settings), *SCREENED_COLUMNS)
+    newest = newest_element_sets(active_catalog(spark, settings), *SCREENED_COLUMNS)
     chosen = with_fused_lines(spark, settings, newest.orderBy("norad_id").collect(), screen_start, screened_lines)
     catalogue_rows = chosen.rows
     catalogue = catalogue_lines(catalogue_rows)

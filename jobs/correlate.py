@@ -37,7 +37,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sda.lake import schemas
-from sda.lake.tables import TABLES, newest_element_sets, sql_string
+from sda.lake.tables import TABLES, active_catalog, newest_element_sets, sql_string
 from sda.orbit import correlation
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
@@ -291,7 +291,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     if first > last:
         return metrics
     catalogue = [(int(r["norad_id"]), r["line1"], r["line2"])
-                 for r in newest_element_sets(TABLES["catalog"].read(spark, settings), "line1", "line2").collect()]
+                 for r in newest_element_sets(active_catalog(spark, settings), "line1", "line2").collect()]
     totals = changes.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("obs_id").alias("ids"),
                          F.max("ingest_batch").alias("batch")).first()
     # the net changes are one row per obs_id: the shuffle that would make them so is paid only if not

@@ -51,7 +51,7 @@ pytestmark = pytest.mark.slow
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 UTC = dt.timezone.utc
 DAG_ID = "sda_pipeline"
-STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
+STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "acquire", "conjunction")
 GATES = ("quality_silver", "quality_gold")
 NOW = dt.datetime.now(UTC).replace(microsecond=0)
 SIM_START = NOW - dt.timedelta(hours=2)
@@ -464,7 +464,8 @@ def test_backfill_through_the_rest_api_recomputes_and_changes_nothing(airflow, p
     tasks = {t["task_id"]: t["state"] for t in
              airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]}
     assert tasks == {"catalog": "skipped", "ingest": "skipped", "normalize": "success", "dedup": "success",
-                     "correlate": "success", "fuse": "success", "conjunction": "success", "quality_silver": "skipped",
+                     "correlate": "success", "fuse": "success", "acquire": "success", "conjunction": "success",
+                     "quality_silver": "skipped",
                      "quality_gold": "skipped"}, tasks
     # the scheduler marks a backfill complete on its next check (every 30 s) after its last run ends
     deadline = time.monotonic() + 180
@@ -475,7 +476,7 @@ def test_backfill_through_the_rest_api_recomputes_and_changes_nothing(airflow, p
     assert differences(before, snapshot(spark, settings, compared)) == []
     metrics = (spark.read.format("delta").load(str(data["lakehouse"] / "ops" / "run_metrics"))
                .where(F.col("run_id") == run["dag_run_id"]).collect())
-    assert {m["stage"] for m in metrics} == {"normalize", "dedup", "correlate", "fuse", "conjunction"}
+    assert {m["stage"] for m in metrics} == {"normalize", "dedup", "correlate", "fuse", "acquire", "conjunction"}
     assert {m["mode"] for m in metrics} == {"replay"}
     start = dt.datetime.fromisoformat(run["data_interval_start"].replace("Z", "+00:00"))
     assert {m["interval_start"].replace(tzinfo=UTC) for m in metrics} == {start}

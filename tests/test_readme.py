@@ -48,6 +48,10 @@ SETTING_DOCS = {
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "fusion_arc_h": "event-time arc of one orbit-determination fit (an object's fused orbit per arc window)",
     "fusion_renew_m": "a fused object's screening element set is renewed when it strays this far from the new fit",
+    "acquire_lookback_h": "event time the new-object search looks back from the newest held observation",
+    "acquire_retire_h": "a provisional object nothing has seen for this long (event time) is retired",
+    "acquire_merge_km": "a provisional object another object's element set follows this closely over an orbit is "
+                        "merged into it",
     "screening_step_s": "propagation step of the screening",
     "correlation_prediction_sigma_m": "unset: the correlation gate takes each candidate's predicted covariance "
                                       "from the uncertainty model (orbit regime, element-set age); "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from sda.config.settings import PROJECT_ROOT, SettingsError, load_settings
 
-STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
+STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "acquire", "conjunction")
 
 
 def _cmd_simulate(argv: list[str]) -> int:
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--start", required=True, help="range start, ISO-8601 (UTC if no offset)")
     rep.add_argument("--end", required=True, help="range end, ISO-8601 (exclusive)")
     rep.add_argument("--stages", default=None,
-                     help="comma-separated, of normalize,dedup,correlate,fuse,conjunction (default: all five)")
+                     help="comma-separated, of normalize,dedup,correlate,fuse,acquire,conjunction (default: all six)")
     rep.add_argument("--dry-run", action="store_true", help="print the plan, recompute nothing")
     rep.add_argument("--run-id", help="lineage id (default replay__<UTC time>)")
     trace = sub.add_parser("trace",

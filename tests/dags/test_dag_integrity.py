@@ -21,7 +21,8 @@ EXPECTED_EDGES = {
     ("dedup", "correlate"),
     ("catalog", "correlate"),
     ("correlate", "fuse"),
-    ("fuse", "conjunction"),
+    ("fuse", "acquire"),
+    ("acquire", "conjunction"),
     # the quality gates: bronze+silver before anything reaches gold, gold at the end
     ("dedup", "quality_silver"),
     ("quality_silver", "correlate"),

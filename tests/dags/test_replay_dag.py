@@ -22,16 +22,16 @@ def dag(dagbag):
 def test_replay_dag_loads_with_its_form(dagbag, dag):
     assert not dagbag.import_errors
     assert set(dag.params.keys()) == {"start", "end", "stages", "dry_run"}
-    assert dag.params["stages"] == ["normalize", "dedup", "correlate", "fuse", "conjunction"]
+    assert dag.params["stages"] == ["normalize", "dedup", "correlate", "fuse", "acquire", "conjunction"]
     assert dag.params["dry_run"] is False
 
 
 def test_replay_dag_graph(dag):
     ids = {t.task_id for t in dag.tasks}
     assert ids == {"plan", "choose", "replay_normalize", "replay_dedup", "replay_correlate", "replay_fuse",
-                   "replay_conjunction"}
+                   "replay_acquire", "replay_conjunction"}
     assert dag.get_task("replay_dedup").upstream_task_ids == {"choose", "replay_normalize"}
-    for name in ("normalize", "dedup", "correlate", "fuse", "conjunction"):
+    for name in ("normalize", "dedup", "correlate", "fuse", "acquire", "conjunction"):
         t = dag.get_task(f"replay_{name}")
         assert t.trigger_rule == "none_failed"
         assert t.job == f"jobs/{name}.py"
@@ -74,7 +74,7 @@ def test_a_good_request_is_put_in_topology_order():
     # 15-min cadence: interval ends at 06:15, 06:30, 06:45, 07:00 are screened
     assert p.describe(15)["conjunction_screenings"] == 4
     assert replay.plan("2026-11-20T06:00:00Z", "2026-11-20T07:00:00Z", max_hours=168.0, now=NOW).stages == (
-        "normalize", "dedup", "correlate", "fuse", "conjunction")
+        "normalize", "dedup", "correlate", "fuse", "acquire", "conjunction")
 
 
 def test_cli_refuses_a_bad_range_with_exit_2(capsys):

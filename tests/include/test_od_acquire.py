@@ -156,3 +156,10 @@ def test_merging_into_the_catalogued_object_it_follows():
     merged = provisional.merges(rows, {**sets, **catalogue}, catalogue, 25.0, "r")
     out = {r["norad_id"]: r["merged_into"] for r in merged}
     assert out == {80001: 12345, 80003: 80002}
+    # seen beside each other by one sensor at one time: two bodies (a launch), never merged
+    beside = pd.DataFrame({"sensor_id": ["EGLIN", "EGLIN", "EGLIN", "BEALE"], "event_time": [1.0, 1.0, 2.0, 1.0],
+                           "norad_id": [80003, 80002, 80003, 80001]})
+    distinct = provisional.co_observed_rows(beside, [80003])
+    assert distinct == {frozenset((80002, 80003))}
+    merged = provisional.merges(rows, {**sets, **catalogue}, catalogue, 25.0, "r", distinct)
+    assert {r["norad_id"]: r["merged_into"] for r in merged} == {80001: 12345}

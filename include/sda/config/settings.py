@@ -204,6 +204,12 @@ class Settings:
     # a fused orbit's screening element set must stray from its new prediction before it is renewed
     fusion_arc_h: float = 6.0
     fusion_renew_m: float = 500.0
+    # new objects (jobs/acquire.py, sda.orbit.od.acquire): the event time searched back from the newest held
+    # observation, how long a provisional object may go unseen before it is retired, and how close a
+    # catalogued object's element set must follow it to merge it
+    acquire_lookback_h: float = 24.0
+    acquire_retire_h: float = 12.0
+    acquire_merge_km: float = 25.0
     # conjunction screening
     screening_horizon_h: float = 24.0
     screening_step_s: float = 30.0  # grid step: 30 s is the cheapest for a LEO-crowded catalogue (bench/screening.py)
@@ -276,6 +282,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "screening_horizon_h": _positive_float,
     "fusion_arc_h": _positive_float,
     "fusion_renew_m": _positive_float,
+    "acquire_lookback_h": _positive_float,
+    "acquire_retire_h": _positive_float,
+    "acquire_merge_km": _positive_float,
     "screening_step_s": _positive_float,
     "screening_threshold_km": _positive_float,
     "alert_distance_km": _positive_float,

@@ -86,3 +86,27 @@ MANOEUVRES = T.StructType(
         T.StructField("run_id", T.StringType(), False),
     ]
 )
+
+# One row per provisional object: an object in no catalogue that uncorrelated observations revealed, numbered in
+# the analyst range (sda.pipeline.provisional; docs/orbital.md, "New objects"). ``status``: active (in the
+# catalogue: correlated and screened), retired (no observation for a while: out of both), merged (found to be the
+# catalogued ``merged_into``: its observations moved there). Every row stays: the history of what was acquired.
+PROVISIONAL_OBJECTS = T.StructType(
+    [
+        T.StructField("norad_id", T.LongType(), False),  # 80000-89999
+        T.StructField("founder", T.StringType(), False),  # its earliest observation's obs_id: the number's seed
+        T.StructField("status", T.StringType(), False),
+        T.StructField("first_obs", T.TimestampType(), False),
+        T.StructField("acquired_epoch", T.TimestampType(), False),  # the acquisition fit's epoch (last observation)
+        T.StructField("observations", T.LongType(), False),  # what the acquisition fit kept
+        T.StructField("passes", T.LongType(), False),
+        T.StructField("rms", T.DoubleType(), False),
+        T.StructField("sigma_pos_m", T.DoubleType()),  # 3-D position sigma of the acquisition fit at its epoch
+        T.StructField("regime", T.StringType()),
+        T.StructField("last_seen", T.TimestampType(), False),  # newest observation correlated to it
+        T.StructField("merged_into", T.LongType()),
+        T.StructField("status_reason", T.StringType()),
+        T.StructField("acquired_run_id", T.StringType(), False),
+        T.StructField("run_id", T.StringType(), False),  # the run that last changed the row
+    ]
+)

@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sda.lake import schemas
-from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES
+from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES, PROVISIONAL_OBJECTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -114,6 +114,10 @@ _SPECS = [
               "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.od.manoeuvre)",
               key=("norad_id", "window_start", "seq"), prune=("window_start",),
               stats=("norad_id", "window_start", "burn_time")),
+    TableSpec("provisional_objects", "gold", PROVISIONAL_OBJECTS,
+              "objects in no catalogue that uncorrelated observations revealed, under provisional numbers "
+              "80000-89999: active, retired or merged (jobs/acquire.py, sda.orbit.od.acquire)",
+              key=("norad_id",), stats=("norad_id", "status")),
     TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
               partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",),
               stats=("sensor_id", "norad_id", "pass_start", "pass_end")),
@@ -246,6 +250,18 @@ def add_missing_columns(spark: "SparkSession", settings: "Settings", name: str) 
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
         spark.sql(f"ALTER TABLE delta.`{spec.path(settings)}` ADD COLUMNS ({columns})").collect()
     return [f.name for f in missing]
+
+
+def active_catalog(spark: "SparkSession", settings: "Settings") -> "DataFrame":
+    """gold ``catalog`` without the provisional objects that are no longer active (retired, or merged into a
+    catalogued object: gold ``provisional_objects``): what correlation and screening use."""
+    from pyspark.sql import functions as F
+
+    catalog = TABLES["catalog"].read(spark, settings)
+    if not table_exists("provisional_objects", settings):
+        return catalog
+    gone = TABLES["provisional_objects"].read(spark, settings).where(F.col("status") != F.lit("active"))
+    return catalog.join(F.broadcast(gone.select("norad_id")), on="norad_id", how="left_anti")
 
 
 def newest_element_sets(catalog: "DataFrame", *columns: str) -> "DataFrame":

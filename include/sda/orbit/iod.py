@@ -148,8 +148,9 @@ def gauss(los, sites, times) -> tuple[np.ndarray, np.ndarray]:
     errors = []
     for x in sorted(roots):
         try:
-            return _improve(*_gauss_state(x, rho, R, dm, d0, t1, t3, tau), rho, R, dm, d0, t1, t3)
-        except IodError as exc:
+            with np.errstate(all="ignore"):  # degenerate geometry: inf or nan, refused by _check
+                return _improve(*_gauss_state(x, rho, R, dm, d0, t1, t3, tau), rho, R, dm, d0, t1, t3)
+        except (IodError, ArithmeticError) as exc:
             errors.append(str(exc))
     raise IodError("Gauss: no plausible root" + (f" ({'; '.join(errors)})" if errors else ""))
 
@@ -208,6 +209,11 @@ def _improve(r2, v2, rho, R, dm, d0, t1, t3, iterations: int = 50) -> tuple[np.n
 
 
 def _gauss_state(x: float, rho, R, dm, d0, t1, t3, tau) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):  # degenerate geometry gives inf or nan, which _check refuses
+        return _gauss_terms(x, rho, R, dm, d0, t1, t3, tau)
+
+
+def _gauss_terms(x: float, rho, R, dm, d0, t1, t3, tau) -> tuple[np.ndarray, np.ndarray]:
     mu3 = MU / x**3
     rho1 = ((6.0 * (dm[2, 0] * t1 / t3 + dm[1, 0] * tau / t3) * x**3 + MU * dm[2, 0] * (tau**2 - t1**2) * t1 / t3)
             / (6.0 * x**3 + MU * (tau**2 - t3**2)) - dm[0, 0]) / d0
@@ -215,7 +221,7 @@ def _gauss_state(x: float, rho, R, dm, d0, t1, t3, tau) -> tuple[np.ndarray, np.
         dm[0, 1] * (t3**2 - tau**2) * t3 / tau + dm[2, 1] * (tau**2 - t1**2) * t1 / tau) / (6.0 * d0 * x**3)
     rho3 = ((6.0 * (dm[0, 2] * t3 / t1 - dm[1, 2] * tau / t1) * x**3 + MU * dm[0, 2] * (tau**2 - t3**2) * t3 / t1)
             / (6.0 * x**3 + MU * (tau**2 - t1**2)) - dm[2, 2]) / d0
-    if min(rho1, rho2, rho3) <= 0.0:
+    if not min(rho1, rho2, rho3) > 0.0:
         raise IodError("negative slant range")
     r1, r2, r3 = R[0] + rho1 * rho[0], R[1] + rho2 * rho[1], R[2] + rho3 * rho[2]
     f1, f3 = 1.0 - 0.5 * mu3 * t1**2, 1.0 - 0.5 * mu3 * t3**2

@@ -124,6 +124,29 @@ def is_reassociated(column: str = "correlate_run_id"):
     return F.col(column).startswith(PREFIX)
 
 
+def move_held(spark: "SparkSession", settings: "Settings", target: "DataFrame", lo: dt.datetime, prefix: str) -> int:
+    """Move the held observations of ``target`` (obs_id, fitted_norad_id; event time from ``lo`` on) from
+    ``uncorrelated`` to ``correlated`` under ``fitted_norad_id`` (insert-if-new, then delete): the row keeps the
+    miss and gate statistic it was held with, one candidate, and ``correlate_run_id`` ``<prefix><the run that
+    held it>``. Returns how many moved."""
+    from pyspark.sql import functions as F
+
+    held = (TABLES["uncorrelated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
+            .join(F.broadcast(target), on="obs_id"))
+    residuals = [f.name for f in schemas.CORRELATED.fields if f.name.startswith("residual_") and f.name != "residual_m"]
+    into = held.select(
+        *[f.name for f in schemas.DEDUPED.fields], F.col("fitted_norad_id").alias("norad_id"),
+        F.coalesce("nearest_residual_m", F.lit(float("nan"))).alias("residual_m"), F.lit(1).alias("candidates"),
+        F.lit(False).alias("ambiguous"), F.concat(F.lit(prefix), "correlate_run_id").alias("correlate_run_id"),
+        F.col("nearest_gate_d2").alias("gate_d2"), *[F.lit(None).cast("double").alias(c) for c in residuals],
+    ).localCheckpoint()
+    n_in = into.count()
+    if n_in:
+        sinks.merge_new(spark, into, "correlated", settings, unique=True)
+        sinks.delete_keys(spark, into.select("obs_id", "event_date"), "uncorrelated", settings)
+    return n_in
+
+
 def reassociate(spark: "SparkSession", settings: "Settings", accepted: list[tuple[str, int]], keys: "DataFrame",
                 lo: dt.datetime) -> dict[str, int]:
     """Make ``correlated`` hold exactly the held observations the refitted windows' fits accepted
@@ -139,19 +162,7 @@ def reassociate(spark: "SparkSession", settings: "Settings", accepted: list[tupl
     n_back = back.count()
     if not accepted and not n_back:  # the usual run: nothing to move either way, one small read
         return {"reassociated": 0, "reassociation_withdrawn": 0}
-    held = (TABLES["uncorrelated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
-            .join(F.broadcast(target), on="obs_id"))
-    residuals = [f.name for f in schemas.CORRELATED.fields if f.name.startswith("residual_") and f.name != "residual_m"]
-    into = held.select(
-        *[f.name for f in schemas.DEDUPED.fields], F.col("fitted_norad_id").alias("norad_id"),
-        F.coalesce("nearest_residual_m", F.lit(float("nan"))).alias("residual_m"), F.lit(1).alias("candidates"),
-        F.lit(False).alias("ambiguous"), F.concat(F.lit(PREFIX), "correlate_run_id").alias("correlate_run_id"),
-        F.col("nearest_gate_d2").alias("gate_d2"), *[F.lit(None).cast("double").alias(c) for c in residuals],
-    ).localCheckpoint()
-    n_in = into.count()
-    if n_in:
-        sinks.merge_new(spark, into, "correlated", settings, unique=True)
-        sinks.delete_keys(spark, into.select("obs_id", "event_date"), "uncorrelated", settings)
+    n_in = move_held(spark, settings, target, lo, PREFIX)
     if n_back:
         restored = back.select(
             *[f.name for f in schemas.DEDUPED.fields], F.lit(REASON_NO_CANDIDATE).alias("reason"),

@@ -11,6 +11,8 @@ normalize      parses the bronze records that can hold an event time in the rang
 dedup          re-clusters every (sensor, window) with an observation in the range
 correlate      re-associates the range's deduplicated observations; their state windows and passes
                are recomputed; finality is judged by the newest batch already processed
+acquire        searches the held observations of the lookback before the range's newest one for new
+               objects (the same observations give the same provisional numbers)
 conjunction    redoes the screening of every cadence boundary in ``(start, end]`` into
                ``gold.conjunctions`` (the alert lifecycle and the outbox are not replayed: alerts
                already left, and a past screening must not move the present alert state backwards)
@@ -33,7 +35,7 @@ from typing import Any
 
 from sda.pipeline.topology import STAGES
 
-REPLAYABLE = ("normalize", "dedup", "correlate", "fuse", "conjunction")
+REPLAYABLE = ("normalize", "dedup", "correlate", "fuse", "acquire", "conjunction")
 NOT_REPLAYABLE = {"ingest": "bronze is the replayable log: a replay reads it, it does not re-read landing files",
                   "catalog": "the catalogue is used as it stands; load a catalogue file with `sda catalog` or the DAG"}
 

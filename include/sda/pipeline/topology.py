@@ -97,7 +97,7 @@ STAGES: tuple[Stage, ...] = (
         name="correlate",
         summary="associate each observation with the catalogue object that explains it",
         upstream=("dedup", "catalog"),
-        inputs=("observations_dedup", "catalog", "watermarks"),
+        inputs=("observations_dedup", "catalog", "provisional_objects", "watermarks"),
         outputs=("correlated", "uncorrelated", "object_state", "passes"),
         operators=("join", "filter", "fold", "window"),
         key=("event-time bucket",),
@@ -120,12 +120,25 @@ STAGES: tuple[Stage, ...] = (
               "edge: the next run refits the same window to the same orbit)",
     ),
     Stage(
+        name="acquire",
+        summary="find objects in no catalogue among the uncorrelated observations: number them provisionally, "
+                "retire the ones no longer seen, merge the ones a catalogued object turns out to be",
+        upstream=("fuse",),
+        inputs=("uncorrelated", "correlated", "catalog", "provisional_objects"),
+        outputs=("provisional_objects", "catalog", "correlated", "uncorrelated"),
+        operators=("window", "flatMap", "fold", "map"),
+        broadcast=("catalog",),
+        state="provisional_objects: every object numbered from its earliest observation (80000-89999), active, "
+              "retired or merged; its element set joins catalog and its observations move to correlated (a "
+              "feedback edge: the next run's correlation and fit take it as any catalogued object)",
+    ),
+    Stage(
         name="conjunction",
         summary="screen catalogued objects for close approaches over the horizon and raise alerts; publish "
                 "each detected manoeuvre",
-        upstream=("fuse",),
-        inputs=("catalog", "fused_orbits", "manoeuvres", "object_state", "alerts", "screening_state",
-                "screening_events"),
+        upstream=("acquire",),
+        inputs=("catalog", "provisional_objects", "fused_orbits", "manoeuvres", "object_state", "alerts",
+                "screening_state", "screening_events"),
         outputs=("conjunctions", "alerts", "alert_events", "propagation_errors", "screening_state",
                  "screening_events", OUTBOX),
         operators=("flatMap", "join", "fold", "map", "filter"),

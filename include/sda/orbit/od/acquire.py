@@ -37,6 +37,9 @@ from sda.orbit.od.estimator import OdConfig, OdResult, Prior, fit
 from sda.orbit.od.tracklets import TrackletSettings, teme_positions, tracklets
 
 IOD_SIGMA_M, IOD_SIGMA_MS = 20_000.0, 200.0  # the initial orbit's prior: loose, the observations decide
+#: the new object's element set is fitted to its orbit's prediction over this span: SGP4 follows a few hours
+#: of it closely (the correlation of its next passes needs that); over 30 h its error at the epoch was ~1 km
+ELEMENT_SET_SPAN_S = 6 * 3600.0
 COMPONENTS = {"radar": 4, "optical": 2, "isl": 6}  # residual components per observation
 MIN_POINTS = {"radar": 5, "optical": 4, "isl": 3}
 
@@ -69,6 +72,11 @@ class Candidate:
     starts: list[float] = dataclasses.field(default_factory=list)  # each linked tracklet's first time
     kept: set = dataclasses.field(default_factory=set)  # the obs_ids its fits kept
 
+    def frames(self) -> set:
+        """(sensor, event time) of its observations: another observation of one sensor at one of these times
+        is of another body (one detection per body per frame)."""
+        return sighted(self.obs)
+
     def recent_start(self, n: int) -> float:
         """The first time of its ``n``-th newest tracklet: a joint fit covers the candidate from there on."""
         return self.starts[-n] if len(self.starts) >= n else self.starts[0]
@@ -94,6 +102,12 @@ class NewObject:
 
 def _seconds(obs: pd.DataFrame) -> np.ndarray:
     return (pd.to_datetime(obs["event_time"], utc=True) - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+
+
+def sighted(obs: pd.DataFrame) -> set:
+    """(sensor_id, event time rounded to the second) of each observation: a sensor's frame (its detections
+    differ by milliseconds, its frames by the cadence)."""
+    return set(zip(obs["sensor_id"].astype(str), np.round(_seconds(obs)).astype(np.int64)))
 
 
 def _three(n: int) -> tuple[int, int, int]:
@@ -202,9 +216,10 @@ def joint_fit(cand: Candidate, obs: pd.DataFrame, sigmas, settings: AcquireSetti
 def _offer(cands: list[Candidate], obs: pd.DataFrame, mid: float, own: OdResult | None, sigmas,
            settings: AcquireSettings) -> bool:
     best: tuple[float, int, OdResult] | None = None
+    seen = sighted(obs)
     for n, cand in enumerate(cands):
         gap = mid - cand.result.epoch
-        if gap <= 0 or gap > settings.max_gap_s:
+        if gap <= 0 or gap > settings.max_gap_s or seen & cand.frames():
             continue
         try:
             if _predicted_miss(cand, obs) > settings.gate_m(gap):
@@ -233,6 +248,8 @@ def _merged(cands: list[Candidate], sigmas, settings: AcquireSettings) -> list[C
     out: list[Candidate] = []
     for cand in cands:
         for head in out:
+            if head.frames() & cand.frames():
+                continue  # seen side by side: two bodies
             mid = float(np.median(_seconds(cand.obs)))
             gap = mid - head.result.epoch
             try:
@@ -317,7 +334,7 @@ def reference_satrec(norad: int, epoch_unix: float, state_m: np.ndarray) -> Satr
     return sat
 
 
-def element_set(obj: NewObject, norad: int, span_s: float = 30 * 3600.0) -> dict:
+def element_set(obj: NewObject, norad: int, span_s: float = ELEMENT_SET_SPAN_S) -> dict:
     """The new object's catalogue element set: SGP4 elements fitted to its fused orbit's numerical prediction
     over ``span_s`` from the epoch (:func:`sda.orbit.od.arcs`' screening sets, the same way): line1, line2,
     lines_rms_m, lines_max_m."""

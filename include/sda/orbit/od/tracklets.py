@@ -70,6 +70,9 @@ def _radec_vec(ra: float, dec: float) -> np.ndarray:
 
 
 FIT_POINTS = 10
+#: a sensor's detections within this of the first of a frame are one frame (one detection per body): a radar
+#: frame's detections differ by milliseconds (each its own light time), its frames by the cadence (10 s)
+FRAME_S = 1.0
 QUADRATIC_POINTS = 6  # fewer points fit a line (with gravity): three noisy points make a wild parabola
 
 
@@ -167,7 +170,7 @@ def _link_sensor(rows: np.ndarray, t: np.ndarray, kind: np.ndarray, data: dict, 
     start = 0
     while start < len(rows):
         stop = start
-        while stop < len(rows) and t[rows[stop]] == t[rows[start]]:
+        while stop < len(rows) and t[rows[stop]] - t[rows[start]] < FRAME_S:  # one frame: a detection per body
             stop += 1
         now = t[rows[start]]
         open_ = [tr for tr in open_ if now - tr.times[-1] <= s.gap_s and now - tr.opened <= s.max_span_s]
@@ -180,10 +183,10 @@ def _link_sensor(rows: np.ndarray, t: np.ndarray, kind: np.ndarray, data: dict, 
             used_t.add(a)
             used_i.add(b)
             open_[a].rows.append(int(rows[start + b]))
-            open_[a].times.append(now)
+            open_[a].times.append(float(t[rows[start + b]]))
         for b, i in enumerate(rows[start:stop]):
             if b not in used_i:
-                track = _Track(int(i), now)
+                track = _Track(int(i), float(t[i]))
                 tracks.append(track)
                 open_.append(track)
         start = stop
