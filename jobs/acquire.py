@@ -99,6 +99,18 @@ def search(spark: "SparkSession", settings: "Settings", newest: dt.datetime, reg
             "acquired_observations": moved, "no_element_set": failed}
 
 
+def fused_sets(spark: "SparkSession", settings: "Settings", ids: list[int], since: dt.datetime) -> dict:
+    """The provisional objects' newest usable fused screening element sets (the fuse stage keeps them fresh;
+    the catalogue's is the acquisition's, which ages)."""
+    from sda.lake.tables import TABLES, newest_fused_orbits, table_exists
+
+    if not ids or not table_exists("fused_orbits", settings):
+        return {}
+    fused = TABLES["fused_orbits"].read(spark, settings).where(F.col("norad_id").isin(ids))
+    return {int(r["norad_id"]): (r["line1"], r["line2"])
+            for r in newest_fused_orbits(fused, since, "line1", "line2").collect()}
+
+
 def upkeep(spark: "SparkSession", settings: "Settings", newest: dt.datetime | None, reg: list[dict], fresh: set[int],
            run_id: str) -> dict:
     """Retire and merge the active provisional objects (module docstring); refresh their ``last_seen``."""
@@ -113,6 +125,7 @@ def upkeep(spark: "SparkSession", settings: "Settings", newest: dt.datetime | No
     left = [r for r in active if int(r["norad_id"]) not in {int(x["norad_id"]) for x in retired}]
     newest_sets = {int(r["norad_id"]): (r["line1"], r["line2"]) for r in
                    newest_element_sets(active_catalog(spark, settings), "line1", "line2").collect()}
+    newest_sets.update(fused_sets(spark, settings, ids, since))
     distinct = provisional.co_observed(spark, settings, [int(r["norad_id"]) for r in left], since)
     merged = provisional.merges(left, newest_sets, newest_sets, settings.acquire_merge_km, run_id, distinct)
     gone = {int(x["norad_id"]) for x in retired + merged}

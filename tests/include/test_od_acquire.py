@@ -151,8 +151,9 @@ def test_merging_into_the_catalogued_object_it_follows():
     epoch = dt.datetime(1949, 12, 31, tzinfo=UTC) + dt.timedelta(days=26987.0)
     catalogue = {12345: _tle(12345, 10.0)}
     sets = {80001: _tle(80001, 10.05), 80002: _tle(80002, 11.0), 80003: _tle(80003, 11.01)}
-    rows = [{**_row(80001, 0), "acquired_epoch": epoch}, {**_row(80002, 0), "acquired_epoch": epoch},
-            {**_row(80003, 0), "acquired_epoch": epoch + dt.timedelta(minutes=1)}]
+    rows = [{**_row(80001, 0), "acquired_epoch": epoch, "last_seen": epoch},
+            {**_row(80002, 0), "acquired_epoch": epoch, "last_seen": epoch},
+            {**_row(80003, 0), "acquired_epoch": epoch + dt.timedelta(minutes=1), "last_seen": epoch}]
     merged = provisional.merges(rows, {**sets, **catalogue}, catalogue, 25.0, "r")
     out = {r["norad_id"]: r["merged_into"] for r in merged}
     assert out == {80001: 12345, 80003: 80002}

@@ -125,8 +125,8 @@ def retirements(active: list[dict], seen: dict[int, dt.datetime], newest: dt.dat
 
 def merges(active: list[dict], sets: dict[int, tuple[str, str]], catalogue: dict[int, tuple[str, str]],
            merge_km: float, run_id: str, distinct: set[frozenset] = frozenset()) -> list[dict]:
-    """The active rows whose element set another object's follows within ``merge_km`` over one orbit from the
-    provisional epoch, merged into the nearest such object: a catalogued (not provisional) one, or an active
+    """The active rows whose element set another object's follows within ``merge_km`` over one orbit from its
+    newest observation, merged into the nearest such object: a catalogued (not provisional) one, or an active
     provisional one acquired before it (the same body found twice). Never into one it was seen beside
     (``distinct``, :func:`co_observed`): a fresh launch flies a few kilometres apart, closer than the gate."""
     from sgp4.api import WGS72, Satrec
@@ -144,7 +144,7 @@ def merges(active: list[dict], sets: dict[int, tuple[str, str]], catalogue: dict
         if not others:
             continue
         sats = [Satrec.twoline2rv(*(catalogue.get(n) or sets[n]), WGS72) for n in others]
-        miss = _orbit_miss(Satrec.twoline2rv(*lines, WGS72), sats, as_utc(row["acquired_epoch"]).timestamp())
+        miss = _orbit_miss(Satrec.twoline2rv(*lines, WGS72), sats, as_utc(row["last_seen"]).timestamp())
         best = int(np.argmin(miss))
         if miss[best] <= merge_km:
             gone.add(norad)
