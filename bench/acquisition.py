@@ -14,7 +14,9 @@
    (sda.pipeline.provisional.number_for) and element set (acquire.element_set), which correlation uses from the
    next step on; its rows leave the pool. Then (the stage's upkeep) the active objects not created at T are
    retired (unseen for ``acquire_retire_h``) or merged (another object, not seen beside it, follows it within
-   ``acquire_merge_km``). Left out: arrival order and the fuse stage's refits of provisional objects.
+   ``acquire_merge_km``). The fuse stage's refit (bench/acquisition_stages.py; ``--no-refit``: none): an object
+   seen for 3 h since its last fit is refitted to its rows of the last 6 h and its element set renewed. Left
+   out: arrival order, and correlation by the fused orbit's covariance (the element set's model is used).
 3. **Scoring** (:func:`score`). A provisional object is *of* the body holding at least half of its acquired
    rows (:func:`owner`; that share is its purity). Per hidden body: regime, first observation, passes (one
    sensor's rows with gaps <= 600 s, cut every 1200 s: manoeuvre.pass_index), when acquired (the step end T of
@@ -48,7 +50,6 @@ import pandas as pd
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
-GATE_KM = 50.0
 WITHIN_H = (6.0, 24.0)
 SURVIVAL_H = 24.0
 TARGET_SHARE, TARGET_PASSES, TARGET_REGIME = 0.9, 3, "LEO"
@@ -67,6 +68,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--uncatalogued-share", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=3), p.add_argument("--start", default="2026-11-20T00:00:00Z")
     p.add_argument("--work", type=Path, default=None, help="simulation directory (default: a temporary one)")
+    p.add_argument("--no-refit", action="store_true", help="never refit a provisional object (no fuse stage)")
     p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "acquisition.json")
     return p
 
@@ -220,127 +222,7 @@ def truth_regimes(result, cfg, hidden: list[int]) -> dict[int, str]:
             for n in hidden}
 
 
-class Emulation:
-    """The stages' state between steps (module docstring, 2): rows held or acquired, provisional objects."""
-
-    def __init__(self, obs, ids, sats, lines: dict, settings):
-        from sda.orbit.correlation import to_unix_seconds
-        from sda.orbit.od import registry_sigmas
-        from sda.orbit.od.measurements import FIT_COLUMNS
-        from sda.orbit.sensors import load_sensors
-
-        self.obs = obs.drop(columns=["norad_id"], errors="ignore").reset_index(drop=True)
-        self.obs["row"] = np.arange(len(obs))
-        self.t = to_unix_seconds(self.obs["event_time"])
-        self.row_of = dict(zip(self.obs["obs_id"], self.obs["row"]))
-        self.ids, self.sats, self.lines, self.settings = list(ids), list(sats), lines, settings
-        self.fit_columns = [c for c in FIT_COLUMNS if c != "norad_id"]
-        self.sigmas = registry_sigmas(load_sensors())
-        self.held, self.acquired = np.zeros(len(obs), bool), np.zeros(len(obs), bool)
-        self.fate = np.full(len(obs), "", dtype=object)  # correlated:<norad> | held | held:<reason> (the latter apart)
-        self.objects, self.steps = [], []  # the provisional objects in creation order; a row per step
-        self.timing = {"correlate": 0.0, "acquire": 0.0, "element_sets": 0.0}
-
-    def active(self) -> list[dict]:
-        return [o for o in self.objects if o["status"] == "active"]
-
-    def correlate(self, lo: float, hi: float) -> dict:
-        """Correlate the rows with event time in (lo, hi]; hold the ones no object's gate holds."""
-        from sda.orbit.correlation import REASON_NO_CANDIDATE, sensor_sigmas
-        from sda.sim import scoring
-
-        batch = self.obs[(self.t > lo) & (self.t <= hi)]
-        if batch.empty:
-            return {"observations": 0}
-        live = self.active()
-        ids = self.ids + [o["norad_id"] for o in live]
-        sats = self.sats + [o["satrec"] for o in live]
-        scored = scoring.correlate(batch, ids, sats, GATE_KM, sensor_sigmas(None))
-        rows = scored["row"].to_numpy()
-        ok = (scored["status"] == "correlated").to_numpy()
-        no_candidate = (scored["reason"] == REASON_NO_CANDIDATE).to_numpy() & ~ok
-        self.held[rows[no_candidate]] = True
-        norad = scored["norad_id"].astype("float64").to_numpy()
-        self.fate[rows] = [f"correlated:{n:.0f}" if c else "held" if h else f"held:{why}"
-                           for c, h, n, why in zip(ok, no_candidate, norad, scored["reason"])]
-        by_id = {o["norad_id"]: o for o in live}
-        for n, t in zip(norad[ok], self.t[rows[ok]]):
-            if (o := by_id.get(int(n))) is not None:
-                o["last_seen"], o["correlated"] = max(o["last_seen"], float(t)), o["correlated"] + 1
-        return {"observations": len(batch), "correlated": int(ok.sum()), "held": int(no_candidate.sum())}
-
-    def acquire(self, now: float) -> dict:
-        """Search the pool up to ``now`` (the stage's search): number, element set, out of the pool."""
-        from sgp4.api import WGS72, Satrec
-
-        from sda.orbit.od import dynamics
-        from sda.orbit.od.acquire import acquire, element_set
-        from sda.pipeline.provisional import number_for
-
-        pool = self.held & ~self.acquired & (self.t >= now - self.settings.acquire_lookback_h * 3600.0)
-        pool &= self.t <= now
-        t = time.perf_counter()
-        found = acquire(self.obs.loc[pool, self.fit_columns].reset_index(drop=True), self.sigmas)
-        acquire_s, t, failed = time.perf_counter() - t, time.perf_counter(), 0
-        taken = {o["norad_id"] for o in self.objects}
-        for obj in found:
-            norad = number_for(obj.founder, taken)
-            try:
-                lines = element_set(obj, norad)
-            except (ValueError, dynamics.PropagationError) as exc:
-                log(f"object founded by {obj.founder}: no element set ({exc}); left in the pool")
-                failed += 1
-                continue
-            taken.add(norad)
-            self.acquired[[self.row_of[i] for i in obj.obs_ids]] = True
-            self.objects.append({
-                "norad_id": norad, "founder": obj.founder, "created": now, "epoch": float(obj.result.epoch),
-                "state_m": [float(x) for x in obj.result.state], "first_obs": obj.first_obs, "passes": obj.passes,
-                "rms": float(obj.result.rms), "obs_ids": obj.obs_ids, "observations": len(obj.obs_ids), **lines,
-                "satrec": Satrec.twoline2rv(lines["line1"], lines["line2"], WGS72), "status": "active",
-                "last_seen": float(obj.result.epoch), "ended": None, "merged_into": None, "correlated": 0})
-        self.timing["acquire"] += acquire_s
-        self.timing["element_sets"] += time.perf_counter() - t
-        return {"pool": int(pool.sum()), "found": len(found) - failed, "no_element_set": failed,
-                "acquire_s": round(acquire_s, 2)}
-
-    def upkeep(self, now: float) -> dict:
-        """Retire and merge the active objects not created at ``now`` (the stage's upkeep)."""
-        from sda.pipeline import provisional
-
-        utc = lambda x: dt.datetime.fromtimestamp(x, dt.timezone.utc)  # noqa: E731
-        live = {o["norad_id"]: o for o in self.active() if o["created"] < now}
-        rows = [{"norad_id": n, "founder": o["founder"], "last_seen": utc(o["last_seen"]),
-                 "acquired_epoch": utc(o["epoch"])} for n, o in live.items()]
-        retired = provisional.retirements(rows, {}, utc(now), self.settings.acquire_retire_h, "bench")
-        gone = {r["norad_id"] for r in retired}
-        sets = {n: (o["line1"], o["line2"]) for n, o in live.items()}
-        of = {self.row_of[i]: o["norad_id"] for o in self.objects for i in o["obs_ids"]}  # seen beside: two bodies
-        norad = [of.get(k, int(f[11:]) if f.startswith("correlated:") else -1) for k, f in enumerate(self.fate)]
-        rows_ = pd.DataFrame({"sensor_id": self.obs["sensor_id"], "event_time": self.t, "norad_id": norad})
-        distinct = provisional.co_observed_rows(rows_[rows_["norad_id"] >= 0], live)
-        merged = provisional.merges([r for r in rows if r["norad_id"] not in gone], sets, self.lines,
-                                    self.settings.acquire_merge_km, "bench", distinct)
-        for r, status in [(r, "retired") for r in retired] + [(r, "merged") for r in merged]:
-            live[r["norad_id"]].update(status=status, ended=now, merged_into=r.get("merged_into"))
-        return {"retired": len(retired), "merged": len(merged)}
-
-
-def emulate(em: Emulation, start: float, end: float, step_s: float) -> None:
-    """The stages step by step over the run (module docstring, 2)."""
-    for k in range(1, math.ceil((end - start) / step_s - 1e-9) + 1):
-        lo, hi = start + (k - 1) * step_s, min(start + k * step_s, end)
-        t = time.perf_counter()
-        row = {"t_end_unix": hi, **em.correlate(lo, hi)}
-        em.timing["correlate"] += time.perf_counter() - t
-        row.update(**em.acquire(hi), **em.upkeep(hi), active=len(em.active()))
-        em.steps.append(row)
-        log(f"step {k} to {_utc(hi)}: {row.get('observations', 0)} observations, {row.get('held', 0)} held, pool "
-            f"{row['pool']}, {row['found']} new in {row['acquire_s']:.0f} s, {row['retired']} retired, "
-            f"{row['merged']} merged, {row['active']} active")
-
-
-def object_truth(em: Emulation, eph) -> None:
+def object_truth(em, eph) -> None:
     """Each provisional object's body, purity and position errors at its epoch (module docstring, 3)."""
     from sda.orbit import frames
 
@@ -353,12 +235,12 @@ def object_truth(em: Emulation, eph) -> None:
         o["pos_err_km"] = o["lines_err_km"] = None
         if o["body"] is not None and o["body"] in set(int(n) for n in eph.norad):
             r_true, _ = eph.at_pairs(eph.rows([o["body"]]), [o["epoch"]])
-            _, r_lines, _ = frames.propagate([o["satrec"]], np.array([o["epoch"]]))
+            _, r_lines, _ = frames.propagate([o["acquired_satrec"]], np.array([o["epoch"]]))
             o["pos_err_km"] = float(np.linalg.norm(np.asarray(o["state_m"][:3]) / 1000.0 - r_true[0]))
             o["lines_err_km"] = float(np.linalg.norm(r_lines[0, 0] - r_true[0]))
 
 
-def hidden_bodies(em: Emulation, hidden: list[int], regimes: dict[int, str]) -> dict[int, dict]:
+def hidden_bodies(em, hidden: list[int], regimes: dict[int, str]) -> dict[int, dict]:
     """Per hidden body: regime, first observation (unix s; None: never observed), passes in the run, and where
     its rows went (acquired / to a provisional or a catalogued object / held in the pool / held otherwise)."""
     from sda.orbit.od.manoeuvre import pass_index
@@ -403,6 +285,9 @@ def report(figures: dict, objects: list[dict]) -> None:
 
 def main(argv=None) -> dict:
     args = parser().parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from acquisition_stages import Emulation, emulate
+
     from sda.config.settings import load_settings
     from sda.orbit.sensors import load_sensors
     from sda.sim import scoring
@@ -420,7 +305,7 @@ def main(argv=None) -> dict:
         lines = scoring.catalogue_lines(result.catalog_file)
         regimes = truth_regimes(result, cfg, hidden)
         eph = load_ephemeris(result.summary_file)
-    em = Emulation(obs, ids, sats, lines, settings)
+    em = Emulation(obs, ids, sats, lines, settings, refit=not args.no_refit)
     log(f"{len(obs)} observations, {len(hidden)} hidden bodies ({int(obs['true_id'].isin(hidden).sum())} of them)")
     run_end = cfg.end.timestamp()
     emulate(em, cfg.start.timestamp(), run_end, args.step_h * 3600.0)
@@ -428,6 +313,7 @@ def main(argv=None) -> dict:
     figures = score(hidden_bodies(em, hidden, regimes), em.objects, run_end)
     report(figures, em.objects)
     summary = {"bench": "acquisition", "objects": args.objects, "hours": args.hours, "step_h": args.step_h,
+               "refit": not args.no_refit,
                "seed": args.seed, "uncatalogued_share": args.uncatalogued_share, "observations": len(obs),
                "hidden_bodies": len(hidden), "provisional_objects": len(em.objects),
                "stage_settings": {k: getattr(settings, k) for k in STAGE_SETTINGS},
@@ -438,7 +324,8 @@ def main(argv=None) -> dict:
                             "total": round(time.perf_counter() - started, 1)}}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     detail = {**summary, "body_list": figures["scored_bodies"], "step_list": em.steps,
-              "object_list": [{k: v for k, v in o.items() if k not in ("satrec", "obs_ids")} for o in em.objects]}
+              "object_list": [{k: v for k, v in o.items() if k not in ("satrec", "acquired_satrec", "obs_ids")}
+                              for o in em.objects]}
     args.out.write_text(json.dumps(detail, indent=1, default=float) + "\n")
     print(json.dumps(summary, default=float), flush=True)
     return summary

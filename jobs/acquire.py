@@ -122,16 +122,18 @@ def upkeep(spark: "SparkSession", settings: "Settings", newest: dt.datetime | No
     seen = provisional.last_seen(spark, settings, ids, since)
     # a run with only a catalogue change (no event time to judge by) retires nothing
     retired = provisional.retirements(active, seen, newest, settings.acquire_retire_h, run_id) if newest else []
-    left = [r for r in active if int(r["norad_id"]) not in {int(x["norad_id"]) for x in retired}]
+    left = [{**r, "last_seen": max(provisional.as_utc(r["last_seen"]),
+                                   provisional.as_utc(seen.get(int(r["norad_id"]), r["last_seen"])))}
+            for r in active if int(r["norad_id"]) not in {int(x["norad_id"]) for x in retired}]
     newest_sets = {int(r["norad_id"]): (r["line1"], r["line2"]) for r in
                    newest_element_sets(active_catalog(spark, settings), "line1", "line2").collect()}
     newest_sets.update(fused_sets(spark, settings, ids, since))
     distinct = provisional.co_observed(spark, settings, [int(r["norad_id"]) for r in left], since)
     merged = provisional.merges(left, newest_sets, newest_sets, settings.acquire_merge_km, run_id, distinct)
     gone = {int(x["norad_id"]) for x in retired + merged}
-    refreshed = [{**r, "last_seen": seen[int(r["norad_id"])], "run_id": run_id} for r in left
-                 if int(r["norad_id"]) not in gone and int(r["norad_id"]) in seen
-                 and seen[int(r["norad_id"])] > provisional.as_utc(r["last_seen"])]
+    before = {int(r["norad_id"]): provisional.as_utc(r["last_seen"]) for r in active}
+    refreshed = [{**r, "run_id": run_id} for r in left
+                 if int(r["norad_id"]) not in gone and provisional.as_utc(r["last_seen"]) > before[int(r["norad_id"])]]
     changed = retired + merged + refreshed
     if changed:
         sinks.upsert(spark, spark.createDataFrame([tuple(r[f] for f in provisional.FIELDS) for r in changed],

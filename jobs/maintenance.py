@@ -90,7 +90,9 @@ CHANGE_FEED_CONSUMERS: dict[str, tuple[str, ...]] = {
     "tdm_messages": ("normalize",),
     "observations": ("dedup",),
     "observations_dedup": ("correlate",),
-    "correlated": ("fuse",),
+    "correlated": ("fuse", "acquire"),
+    "uncorrelated": ("fuse", "acquire"),
+    "catalog": ("acquire",),
 }
 SAFETY_MARGIN_H = 1.0  # _change_data files are written a little before their commit; clocks drift
 # Delta's own defaults, used when a table does not set the property

@@ -103,3 +103,17 @@ def differences(a: dict[str, list[tuple]], b: dict[str, list[tuple]], limit: int
             out.append(f"{name}: {ra.total()} vs {rb.total()} rows; only left {left[:limit]}; "
                        f"only right {right[:limit]}")
     return out
+
+
+def assert_each_observation_once(spark, settings) -> None:
+    """Every deduplicated observation is in exactly one of gold correlated and uncorrelated: the stages that
+    move rows between them (re-association, acquisition, merging) never copy or drop one."""
+    from sda.lake.tables import TABLES
+
+    def ids(table: str) -> list[str]:
+        return [r["obs_id"] for r in TABLES[table].read(spark, settings).select("obs_id").collect()]
+
+    dedup, corr, unc = set(ids("observations_dedup")), ids("correlated"), ids("uncorrelated")
+    assert len(corr) == len(set(corr)) and len(unc) == len(set(unc))
+    assert not set(corr) & set(unc)
+    assert set(corr) | set(unc) == dedup

@@ -44,7 +44,9 @@ def _server_settings(lakehouse: Path | None = None):
     from sda.config.settings import load_settings
 
     kwargs = {"lakehouse": lakehouse} if lakehouse is not None else {}
-    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, **kwargs)
+    # 4g: three test workers' flows share this one server (with 2g, three fixtures fitting and moving rows at
+    # once ran out of execution memory)
+    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, driver_memory="4g", **kwargs)
 
 
 def pytest_configure(config):

@@ -108,12 +108,7 @@ def test_the_uncatalogued_objects_are_acquired_each_once(spark, runs):
 
 def test_nothing_lost_nothing_doubled(spark, runs):
     for settings in runs[:2]:
-        dedup = {r["obs_id"] for r in TABLES["observations_dedup"].read(spark, settings).select("obs_id").collect()}
-        corr = [r["obs_id"] for r in TABLES["correlated"].read(spark, settings).select("obs_id").collect()]
-        unc = [r["obs_id"] for r in TABLES["uncorrelated"].read(spark, settings).select("obs_id").collect()]
-        assert len(corr) == len(set(corr)) and len(unc) == len(set(unc))
-        assert not set(corr) & set(unc)
-        assert set(corr) | set(unc) == dedup
+        chain.assert_each_observation_once(spark, settings)
 
 
 def test_the_split_run_gives_the_same_numbers(spark, runs):

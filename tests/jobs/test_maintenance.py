@@ -128,7 +128,7 @@ def test_declared_consumers_match_the_jobs():
         if re.search(r"(read_(net_)?changes|(net_)?changes_for)\(", text):
             readers.add(re.search(r'^STAGE = "(\w+)"', text, re.M).group(1))
     declared = {stage for stages in job.CHANGE_FEED_CONSUMERS.values() for stage in stages}
-    assert readers == declared == {"normalize", "dedup", "correlate", "fuse"}
+    assert readers == declared == {"normalize", "dedup", "correlate", "fuse", "acquire"}
     for table, stages in job.CHANGE_FEED_CONSUMERS.items():
         assert table in TABLES
         for stage in stages:
