@@ -44,7 +44,7 @@ PREFIX = "reassociated:"
 _TIMES = ("burn_after", "burn_before", "burn_time", "detected_at")
 
 
-def _utc(unix_s: float) -> dt.datetime:
+def utc(unix_s: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(round(float(unix_s) * 1e6) / 1e6, dt.timezone.utc)
 
 
@@ -81,10 +81,10 @@ def manoeuvre_rows(written: list, run_id: str) -> list[tuple]:
     out = []
     for r in written:
         for m in json.loads(r["manoeuvres_json"] or "[]"):
-            row = {**m, "norad_id": int(r["norad_id"]), "window_start": _utc(r["us"] / 1e6),
+            row = {**m, "norad_id": int(r["norad_id"]), "window_start": utc(r["us"] / 1e6),
                    "fused_id": r["fused_id"], "regime": r["regime"], "run_id": run_id}
             for name in _TIMES:
-                row[name] = _utc(m[f"{name}_unix"])
+                row[name] = utc(m[f"{name}_unix"])
             out.append(tuple(row.get(name) for name in MANOEUVRE_FIELDS))
     return out
 
@@ -95,7 +95,7 @@ def write_manoeuvres(spark: "SparkSession", settings: "Settings", written: list,
 
     rows = manoeuvre_rows(written, run_id)
     new_keys = {(r[0], r[1], r[2]) for r in rows}
-    windows = {(int(r["norad_id"]), _utc(r["us"] / 1e6)) for r in written}
+    windows = {(int(r["norad_id"]), utc(r["us"] / 1e6)) for r in written}
     stale: list[tuple] = []
     if windows and table_exists("manoeuvres", settings):
         lo = min(w for _, w in windows)
@@ -103,8 +103,8 @@ def write_manoeuvres(spark: "SparkSession", settings: "Settings", written: list,
         old = (TABLES["manoeuvres"].read(spark, settings).where(F.col("window_start") >= F.lit(lo))
                .where(F.col("norad_id").isin(ids)).select("norad_id", "window_start", "seq").collect())
         stale = [(int(o["norad_id"]), o["window_start"], int(o["seq"])) for o in old
-                 if (int(o["norad_id"]), _as_utc(o["window_start"])) in windows
-                 and (int(o["norad_id"]), _as_utc(o["window_start"]), int(o["seq"])) not in new_keys]
+                 if (int(o["norad_id"]), as_utc(o["window_start"])) in windows
+                 and (int(o["norad_id"]), as_utc(o["window_start"]), int(o["seq"])) not in new_keys]
     if rows:
         sinks.upsert(spark, spark.createDataFrame(rows, MANOEUVRES), "manoeuvres", settings, unique=True)
     if stale:
@@ -113,7 +113,7 @@ def write_manoeuvres(spark: "SparkSession", settings: "Settings", written: list,
     return {"manoeuvres": len(rows), "manoeuvres_withdrawn": len(stale)}
 
 
-def _as_utc(value: dt.datetime) -> dt.datetime:
+def as_utc(value: dt.datetime) -> dt.datetime:
     return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from sda.lake.schemas_fusion import PROVISIONAL_OBJECTS
 from sda.lake.tables import TABLES, table_exists
 from sda.orbit.correlation import REASON_NO_CANDIDATE
+from sda.pipeline.manoeuvres import as_utc, utc
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -49,10 +50,6 @@ def number_for(founder: str, taken: set[int]) -> int:
         if n not in taken:
             return n
     raise RuntimeError(f"the provisional range {FIRST_NUMBER}-{FIRST_NUMBER + NUMBERS - 1} is full")
-
-
-def _utc(unix_s: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(round(float(unix_s) * 1e6) / 1e6, dt.timezone.utc)
 
 
 def registry(spark: "SparkSession", settings: "Settings") -> list[dict]:
@@ -81,17 +78,17 @@ def registry_row(norad: int, obj, regime: str | None, last_seen: float, run_id: 
     """A registry row of a newly acquired ``obj`` (:class:`sda.orbit.od.acquire.NewObject`)."""
     cov = np.asarray(obj.result.covariance)[:3, :3]
     return {"norad_id": int(norad), "founder": obj.founder, "status": status,
-            "first_obs": _utc(obj.first_obs), "acquired_epoch": _utc(obj.result.epoch),
+            "first_obs": utc(obj.first_obs), "acquired_epoch": utc(obj.result.epoch),
             "observations": len(obj.obs_ids), "passes": int(obj.passes), "rms": float(obj.result.rms),
             "sigma_pos_m": float(np.sqrt(max(np.trace(cov), 0.0))), "regime": regime,
-            "last_seen": _utc(last_seen), "merged_into": merged_into, "status_reason": reason,
+            "last_seen": utc(last_seen), "merged_into": merged_into, "status_reason": reason,
             "acquired_run_id": run_id, "run_id": run_id}
 
 
 def catalogue_row(norad: int, epoch_unix: float, lines: dict, perigee_km: float, apogee_km: float, run_id: str):
     """The gold ``catalog`` row of a provisional object's element set (CATALOG order)."""
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    return (int(norad), f"PROVISIONAL {norad}", _utc(epoch_unix), lines["line1"], lines["line2"],
+    return (int(norad), f"PROVISIONAL {norad}", utc(epoch_unix), lines["line1"], lines["line2"],
             float(perigee_km), float(apogee_km), "provisional", now, run_id)
 
 
@@ -105,10 +102,6 @@ def last_seen(spark: "SparkSession", settings: "Settings", ids: list[int],
     rows = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(since.date()))
             .where(F.col("norad_id").isin(ids)).groupBy("norad_id").agg(F.max("event_time").alias("t")).collect())
     return {int(r["norad_id"]): as_utc(r["t"]) for r in rows}
-
-
-def as_utc(value: dt.datetime) -> dt.datetime:
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
 
 
 def retirements(active: list[dict], seen: dict[int, dt.datetime], newest: dt.datetime, retire_h: float,
