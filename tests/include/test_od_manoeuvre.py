@@ -91,6 +91,23 @@ def test_detect_one_pass_and_accumulated_passes():
     assert mn.detect(broken, T0 - 100) is None  # a consistent pass between restarts the run
 
 
+def test_latest_run_is_the_shortest_end_that_still_detects():
+    """A mild pass (10^-3.5) then a loud one: the run starts at the mild one; the other reading is the loud one
+    alone, bracketed from the mild pass's start to the loud one's end. Three mild passes: only the whole run
+    detects (10^-8.3; two of them 10^-5.9), so there is no other reading."""
+    quiet = [_test(T0 + 1000 * k, 5.0) for k in range(2)]
+    mild = stats.chi2.isf(10**-3.5, 7)
+    found = mn.detect(quiet + [_test(T0 + 2000, mild), _test(T0 + 3000, 90.0)], T0 - 100)
+    assert (found.first, found.last) == (2, 3)
+    tests = quiet + [_test(T0 + 2000, mild), _test(T0 + 3000, 90.0)]
+    other = mn.latest_run(tests, found, T0 - 100)
+    assert (other.first, other.last, other.dof) == (3, 3, 7)
+    assert (other.burn_after, other.burn_before, other.detected_at) == (T0 + 2000, T0 + 3300, T0 + 3300)
+    assert other.log10_p == pytest.approx(stats.chi2.logsf(90.0, 7) / math.log(10))
+    runs = quiet[:1] + [_test(T0 + 1000 * k, mild) for k in (1, 2, 3)]
+    assert mn.latest_run(runs, mn.detect(runs, T0 - 100), T0 - 100) is None
+
+
 def test_burn_prior_widens_by_what_a_burn_can_do():
     prior = Prior(T0 + 3600.0, np.zeros(6), np.eye(6), 0.05, 0.02, "fused")
     got = mn.burn_prior(prior, T0, mn.ManoeuvreSettings(dv_sigma_ms=2.0))

@@ -205,6 +205,7 @@ def fit_window(part: pd.DataFrame, tk: np.ndarray, previous: dict | None, refere
         return None
     for manoeuvre in window.manoeuvres:
         manoeuvre.pop("_pre", None)
+        manoeuvre.pop("_later", None)
     return window.result, window.fitted, {"manoeuvres": window.manoeuvres, "reassociated_ids": window.reassociated}
 
 

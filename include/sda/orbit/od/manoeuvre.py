@@ -33,7 +33,9 @@ Per arc window that has a fused prior (:mod:`sda.orbit.od.arcs`), before the win
 The bracket: the burn is after the first observation of the last pass before the run (or the prior's
 epoch) and not after the last observation of the run's first pass. A burn during that last pass, or
 just before its end, barely shows in it: the pass passes the test, so it cannot clear the burn
-(bench/manoeuvres.py counted the brackets that opened at its end and missed their burn).
+(bench/manoeuvres.py counted the brackets that opened at its end and missed their burn). A run whose
+first passes fail only mildly and whose last fails on its own has a second reading, the burn just
+before that last pass (:func:`latest_run`); the passes after it decide (:mod:`sda.orbit.od.segments`).
 """
 
 from __future__ import annotations
@@ -203,8 +205,28 @@ def detect(tests: list[PassTest], prior_epoch: float, settings: ManoeuvreSetting
         d2, dof = d2 + test.d2, dof + test.dof
         tail = log10_tail(d2, dof)
         if tail < settings.log10_alpha:
-            before = [x.start for x in tests[:first] if x.end < tests[first].start]
-            return Detection(first, n, d2, dof, tail, max([prior_epoch, *before]), tests[first].end, test.end)
+            return _run(tests, first, n, d2, dof, tail, prior_epoch)
+    return None
+
+
+def _run(tests: list[PassTest], first: int, last: int, d2: float, dof: int, tail: float, prior_epoch: float
+         ) -> Detection:
+    """The run ``first..last`` as a detection, with its bracket (module docstring, the bracket)."""
+    before = [x.start for x in tests[:first] if x.end < tests[first].start]
+    return Detection(first, last, d2, dof, tail, max([prior_epoch, *before]), tests[first].end, tests[last].end)
+
+
+def latest_run(tests: list[PassTest], detection: Detection, prior_epoch: float,
+               settings: ManoeuvreSettings = ManoeuvreSettings()) -> Detection | None:
+    """The shortest end of ``detection``'s run that still detects on its own, when shorter than the run: the
+    other reading of a run whose first passes fail mildly and whose last fails loudly (the burn between them,
+    the mild ones being the prior's own error, e.g. after a short re-fit). None when only the whole run detects."""
+    d2, dof = 0.0, 0
+    for k in range(detection.last, detection.first, -1):
+        d2, dof = d2 + tests[k].d2, dof + tests[k].dof
+        tail = log10_tail(d2, dof)
+        if tests[k].dof and tail < settings.log10_alpha:
+            return _run(tests, k, detection.last, d2, dof, tail, prior_epoch)
     return None
 
 

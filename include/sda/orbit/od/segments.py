@@ -5,6 +5,10 @@ passes after it, which then becomes the prediction the later passes are tested a
 :func:`fit_segments` returns the window's fit (its last segment's, with everything since the last
 burn), the observations it stands for, the burns found (in time order) and the held observations
 (uncorrelated, naming the object as nearest) that the fits explained: those are re-associated.
+
+A detection that follows a burn inside the window first tries one burn for both (:func:`_one_burn`),
+then the earlier run's other reading, the burn after its mildly failing first passes
+(:func:`_later_reading`). Across windows neither is tried: the next window takes the earlier one's fit.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
             upto = np.zeros(len(tk), bool)
             upto[np.flatnonzero(rest)[p_sub <= detection.last]] = True
             merged = _one_burn(part, since | upto, held, burn, sigmas, config, ms)
+            if merged is None and "_later" in found[-1]:  # the newest burn was after its run's first passes?
+                merged, since, burn = _later_reading(found[-1], part, since, burn, upto, held, sigmas, config, ms)
             if merged is not None:
                 current, ids = merged
                 reassociated |= ids
@@ -72,9 +78,33 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         reassociated |= ids
         since = np.zeros(len(tk), bool)
         since[np.flatnonzero(rest)[use]] = True
+        later = mn.latest_run(tests, detection, current.epoch, ms)
+        rows = since & np.isin(passes, np.unique(passes[rest][p_sub >= later.first])) if later else since[:0]
+        if rows.any():  # the other reading of the run, kept for the next detection in the window to decide
+            prior_later = prior_from_result(current, float(tk[rows].min()), noise)
+            manoeuvre["_later"] = (later, rows, mn.burn_prior(prior_later, later.burn_after, ms))
         current, current_id, boundary = post, None, float(post.epoch)
         if not (tk > boundary).any():
             return WindowFit(post, part[since], found, sorted(reassociated))
+
+
+def _later_reading(manoeuvre: dict, part, since: np.ndarray, burn, upto: np.ndarray, held: np.ndarray, sigmas,
+                   config: OdConfig, ms):
+    """When a detection follows a burn whose run began with mildly failing passes and one burn cannot explain
+    both, the run's other reading (:func:`sda.orbit.od.manoeuvre.latest_run`): the burn after those passes,
+    just before the loud one. If one burn so placed explains the loud pass and the new ones
+    (:func:`_one_burn`), the manoeuvre takes that reading's bracket and test. A re-fit that took a pre-burn
+    pass for a post-burn one fits its two passes (the burn's prior frees the state) but predicts the
+    next ones badly (bench/manoeuvres.py's 70017: a 0.55 m/s burn read as 1.3 m/s one pass early, then a
+    second, false, detection). Returns (merged or None, the newest burn's rows, its burn prior): ``since`` and
+    ``burn`` as they were when it does not."""
+    later, rows, prior = manoeuvre.pop("_later")
+    merged = _one_burn(part, rows | upto, held, prior, sigmas, config, ms)
+    if merged is None:
+        return None, since, burn
+    manoeuvre.update(burn_after_unix=later.burn_after, burn_before_unix=later.burn_before, statistic=later.statistic,
+                     dof=later.dof, log10_p=later.log10_p, passes=later.passes)
+    return merged, rows, prior
 
 
 def _one_burn(part, rows: np.ndarray, held: np.ndarray, burn, sigmas, config: OdConfig, ms):
