@@ -116,3 +116,23 @@ def test_no_false_detection_over_few_days_is_not_shown_met():
     assert fig["targets"]["dv_ge_0.5_within_2_passes"]["met"] is None
     long = bench.score([], [], {7: obj(tested_s=4000 * DAY)})
     assert long["targets"]["false_per_1000_object_days"]["verdict"] == "met"
+
+
+def test_burns_in_one_unobserved_gap_count_once():
+    """Two burns with no pass between them inside one detection's bracket: the later one is matched, the earlier
+    is in the same gap (counted with it in the grouped target figure); a third burn of another object with a
+    pass between it and its detected neighbour is not."""
+    objects = {1: obj(starts=[2 * H, 9 * H, 11 * H, 12 * H]), 2: obj(starts=[2 * H, 9 * H, 10.2 * H, 11 * H, 12 * H])}
+    burns = [burn(1, 10 * H, 0.8), burn(1, 10.5 * H, 1.2),  # no pass starts between 10 h and 10.5 h
+             burn(2, 10 * H, 0.8), burn(2, 10.5 * H, 1.2)]  # a pass starts at 10.2 h
+    dets = [detection(1, 9 * H, 11.2 * H, 11.2 * H, t_burn=10.5 * H), detection(2, 9 * H, 11.2 * H, 11.2 * H,
+                                                                                t_burn=10.5 * H)]
+    fig = bench.score(burns, dets, objects)
+    sb = fig["scored_burns"]
+    assert [b["detected"] for b in sb] == [False, True, False, True]
+    assert sb[0]["missed_why"] == "shares a bracket" and sb[0]["same_gap_as"] == 1
+    assert sb[2]["missed_why"] == "shares a bracket" and sb[2]["same_gap_as"] is None
+    within = fig["targets"]["dv_ge_0.5_within_2_passes"]
+    assert (within["testable"], within["within"], within["within_counting_one_per_gap"]) == (4, 2, 3)
+    assert within["share_counting_one_per_gap"] == 0.75
+    assert within["of_those_with_2_passes_after_counting_one_per_gap"] == 0.75  # all four seen twice after

@@ -1,0 +1,101 @@
+"""bench/manoeuvres.py's simulation, association and detection (its docstring, 1-3): the truth written by the
+simulator, each object's observations by the truth's labels or the pipeline's correlation, and the fuse stage's
+per-object fit over them in worker processes."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+LINES_MIN_SPAN_S = 5400.0  # the fuse stage's (sda.lake.tables.FUSED_MIN_SPAN_S)
+
+
+def log(msg: str) -> None:
+    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
+
+
+def simulate(args, work: Path):
+    from sda.sim.common import parse_time
+    from sda.sim.simulate import SimConfig
+    from sda.sim.simulate import simulate as run
+
+    start = parse_time(args.start)
+    cfg = SimConfig(start=start, end=start + dt.timedelta(hours=args.hours), landing=work / "landing",
+                    catalog_out=work / "catalog.tle", objects=args.objects, seed=args.seed, tle_age_days=(0.5, 3.0),
+                    truth="numerical", manoeuvre_share=args.manoeuvre_share, manoeuvre_rate=args.manoeuvre_rate)
+    t = time.perf_counter()
+    result = run(cfg)
+    log(f"simulated {args.hours:g} h of {args.objects} objects in {time.perf_counter() - t:.0f} s")
+    events = result.truth_file.with_suffix(".events.json")
+    if not events.is_file():
+        events = next(result.truth_file.parent.glob("*.events.json"))
+    burns = json.loads(events.read_text())["manoeuvres"]
+    return cfg, result, sorted(burns, key=lambda b: (b["t_unix"], b["norad_id"]))
+
+
+def associate(obs, ids, sats, correlate: bool):
+    """Each object's observations: by the truth's labels, or by correlation (module docstring, 2)."""
+    import pandas as pd
+
+    if not correlate:
+        obs = obs[obs["true_id"].notna() & obs["true_id"].isin(ids)]
+        return obs.assign(norad_id=obs["true_id"].astype("int64"), candidate=False)
+    from sda.orbit.correlation import REASON_NO_CANDIDATE, sensor_sigmas
+    from sda.sim import scoring
+
+    t = time.perf_counter()
+    scored = scoring.correlate(obs.drop(columns=["norad_id"], errors="ignore"), ids, sats, 50.0, sensor_sigmas(None))
+    own = scored[scored["status"] == "correlated"].assign(candidate=False)
+    held = scored[(scored["status"] != "correlated") & (scored["reason"] == REASON_NO_CANDIDATE)
+                  & scored["nearest_norad_id"].notna()]
+    held = held.assign(norad_id=held["nearest_norad_id"], candidate=True)
+    out = pd.concat([own, held], ignore_index=True)
+    out["norad_id"] = out["norad_id"].astype("int64")
+    wrong = int((out["norad_id"] != out["true_id"]).fillna(True).sum())
+    log(f"correlated in {time.perf_counter() - t:.0f} s: {len(own)} correlated, {len(held)} held naming an object "
+        f"(as candidates), {len(scored) - len(out)} dropped; {wrong} rows not of their true object")
+    return out
+
+
+def _fuse_one(job: tuple) -> tuple[int, list[dict], float]:
+    from sda.orbit.od.arcs import ArcSettings, fuse_object
+
+    norad, obs, line1, line2, sigmas = job
+    t = time.perf_counter()
+    rows = fuse_object(norad, obs, None, line1, line2, sigmas, ArcSettings(lines_min_span_s=LINES_MIN_SPAN_S))
+    keep = ("window_start_unix", "window_end_unix", "epoch_unix", "status", "prior_source", "observations",
+            "manoeuvres", "reassociated_ids")
+    return norad, [{k: r[k] for k in keep} for r in rows], time.perf_counter() - t
+
+
+def fuse_all(groups: dict, lines: dict, workers: int) -> dict[int, tuple[list[dict], float]]:
+    """norad -> (its fused rows, seconds), every object fused over all its observations at once."""
+    from sda.orbit.od import registry_sigmas
+    from sda.orbit.od.measurements import FIT_COLUMNS
+    from sda.orbit.sensors import load_sensors
+
+    sigmas = registry_sigmas(load_sensors())
+    jobs = [(n, g[list(FIT_COLUMNS) + ["candidate"]].reset_index(drop=True), *lines[n], sigmas)
+            for n, g in groups.items()]
+    jobs.sort(key=lambda j: -len(j[1]))  # the longest first: the pool's tail stays short
+    out = {}
+    spawn = multiprocessing.get_context("spawn")  # not forked (bench/correlation_tracking.py: held locks)
+    with ProcessPoolExecutor(workers, mp_context=spawn) if workers > 1 else contextlib.nullcontext() as pool:
+        for k, (norad, rows, seconds) in enumerate((pool.map if pool else map)(_fuse_one, jobs), 1):
+            out[norad] = (rows, seconds)
+            if k % 25 == 0 or k == len(jobs):
+                log(f"fused {k}/{len(jobs)} objects")
+    return out
+
+
+def detections_of(fused: dict) -> list[dict]:
+    keep = ("burn_after_unix", "burn_before_unix", "burn_time_unix", "detected_at_unix", "dv_r_ms", "dv_t_ms",
+            "dv_n_ms", "dv_ms", "dv_sigma_ms", "log10_p", "passes", "observations_after", "reassociated")
+    return sorted(({"norad_id": n, "window_start_unix": r["window_start_unix"], **{k: m[k] for k in keep}}
+                   for n, (rows, _) in fused.items() for r in rows for m in r["manoeuvres"]),
+                  key=lambda d: (d["detected_at_unix"], d["norad_id"]))
