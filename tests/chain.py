@@ -82,7 +82,7 @@ def snapshot(spark, settings, tables: Iterable[str] = COMPARED,
 
 def _canonical(value):
     if isinstance(value, float):
-        return float(f"{value:.12g}")
+        return "NaN" if value != value else float(f"{value:.12g}")  # NaN != NaN: two equal rows would differ
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
     if isinstance(value, (list, tuple)):  # an array column (a fused orbit's covariance)

@@ -4,7 +4,8 @@ observations, numbered provisionally, correlated and screened afterwards; the sa
 
 The scenario: 40 generated objects for 6 hours, 10 % of them left out of the catalogue, and a fresh launch
 of 6 objects (550 km, 53 deg, a few kilometres apart), numerical truth. The flow ingest .. acquire runs once
-over everything, and in a second lakehouse over the first 3 hours' files, then the rest.
+over everything, and in a second lakehouse over the first 3 hours' files, then the rest; a copy of the second
+lakehouse from before its first acquire has that acquire killed twice and retried.
 
 Oracles: the simulator's truth (which body each landed measurement is of), and for the split, the single run.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shutil
 from collections import Counter
 
 import pandas as pd
@@ -21,6 +23,7 @@ import pytest
 
 from sda.lake.tables import TABLES
 from sda.orbit.sensors import load_sensors
+from sda.pipeline import faults
 from sda.pipeline.provisional import FIRST_NUMBER, NUMBERS
 from sda.sim import scoring
 from sda.sim.simulate import SimConfig, simulate
@@ -62,14 +65,41 @@ def runs(module_spark, make_settings, tmp_path_factory):
     single["conjunction"] = chain.run_stage(module_spark, one, "conjunction", "run-1", SCREEN)
     early = [f for f in files if _file_time(f) < SIM_START + dt.timedelta(hours=3)]
     chain.land(early, staging, two.landing)
-    first = chain.run_flow(module_spark, two, "run-1", FLOW)
+    first = chain.run_flow(module_spark, two, "run-1", FLOW[:-1])
+    crashed = make_settings("acquire-crashed")
+    shutil.copytree(two.lakehouse, crashed.lakehouse, dirs_exist_ok=True)  # a lakehouse is a directory
+    first["acquire"] = chain.run_stage(module_spark, two, "acquire", "run-1")
+    killed = _killed_and_retried(module_spark, crashed, two)
     chain.land(sorted(set(files) - set(early)), staging, two.landing)
     second = chain.run_flow(module_spark, two, "run-2", FLOW)
     events = json.loads(next(staging.rglob("*.events.json")).read_text())
     truth = scoring.landed_observations(result, load_sensors())
     body = {_key(r["sensor_id"], r["event_time"], _first_value(r)): r["true_id"] for r in truth.to_dict("records")}
     orbits = {o["norad_id"]: o for o in map(json.loads, next(staging.rglob("*.orbits.jsonl")).read_text().splitlines())}
-    return one, two, single, (first, second), events, body, orbits
+    return one, two, single, (first, second), events, body, orbits, killed
+
+
+# where the acquire stage is killed, in the order its attempts die: between its registry and catalogue writes and
+# the move of the observations it fitted, then after its writes (the search and the upkeep) but before its progress
+KILL_POINTS = ("acquire:after-catalogue", "acquire:before-progress")
+ACQUIRE_TABLES = ("correlated", "uncorrelated", "catalog", "provisional_objects")
+
+
+def _killed_and_retried(spark, crashed, uninterrupted) -> list[str]:
+    """The acquire stage killed at each of :data:`KILL_POINTS` in ``crashed`` (a copy of ``uninterrupted``'s
+    lakehouse from before its acquire), then retried as Airflow would (same run id): the differences of the
+    tables it writes from the uninterrupted run's."""
+    try:
+        for point in KILL_POINTS:
+            faults.KILL_AT.clear()
+            faults.KILL_AT.add(point)
+            with pytest.raises(faults.SimulatedCrash, match=point):
+                chain.run_stage(spark, crashed, "acquire", "run-1")
+    finally:
+        faults.KILL_AT.clear()
+    chain.run_stage(spark, crashed, "acquire", "run-1")
+    return chain.differences(chain.snapshot(spark, crashed, ACQUIRE_TABLES),
+                             chain.snapshot(spark, uninterrupted, ACQUIRE_TABLES))
 
 
 def _truth_of(spark, settings, body, where: str) -> list[tuple[int, int]]:
@@ -86,7 +116,7 @@ def _provisional(spark, settings) -> list[dict]:
 def test_the_uncatalogued_objects_are_acquired_each_once(spark, runs):
     """Each provisional object's observations are of one uncatalogued body, no body got two numbers, and every
     hidden body the radars saw in three passes or more is acquired."""
-    one, _, single, _, events, body, _ = runs
+    one, _, single, _, events, body, *_ = runs
     hidden = set(events["uncatalogued"])
     found = _provisional(spark, one)
     assert single["acquire"]["acquired"] == len(found) > 0
@@ -111,10 +141,17 @@ def test_nothing_lost_nothing_doubled(spark, runs):
         chain.assert_each_observation_once(spark, settings)
 
 
+def test_killed_and_retried_equals_an_uninterrupted_run(runs):
+    """Killed after its registry and catalogue writes (before the fitted observations moved), then after all its
+    writes (before its progress), and retried: the same objects, numbers, element sets and moved rows as the
+    uninterrupted run of the same data, nothing doubled (the tables are compared row by row)."""
+    assert runs[7] == []
+
+
 def test_the_split_run_gives_the_same_numbers(spark, runs):
     """The same bodies get the same provisional numbers when the data come in two parts; in the second part,
     the objects acquired in the first are correlated by the catalogue as any other."""
-    one, two, _, (first, second), _, body, _ = runs
+    one, two, _, (first, second), _, body, *_ = runs
     a = {r["norad_id"]: r["founder"] for r in _provisional(spark, one)}
     b = {r["norad_id"]: r["founder"] for r in _provisional(spark, two)}
     assert first["acquire"]["acquired"] > 0
@@ -147,7 +184,7 @@ def test_a_provisional_object_the_catalogue_learns_is_merged(spark, runs):
     the single lakehouse.)"""
     from sda.lake.tables import active_catalog
 
-    one, _, _, _, _, body, known = runs
+    one, _, _, _, _, body, known, _ = runs
     pairs = _truth_of(spark, one, body, f"norad_id >= {FIRST_NUMBER} AND norad_id < {FIRST_NUMBER + NUMBERS}")
     of = {n: Counter(t for m, t in pairs if m == n).most_common(1)[0][0] for n, _ in pairs}
     chosen = sorted((known[b]["age_days"], n, b) for n, b in of.items() if b in known)
