@@ -32,9 +32,9 @@ def simulate(args, work: Path):
     result = run(cfg)
     log(f"simulated {args.hours:g} h of {args.objects} objects in {time.perf_counter() - t:.0f} s")
     events = result.truth_file.with_suffix(".events.json")
-    if not events.is_file():
-        events = next(result.truth_file.parent.glob("*.events.json"))
-    burns = json.loads(events.read_text())["manoeuvres"]
+    if not events.is_file():  # the simulator writes none without events (--manoeuvre-share 0: no burn)
+        events = next(result.truth_file.parent.glob("*.events.json"), None)
+    burns = json.loads(events.read_text())["manoeuvres"] if events is not None else []
     return cfg, result, sorted(burns, key=lambda b: (b["t_unix"], b["norad_id"]))
 
 
