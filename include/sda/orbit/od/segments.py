@@ -57,7 +57,7 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
             upto[np.flatnonzero(rest)[p_sub <= detection.last]] = True
             merged = _one_burn(part, since | upto, held, burn, sigmas, config, ms)
             if merged is None and "_later" in found[-1]:  # the newest burn was after its run's first passes?
-                merged, since, burn = _later_reading(found[-1], part, since, burn, upto, held, sigmas, config, ms)
+                merged, since, burn = _later_reading(found[-1], part, tk, since, burn, upto, held, sigmas, config, ms)
             if merged is not None:
                 current, ids = merged
                 reassociated |= ids
@@ -79,17 +79,17 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         since = np.zeros(len(tk), bool)
         since[np.flatnonzero(rest)[use]] = True
         later = mn.latest_run(tests, detection, current.epoch, ms)
-        rows = since & np.isin(passes, np.unique(passes[rest][p_sub >= later.first])) if later else since[:0]
-        if rows.any():  # the other reading of the run, kept for the next detection in the window to decide
-            prior_later = prior_from_result(current, float(tk[rows].min()), noise)
-            manoeuvre["_later"] = (later, rows, mn.burn_prior(prior_later, later.burn_after, ms))
+        if later is not None:  # the run's other reading, kept for the next detection in the window to decide
+            rows = np.zeros(len(tk), bool)
+            rows[np.flatnonzero(rest)[use & (p_sub >= later.first)]] = True
+            manoeuvre["_later"] = (later, rows)
         current, current_id, boundary = post, None, float(post.epoch)
         if not (tk > boundary).any():
             return WindowFit(post, part[since], found, sorted(reassociated))
 
 
-def _later_reading(manoeuvre: dict, part, since: np.ndarray, burn, upto: np.ndarray, held: np.ndarray, sigmas,
-                   config: OdConfig, ms):
+def _later_reading(manoeuvre: dict, part, tk: np.ndarray, since: np.ndarray, burn, upto: np.ndarray,
+                   held: np.ndarray, sigmas, config: OdConfig, ms):
     """When a detection follows a burn whose run began with mildly failing passes and one burn cannot explain
     both, the run's other reading (:func:`sda.orbit.od.manoeuvre.latest_run`): the burn after those passes,
     just before the loud one. If one burn so placed explains the loud pass and the new ones
@@ -97,8 +97,11 @@ def _later_reading(manoeuvre: dict, part, since: np.ndarray, burn, upto: np.ndar
     pass for a post-burn one fits its two passes (the burn's prior frees the state) but predicts the
     next ones badly (bench/manoeuvres.py's 70017: a 0.55 m/s burn read as 1.3 m/s one pass early, then a
     second, false, detection). Returns (merged or None, the newest burn's rows, its burn prior): ``since`` and
-    ``burn`` as they were when it does not."""
-    later, rows, prior = manoeuvre.pop("_later")
+    ``burn`` as they were when it does not. Its burn prior is the pre-burn orbit (``_pre``) carried to the
+    reading's first observation."""
+    later, rows = manoeuvre.pop("_later")
+    prior = mn.burn_prior(prior_from_result(manoeuvre["_pre"], float(tk[rows].min()), config.noise),
+                          later.burn_after, ms)
     merged = _one_burn(part, rows | upto, held, prior, sigmas, config, ms)
     if merged is None:
         return None, since, burn
