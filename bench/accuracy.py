@@ -259,8 +259,8 @@ def main(argv=None) -> dict:
     result = {
         "objects": args.objects, "hours": args.hours, "ages_days": list(args.ages), "seed": args.seed,
         "start": args.start.isoformat(), "truth_model": json.loads(sim.summary_file.read_text())["truth"]["model"],
-        "screens_with": "fused orbits where converged (sda.orbit.od), else catalogue element sets (SGP4) with the "
-                        "modelled covariance",
+        "screens_with": "fused orbits where converged (sda.orbit.estimation), else catalogue element sets "
+                        "(SGP4) with the modelled covariance",
         "position": score_positions(eph, tables, end.timestamp(), settings.uncertainty_min_sigma_m),
         "fused": score_fused(eph, tables, end.timestamp(), args.fused_sample, args.seed),
         **score_events(eph, tables, horizon, settings.screening_threshold_km),

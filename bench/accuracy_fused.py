@@ -3,7 +3,7 @@ catalogue element set it started from, at the run's end and 24 h later.
 
 Per regime, for objects whose newest fused orbit converged, split by how many passes the arc had (an
 observation more than 20 minutes after the previous one starts a pass): the fused orbit predicted
-(:func:`sda.orbit.od.predict`, with its covariance grown by drag-consider and process noise) and the
+(:func:`sda.orbit.estimation.predict`, with its covariance grown by drag-consider and process noise) and the
 catalogue's element set (SGP4) at the run's end and +24 h; position error against the truth (median,
 p90), the ratio of the medians, and the true error's Mahalanobis distance d^2 under the full position
 covariance (median; the share inside the 95 % ellipsoid, d^2 <= 7.815). At most ``sample`` objects per
@@ -33,8 +33,8 @@ def _one(row: dict, line1: str, line2: str, eph, index: int, times: np.ndarray) 
     from sgp4.api import Satrec
 
     from sda.orbit import frames
-    from sda.orbit.od import predict
-    from sda.orbit.od.arcs import result_from_row
+    from sda.orbit.estimation import predict
+    from sda.orbit.fusion.arcs import result_from_row
 
     result = result_from_row(row)
     pred = predict(result, np.maximum(times, result.epoch))

@@ -8,9 +8,10 @@
    no catalogue: the *hidden bodies* (``*.events.json``), each of the regime of its true element set.
 2. **The stages, emulated in event time** (:func:`emulate`, no Spark). At each step end T (every ``--step-h``)
    the rows with event time in (T - step, T] are correlated (sda.sim.scoring.correlate, 50 km gate,
-   sensor_sigmas(None)) against the catalogue plus the active provisional element sets; the rows held for want
+   sda.orbit.sensors.sensor_sigmas(None)) against the catalogue plus the active provisional element sets; the
+   rows held for want
    of an object inside the gate join the pool. The pool over ``acquire_lookback_h`` up to T, less the rows
-   acquired already, goes to sda.orbit.od.acquire.acquire; each new object gets its number
+   acquired already, goes to sda.orbit.acquisition.search.acquire; each new object gets its number
    (sda.pipeline.provisional.number_for) and element set (acquire.element_set), which correlation uses from the
    next step on; its rows leave the pool. Then (the stage's upkeep) the active objects not created at T are
    retired (unseen for ``acquire_retire_h``) or merged (another object, not seen beside it, follows it within
@@ -53,7 +54,7 @@ sys.path.insert(0, str(PROJECT_ROOT))
 WITHIN_H = (6.0, 24.0)
 SURVIVAL_H = 24.0
 TARGET_SHARE, TARGET_PASSES, TARGET_REGIME = 0.9, 3, "LEO"
-PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.od.manoeuvre.ManoeuvreSettings' pass_gap_s, max_pass_s
+PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.manoeuvre.detection.ManoeuvreSettings' pass_gap_s, max_pass_s
 STAGE_SETTINGS = ("acquire_lookback_h", "acquire_retire_h", "acquire_merge_km")
 
 
@@ -243,7 +244,7 @@ def object_truth(em, eph) -> None:
 def hidden_bodies(em, hidden: list[int], regimes: dict[int, str]) -> dict[int, dict]:
     """Per hidden body: regime, first observation (unix s; None: never observed), passes in the run, and where
     its rows went (acquired / to a provisional or a catalogued object / held in the pool / held otherwise)."""
-    from sda.orbit.od.manoeuvre import pass_index
+    from sda.orbit.manoeuvre.detection import pass_index
     from sda.pipeline.provisional import FIRST_NUMBER, NUMBERS
 
     def where(fate: str, acquired: bool) -> str:

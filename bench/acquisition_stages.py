@@ -30,14 +30,14 @@ class Emulation:
     """The stages' state between steps (module docstring, 2): rows held or acquired, provisional objects."""
 
     def __init__(self, obs, ids, sats, lines: dict, settings, refit: bool = True):
-        from sda.orbit.correlation import to_unix_seconds
-        from sda.orbit.od import registry_sigmas
-        from sda.orbit.od.measurements import FIT_COLUMNS
+        from sda.orbit.estimation import registry_sigmas
+        from sda.orbit.estimation.measurements import FIT_COLUMNS
         from sda.orbit.sensors import load_sensors
+        from sda.orbit.times import unix_seconds
 
         self.obs = obs.drop(columns=["norad_id"], errors="ignore").reset_index(drop=True)
         self.obs["row"] = np.arange(len(obs))
-        self.t = to_unix_seconds(self.obs["event_time"])
+        self.t = unix_seconds(self.obs["event_time"])
         self.row_of = dict(zip(self.obs["obs_id"], self.obs["row"]))
         self.ids, self.sats, self.lines, self.settings = list(ids), list(sats), lines, settings
         self.fit_columns = [c for c in FIT_COLUMNS if c != "norad_id"]
@@ -53,7 +53,8 @@ class Emulation:
 
     def correlate(self, lo: float, hi: float) -> dict:
         """Correlate the rows with event time in (lo, hi]; hold the ones no object's gate holds."""
-        from sda.orbit.correlation import REASON_NO_CANDIDATE, sensor_sigmas
+        from sda.orbit.correlation import REASON_NO_CANDIDATE
+        from sda.orbit.sensors import sensor_sigmas
         from sda.sim import scoring
 
         batch = self.obs[(self.t > lo) & (self.t <= hi)]
@@ -80,8 +81,8 @@ class Emulation:
         """Search the pool up to ``now`` (the stage's search): number, element set, out of the pool."""
         from sgp4.api import WGS72, Satrec
 
-        from sda.orbit.od import dynamics
-        from sda.orbit.od.acquire import acquire, element_set
+        from sda.orbit.acquisition.search import acquire, element_set
+        from sda.orbit.estimation import dynamics
         from sda.pipeline.provisional import number_for
 
         pool = self.held & ~self.acquired & (self.t >= now - self.settings.acquire_lookback_h * 3600.0)
@@ -118,10 +119,10 @@ class Emulation:
         (what correlation and merging then use)."""
         from sgp4.api import WGS72, Satrec
 
-        from sda.orbit.iod import propagate_j2
-        from sda.orbit.od import dynamics
-        from sda.orbit.od.acquire import NewObject, element_set, loose_prior
-        from sda.orbit.od.estimator import fit
+        from sda.orbit.acquisition.search import NewObject, element_set, loose_prior
+        from sda.orbit.estimation import dynamics
+        from sda.orbit.estimation.estimator import fit
+        from sda.orbit.estimation.iod import propagate_j2
 
         if not self.refit_on:
             return {"refitted": 0}

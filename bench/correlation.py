@@ -161,13 +161,12 @@ def main(argv=None) -> dict:
 
         return _write(run(args, CATALOG_DIR, FILES), args.out)
     from sda.config.settings import Settings
-    from sda.orbit import correlation
-    from sda.orbit.sensors import load_sensors
+    from sda.orbit.sensors import load_sensors, sensor_sigmas
     from sda.sim import scoring
     from sda.sim.simulate import SimConfig, simulate
 
     sensors = load_sensors()
-    sigmas = correlation.sensor_sigmas(sensors)
+    sigmas = sensor_sigmas(sensors)
     gate_km = Settings().correlation_gate_km
     result: dict = {"catalogue": [f"../shared/data/catalog/{f}" for f in FILES], "minutes": args.minutes,
                     "start": args.start.isoformat(), "seed": args.seed, "gate_km": gate_km,

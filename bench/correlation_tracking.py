@@ -15,11 +15,11 @@ before them (issue 38, point 5: cross-tags resolved by tracking).
    the default disorder; what reaches correlation is emulated as upstream does it (:mod:`sda.sim.scoring`).
 3. **Fit hours.** Their observations are correlated against the catalogue as the correlate job does
    (:func:`sda.orbit.correlation.correlate_frame` per 60 s bucket), and every object with correlated
-   observations is fused from them (:func:`sda.orbit.od.arcs.fuse_object`, the fuse stage's settings, an arc
+   observations is fused from them (:func:`sda.orbit.fusion.arcs.fuse_object`, the fuse stage's settings, an arc
    of at least the fit hours, the catalogue element set as the prior): a wrong association there is in the fit.
 4. **Scored window.** Its observations (a deterministic sample of at most ``--max-observations``, whole
    records) are correlated with the objects whose fused orbit the pipeline would use (converged, fitted over
-   at least :data:`sda.lake.tables.FUSED_MIN_SPAN_S`) predicted by it (:mod:`sda.orbit.od.tracks`: numerical
+   at least :data:`sda.lake.tables.FUSED_MIN_SPAN_S`) predicted by it (:mod:`sda.orbit.correlation.tracks`: numerical
    prediction, the fit's covariance grown by drag-consider and process noise) and the others by their element
    set with the catalogue's uncertainty model; and, for comparison, all by their element sets (``catalogue``).
 
@@ -136,7 +136,7 @@ def simulate_subset(cfg, keep: list[int]):
 
 
 def _fuse_one(job: tuple) -> list[dict]:
-    from sda.orbit.od.arcs import fuse_object
+    from sda.orbit.fusion.arcs import fuse_object
 
     norad, obs, line1, line2, sigmas, arc = job
     return fuse_object(norad, obs, None, line1, line2, sigmas, arc)
@@ -144,8 +144,8 @@ def _fuse_one(job: tuple) -> list[dict]:
 
 def fuse_all(correlated: pd.DataFrame, lines: dict, arc, workers: int) -> list[dict]:
     """Every object's fused orbit rows from its correlated fit-hours observations (the fuse stage's work)."""
-    from sda.orbit.od import registry_sigmas
-    from sda.orbit.od.measurements import FIT_COLUMNS
+    from sda.orbit.estimation import registry_sigmas
+    from sda.orbit.estimation.measurements import FIT_COLUMNS
     from sda.orbit.sensors import load_sensors
 
     sigmas = registry_sigmas(load_sensors())
@@ -246,7 +246,7 @@ def _fit_hours(args, fit_obs: pd.DataFrame, cat: tuple, gate_km: float, sigmas: 
     """Correlate the fit hours against the catalogue, fuse each object: (figures, usable fused rows by object)."""
     from sda.config.settings import Settings
     from sda.lake.tables import FUSED_MIN_SPAN_S
-    from sda.orbit.od.arcs import ArcSettings
+    from sda.orbit.fusion.arcs import ArcSettings
     from sda.sim import scoring
 
     settings = Settings()
@@ -289,13 +289,13 @@ def _log_window(name: str, fig: dict) -> None:
 def run(args: argparse.Namespace, catalog_dir: Path, files: tuple[str, ...]) -> dict:
     from sda.config.settings import Settings
     from sda.orbit import correlation, frames, uncertainty
-    from sda.orbit.od.arcs import result_from_row
-    from sda.orbit.od.tracks import from_results
-    from sda.orbit.sensors import load_sensors
+    from sda.orbit.correlation.tracks import from_results
+    from sda.orbit.fusion.arcs import result_from_row
+    from sda.orbit.sensors import load_sensors, sensor_sigmas
     from sda.sim import scoring
 
     sensors = load_sensors()
-    sigmas, gate_km, start = correlation.sensor_sigmas(sensors), Settings().correlation_gate_km, args.start
+    sigmas, gate_km, start = sensor_sigmas(sensors), Settings().correlation_gate_km, args.start
     result: dict = {"mode": "tracking", "catalogue": [f"../shared/data/catalog/{f}" for f in files],
                     "objects": args.objects, "fit_hours": args.fit_hours, "minutes": args.minutes,
                     "age_days": args.ages[0], "start": start.isoformat(), "seed": args.seed, "gate_km": gate_km}

@@ -14,7 +14,7 @@
    sigmas, per 60 s bucket): correlated rows go to their object; rows held for want of a catalogue object
    inside the gate that name a nearest object become that object's ``candidate`` rows (as the fuse stage
    reads them, sda.pipeline.manoeuvres.held_observations).
-3. **Detection.** Per object, sda.orbit.od.arcs.fuse_object over all its observations at once (6 h windows,
+3. **Detection.** Per object, sda.orbit.fusion.arcs.fuse_object over all its observations at once (6 h windows,
    the stage's ``lines_min_span_s``; the result does not depend on the run split, so one call is the stage's
    steady state), ``--workers`` processes. A window whose prior is the catalogue (the first) is not tested.
 4. **Scoring** (:func:`score`). A burn is *testable* when it is after its object's first fitted window's
@@ -25,7 +25,7 @@
    set's): testable burns, detected, recall; precision = matched / all detections (per bin, the detections
    are binned by their *estimated* delta-v); delay (detected_at - burn, hours) and passes after the burn
    until detection (the object's passes -- one sensor's observations with gaps <= 600 s, cut every 1200 s,
-   sda.orbit.od.manoeuvre.pass_index -- starting after the burn and at or before detected_at); |dv| and
+   sda.orbit.manoeuvre.detection.pass_index -- starting after the burn and at or before detected_at); |dv| and
    burn-time errors; the share of matched burns inside the unwidened bracket. A detection matching nothing
    is a *duplicate* when its bracket holds an already matched burn; a *late bracket* / *after untested
    burn* when the object's newest burn before its bracket is a testable / untestable one nothing matched
@@ -64,7 +64,7 @@ BINS = ((0.05, 0.1), (0.1, 0.2), (0.2, 0.5), (0.5, 1.0), (1.0, 2.0))
 TARGET_DV_MS, TARGET_PASSES, TARGET_FALSE_PER_1000 = 0.5, 2, 1.0
 OUTCOMES = {"late_bracket": "late bracket", "after_untested_burn": "after untested burn", "duplicate": "duplicate",
             "false": "false"}  # the unmatched detections' outcomes (classify)
-PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.od.manoeuvre.ManoeuvreSettings' pass_gap_s, max_pass_s
+PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.manoeuvre.detection.ManoeuvreSettings' pass_gap_s, max_pass_s
 
 
 def log(msg: str) -> None:
@@ -97,8 +97,8 @@ def dv_bin(dv_ms: float) -> str:
 
 
 def pass_starts(t, sensor) -> list[float]:
-    """The sorted first times of an object's passes (sda.orbit.od.manoeuvre.pass_index's passes)."""
-    from sda.orbit.od.manoeuvre import pass_index
+    """The sorted first times of an object's passes (sda.orbit.manoeuvre.detection.pass_index's passes)."""
+    from sda.orbit.manoeuvre.detection import pass_index
 
     t = np.asarray(t, float)
     if len(t) == 0:
@@ -309,7 +309,7 @@ def score(burns: list[dict], detections: list[dict], objects: dict[int, dict]) -
 def object_facts(rows: list[dict], seen, regime: str, run_end: float) -> dict:
     """What the scoring needs of one object: regime, first fitted window's epoch, tested span, and the starts of
     the passes in which the sensors saw it (``seen``: its observations by the truth's labels)."""
-    from sda.orbit.od.arcs import unix_seconds
+    from sda.orbit.times import unix_seconds
 
     facts = {"regime": regime, "first_end": rows[0]["epoch_unix"] if rows else None, "tested_s": 0.0,
              "starts": pass_starts(unix_seconds(seen["event_time"]), seen["sensor_id"].to_numpy()),

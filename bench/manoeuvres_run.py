@@ -45,7 +45,8 @@ def associate(obs, ids, sats, correlate: bool):
     if not correlate:
         obs = obs[obs["true_id"].notna() & obs["true_id"].isin(ids)]
         return obs.assign(norad_id=obs["true_id"].astype("int64"), candidate=False)
-    from sda.orbit.correlation import REASON_NO_CANDIDATE, sensor_sigmas
+    from sda.orbit.correlation import REASON_NO_CANDIDATE
+    from sda.orbit.sensors import sensor_sigmas
     from sda.sim import scoring
 
     t = time.perf_counter()
@@ -63,7 +64,7 @@ def associate(obs, ids, sats, correlate: bool):
 
 
 def _fuse_one(job: tuple) -> tuple[int, list[dict], float]:
-    from sda.orbit.od.arcs import ArcSettings, fuse_object
+    from sda.orbit.fusion.arcs import ArcSettings, fuse_object
 
     norad, obs, line1, line2, sigmas = job
     t = time.perf_counter()
@@ -75,8 +76,8 @@ def _fuse_one(job: tuple) -> tuple[int, list[dict], float]:
 
 def fuse_all(groups: dict, lines: dict, workers: int) -> dict[int, tuple[list[dict], float]]:
     """norad -> (its fused rows, seconds), every object fused over all its observations at once."""
-    from sda.orbit.od import registry_sigmas
-    from sda.orbit.od.measurements import FIT_COLUMNS
+    from sda.orbit.estimation import registry_sigmas
+    from sda.orbit.estimation.measurements import FIT_COLUMNS
     from sda.orbit.sensors import load_sensors
 
     sigmas = registry_sigmas(load_sensors())

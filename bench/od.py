@@ -6,15 +6,15 @@
 1. The simulator writes ``--hours`` of radar, optical and ISL files over a generated catalogue of
    ``--objects`` objects whose element sets are 0.5-3 days old (the catalogue is the prior). Its truth is
    numerical (sda.sim.dynamics: EGM2008 20x20, NRLMSISE-00, each body's own Cd, Cr and area-to-mass);
-   the estimator's model is another (sda.orbit.od.dynamics).
+   the estimator's model is another (sda.orbit.estimation.dynamics).
 2. Each object's observations are those that reach correlation (sda.sim.scoring.landed_observations),
    associated by the truth's labels (correlation is another stage's business). LEO objects observed in
    at least two passes (observations more than 20 minutes apart start a new pass; an ISL track longer
    than a revolution, 90 minutes, counts as two) are fitted, at most ``--fits`` of them (chosen at
    random with ``--seed``), and up to ``--others`` MEO/GEO/HEO objects.
-3. Each fit (sda.orbit.od.estimator.fit, prior: the element set at the first observation with the
+3. Each fit (sda.orbit.estimation.estimator.fit, prior: the element set at the first observation with the
    catalogue's modelled covariance) is reported at the run's end and predicted 24 h further
-   (sda.orbit.od.predict). Scored against the truth, per regime: position error of the fused orbit and
+   (sda.orbit.estimation.predict). Scored against the truth, per regime: position error of the fused orbit and
    of the catalogue element set (median, p90; m), their ratio, and the Mahalanobis distance d^2 of the
    fused error under its covariance (position block: mean, median, share inside the 95 % ellipsoid
    d^2 <= 7.815), fit time per object (s), weighted residual RMS, iterations and status.
@@ -103,8 +103,8 @@ def choose(obs, ids, sats, args) -> list[tuple[int, str]]:
 
 def score_one(norad: int, regime: str, rows, sat, eph, t_end: float, sigmas) -> dict:
     """Fit one object, predict it, and score fused and catalogue positions against the truth."""
+    from sda.orbit.estimation import fit, predict, prior_from_tle
     from sda.orbit.frames import propagate
-    from sda.orbit.od import fit, predict, prior_from_tle
 
     t_obs = rows["event_time"].astype("int64").to_numpy() / 1e9
     prior = prior_from_tle(sat, float(t_obs.min()))
@@ -160,7 +160,7 @@ def summarise(rows: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    from sda.orbit.od import registry_sigmas
+    from sda.orbit.estimation import registry_sigmas
     from sda.orbit.sensors import load_sensors
     from sda.sim import scoring
     from sda.sim.truth import load_ephemeris

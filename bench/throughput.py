@@ -95,7 +95,7 @@ FLOW = ("normalize", "dedup", "correlate")
 TARGETS = {"pipeline_obs_per_s": 5000, "ratio_to_copy": 0.25}
 KEPT = ("records_in", "records_out", "observations", "duplicates", "late", "quarantined", "files_seen", "files_new",
         "bronze_records", "correlated", "uncorrelated")
-MAX_OBJECTS = 29900  # sda.orbit.catgen's NORAD id range
+MAX_OBJECTS = 29900  # sda.orbit.catalog.synthetic's NORAD id range
 # one clock for the parent and its spawned children (they re-import this module)
 _T0 = float(os.environ.setdefault("THROUGHPUT_BENCH_T0", str(time.time())))
 
@@ -309,7 +309,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not 0 < args.hours <= 168:
         p.error(f"--hours {args.hours}: expected more than 0 and at most 168 (the simulator's 7 days)")
     if not 1 <= args.objects <= MAX_OBJECTS:
-        p.error(f"--objects {args.objects}: expected 1..{MAX_OBJECTS} (sda.orbit.catgen's NORAD id range)")
+        p.error(f"--objects {args.objects}: expected 1..{MAX_OBJECTS} (sda.orbit.catalog.synthetic's NORAD id range)")
     step = args.scan_new * args.scan_runs
     if args.scan_new < 1 or args.scan_runs < 1 or any(b - a < step for a, b in zip([0] + args.scan_sizes,
                                                                                   args.scan_sizes)):

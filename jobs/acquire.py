@@ -5,7 +5,7 @@
 
 An object in no catalogue leaves every observation of it in ``uncorrelated``. When new held rows arrive,
 this stage searches the held observations of the last ``settings.acquire_lookback_h`` (event time, up to the
-newest held row) for new objects (:func:`sda.orbit.od.acquire.acquire`: tracklets, initial orbit
+newest held row) for new objects (:func:`sda.orbit.acquisition.search.acquire`: tracklets, initial orbit
 determination, passes linked by joint fits; confirmed when seen in two passes). Each one found:
 
 * is numbered in the analyst range from its earliest observation (:func:`sda.pipeline.provisional.number_for`:
@@ -35,7 +35,8 @@ from pyspark.sql import functions as F
 from sda.lake import schemas
 from sda.lake.schemas_fusion import PROVISIONAL_OBJECTS
 from sda.lake.tables import active_catalog, newest_element_sets
-from sda.orbit.od.measurements import FIT_COLUMNS
+from sda.orbit.estimation.measurements import FIT_COLUMNS
+from sda.orbit.times import as_utc
 from sda.pipeline import changefeed, faults, provisional, runtime, sinks
 from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.pipeline.manoeuvres import move_held
@@ -52,16 +53,16 @@ HELD, SEEN, CATALOG = "uncorrelated", "correlated", "catalog"
 def newest_time(frames: list["DataFrame"]) -> dt.datetime | None:
     """The newest event time among the changes (None: no rows)."""
     values = [f.agg(F.max("event_time")).first()[0] for f in frames]
-    values = [provisional.as_utc(v) for v in values if v is not None]
+    values = [as_utc(v) for v in values if v is not None]
     return max(values) if values else None
 
 
 def search(spark: "SparkSession", settings: "Settings", newest: dt.datetime, reg: list[dict], run_id: str) -> dict:
     """Find the new objects in the pool and write them (module docstring). Returns the run's figures."""
     from sda.orbit import uncertainty
-    from sda.orbit.od import dynamics, registry_sigmas
-    from sda.orbit.od.acquire import acquire, element_set
-    from sda.orbit.od.arcs import apogee_km
+    from sda.orbit.acquisition.search import acquire, element_set
+    from sda.orbit.estimation import dynamics, registry_sigmas
+    from sda.orbit.fusion.arcs import apogee_km
     from sda.orbit.sensors import load_sensors
 
     obs = provisional.pool(spark, settings, newest, FIT_COLUMNS)
@@ -118,12 +119,12 @@ def upkeep(spark: "SparkSession", settings: "Settings", newest: dt.datetime | No
     if not active:
         return {"retired": 0, "merged": 0}
     ids = sorted(int(r["norad_id"]) for r in active)
-    since = min(provisional.as_utc(r["first_obs"]) for r in active)
+    since = min(as_utc(r["first_obs"]) for r in active)
     seen = provisional.last_seen(spark, settings, ids, since)
     # a run with only a catalogue change (no event time to judge by) retires nothing
     retired = provisional.retirements(active, seen, newest, settings.acquire_retire_h, run_id) if newest else []
-    left = [{**r, "last_seen": max(provisional.as_utc(r["last_seen"]),
-                                   provisional.as_utc(seen.get(int(r["norad_id"]), r["last_seen"])))}
+    left = [{**r, "last_seen": max(as_utc(r["last_seen"]),
+                                   as_utc(seen.get(int(r["norad_id"]), r["last_seen"])))}
             for r in active if int(r["norad_id"]) not in {int(x["norad_id"]) for x in retired}]
     newest_sets = {int(r["norad_id"]): (r["line1"], r["line2"]) for r in
                    newest_element_sets(active_catalog(spark, settings), "line1", "line2").collect()}
@@ -131,9 +132,9 @@ def upkeep(spark: "SparkSession", settings: "Settings", newest: dt.datetime | No
     distinct = provisional.co_observed(spark, settings, [int(r["norad_id"]) for r in left], since)
     merged = provisional.merges(left, newest_sets, newest_sets, settings.acquire_merge_km, run_id, distinct)
     gone = {int(x["norad_id"]) for x in retired + merged}
-    before = {int(r["norad_id"]): provisional.as_utc(r["last_seen"]) for r in active}
+    before = {int(r["norad_id"]): as_utc(r["last_seen"]) for r in active}
     refreshed = [{**r, "run_id": run_id} for r in left
-                 if int(r["norad_id"]) not in gone and provisional.as_utc(r["last_seen"]) > before[int(r["norad_id"])]]
+                 if int(r["norad_id"]) not in gone and as_utc(r["last_seen"]) > before[int(r["norad_id"])]]
     changed = retired + merged + refreshed
     if changed:
         sinks.upsert(spark, spark.createDataFrame([tuple(r[f] for f in provisional.FIELDS) for r in changed],

@@ -38,7 +38,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sda.lake import schemas
 from sda.lake.tables import TABLES, active_catalog, newest_element_sets, sql_string
-from sda.orbit import correlation
+from sda.orbit import correlation, sensors
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
 from sda.pipeline.arguments import stage_parser, with_defaults
@@ -81,13 +81,13 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
                            sigmas: dict[str, dict[str, float]] | None = None,
                            prediction_sigma_m: float | None = None) -> "DataFrame":
     """Observations (DEDUPED columns) -> the same columns plus the association (RESULT). ``sigmas``:
-    :func:`sda.orbit.correlation.sensor_sigmas` (default: the embedded sensor registry).
+    :func:`sda.orbit.sensors.sensor_sigmas` (default: the embedded sensor registry).
 
     One grouped Arrow UDF per event-time bucket: only the columns the association reads
     (:data:`sda.orbit.correlation.OBSERVATION_COLUMNS`) become pandas; the rest of each row passes
     through as Arrow, with the result columns appended (whole rows through pandas cost more than
     the association itself)."""
-    sigmas = correlation.sensor_sigmas(None) if sigmas is None else sigmas
+    sigmas = sensors.sensor_sigmas(None) if sigmas is None else sigmas
     ids = np.array([c[0] for c in catalogue], dtype=np.int64)
     lines1 = [c[1] for c in catalogue]
     lines2 = [c[2] for c in catalogue]
@@ -98,7 +98,7 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
     def associate(table: "pa.Table") -> "pa.Table":
         import pyarrow as pa
 
-        from sda.orbit.association import distinct_bodies
+        from sda.orbit.correlation.association import distinct_bodies
         from sda.orbit.screening import satrecs_from_lines
 
         if fingerprint not in _SATRECS:
@@ -312,7 +312,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     # The prediction-uncertainty term of the gate: each element set's own (sda.orbit.correlation, from its
     # epoch and regime in the TLE lines), unless the setting fixes one isotropic sigma.
     prediction_sigma_m = settings.correlation_prediction_sigma_m
-    sigmas = correlation.sensor_sigmas(load_sensors())
+    sigmas = sensors.sensor_sigmas(load_sensors())
     runtime.progress(STAGE, "%d observations against %d catalogue objects", n_obs, len(catalogue))
     results = correlate_observations(observations, catalogue, settings.correlation_gate_km, sigmas,
                                      prediction_sigma_m).persist()

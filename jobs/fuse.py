@@ -5,7 +5,7 @@
 For each object with new (or withdrawn) correlated observations, the orbit is fitted to its radar,
 optical and ISL observations together, weighted by each sensor's noise from the sensor registry, with
 outlier editing, over event-time arc windows of ``settings.fusion_arc_h``; each window's prior is the
-object's previous converged fused orbit, or the catalogue's element set (:mod:`sda.orbit.od.arcs` says
+object's previous converged fused orbit, or the catalogue's element set (:mod:`sda.orbit.fusion.arcs` says
 how, and why the result does not depend on the run split). The edge into the fit is keyed by
 ``norad_id`` (a hash shuffle; ``applyInPandas``, one group per object): an object's windows are fitted in
 order in one place, and objects spread over the tasks.
@@ -32,7 +32,7 @@ from pyspark.sql import types as T
 
 from sda.lake import schemas_fusion
 from sda.lake.tables import TABLES
-from sda.orbit.od.measurements import FIT_COLUMNS
+from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks
 from sda.pipeline import manoeuvres as manoeuvre_io
@@ -54,7 +54,7 @@ PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_
 
 def arc_settings(settings: "Settings"):
     from sda.lake.tables import FUSED_MIN_SPAN_S
-    from sda.orbit.od.arcs import ArcSettings
+    from sda.orbit.fusion.arcs import ArcSettings
 
     return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
                        lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
@@ -97,13 +97,14 @@ def priors(spark: "SparkSession", settings: "Settings", first: dict[int, int], a
 
 def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict[int, list[tuple]],
                 sigmas: dict, arc) -> "DataFrame":
-    """Keyed by object: each object's windows fitted in order (:func:`sda.orbit.od.arcs.fuse_object`)."""
+    """Keyed by object: each object's windows fitted in order (:func:`sda.orbit.fusion.arcs.fuse_object`)."""
     names = UDF_SCHEMA.fieldNames()
 
     def fuse(pdf: pd.DataFrame) -> pd.DataFrame:
         import json
 
-        from sda.orbit.od.arcs import fuse_object, unix_seconds
+        from sda.orbit.fusion.arcs import fuse_object
+        from sda.orbit.times import unix_seconds
 
         # an observation re-associated since it was read as held (a crash between the moves) counts once
         pdf = pdf.sort_values(["candidate", "obs_id"], kind="stable").drop_duplicates("obs_id")
@@ -166,7 +167,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                     .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
                     .select(*FIT_COLUMNS, manoeuvre_io.is_reassociated().alias("candidate"))
                     .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
-    from sda.orbit.od import registry_sigmas
+    from sda.orbit.estimation import registry_sigmas
 
     fitted = fit_objects(observations, priors(spark, settings, first, arc.arc_s), element_sets(spark, settings, ids),
                          registry_sigmas(load_sensors()), arc)

@@ -172,7 +172,7 @@ def test_wrong_password_gets_no_token_and_the_generated_one_does(airflow):
 def test_jobcheck_agrees_with_airflow_jobs_check(airflow, pipeline_run, job_type):
     """docker-compose.yaml probes these two services with sda.orchestration.jobcheck (SQLAlchemy
     alone) instead of `airflow jobs check` (all of Airflow): on this live metadata database, with the
-    components running, both say the job is alive (tests/include/test_jobcheck.py has the other cases)."""
+    components running, both say the job is alive (tests/include/orchestration/test_jobcheck.py has the other cases)."""
     theirs = airflow.run("jobs", "check", "--job-type", job_type, "--local", timeout=300)
     assert theirs.returncode == 0, theirs.stdout + theirs.stderr
     env = dict(airflow.env)  # without PostgreSQL, Airflow's default: SQLite in its home

@@ -43,13 +43,13 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.action in ("generate", "fetch"):
         args.out = str(_confined_out(args.out))
     if args.action == "generate":
-        from sda.orbit import catgen
+        from sda.orbit.catalog import synthetic
 
         if args.epoch:
             epoch = dt.datetime.fromisoformat(args.epoch.replace("Z", "+00:00"))
         else:
             epoch = dt.datetime.now(dt.timezone.utc)
-        text = catgen.generate_catalog(args.objects, epoch, args.seed)
+        text = synthetic.generate_catalog(args.objects, epoch, args.seed)
         _write_text(args.out, text)
         print(f"wrote {args.objects} objects to {args.out}")
         return 0

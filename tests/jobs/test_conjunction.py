@@ -1,6 +1,6 @@
 """jobs/conjunction.py on a ten-object synthetic catalogue with a constructed close pair: the Spark
 chain finds what the single-process chain (itself checked against brute force in
-tests/include/test_screening.py) finds; the close pair gets a red alert with its Pc and one CCSDS CDM +
+tests/include/orbit/screening/test_screening.py) finds; the close pair gets a red alert with its Pc and one CCSDS CDM +
 JSON in the outbox (sda.alerts.plan); reruns give the same rows and emit no outbox file twice. The
 incremental runs read the unchanged objects' states from the ephemeris cache the first one stored."""
 
@@ -27,7 +27,7 @@ from tests.seed import append_rows, catalog_row
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)
-ELEMENTS = {  # as tests/include/test_screening.py: 101/102 cross at the node at EPOCH ~160 m apart
+ELEMENTS = {  # as tests/include/orbit/screening/test_screening.py: 101/102 cross at the node at EPOCH ~160 m apart
     101: (700.0, 0.0001, 98.0, 0.0, 0.0, 0.0),
     102: (702.0, 0.0001, 53.0, -0.01, 0.0, -0.02),
     201: (800.0, 0.0010, 60.0, 40.0, 0.0, 10.0),
@@ -218,7 +218,8 @@ def test_filter_counts_survive_an_observation_the_server_did_not_deliver(spark, 
 
 
 def test_alert_levels_and_atomic_outbox(tmp_path, settings):
-    # levels and outbox writes: sda.alerts.assessment and sda.alerts.publish (tests/include/test_alerts.py: details)
+    # levels and outbox writes: sda.alerts.assessment and sda.alerts.publish
+    # (details: tests/include/alerts/test_alerts.py)
     assert alert_level(2e-4, 4000.0, settings)[0] == "red"
     assert alert_level(1e-9, 250.0, settings)[0] == "yellow"
     assert alert_level(1e-9, 1500.0, settings)[0] == "none"

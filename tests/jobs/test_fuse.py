@@ -127,7 +127,7 @@ def test_fused_orbits_beat_the_catalogue_against_the_truth(spark, runs):
 
 
 def _correlated_digests(spark, settings) -> dict[int, str]:
-    from sda.orbit.od.arcs import obs_digest
+    from sda.orbit.fusion.arcs import obs_digest
 
     ids: dict[int, list[str]] = {}
     for r in TABLES["correlated"].read(spark, settings).select("norad_id", "obs_id").collect():

@@ -2,7 +2,7 @@
 
 For an event whose primary or secondary has a usable fused orbit (:func:`sda.lake.tables.newest_fused_orbits`),
 the TCA, miss distance, relative geometry and both states at TCA come from the numerical refinement of
-:mod:`sda.orbit.od.refine`, and the fused object's covariance at TCA is the orbit determination's,
+:mod:`sda.orbit.screening.fused_refinement`, and the fused object's covariance at TCA is the orbit determination's,
 propagated there with process noise (full 6x6, in the object's RTN frame): the CDM says
 ``COVARIANCE_METHOD = CALCULATED`` for it. An object without one keeps the element set and the
 uncertainty model (``DEFAULT``), as before.
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sda.orbit.od.arcs import result_from_row
-from sda.orbit.od.estimator import OdResult
-from sda.orbit.od.prior import rtn_to_teme6
-from sda.orbit.od.refine import Refined, refine
+from sda.orbit.estimation.estimator import OdResult
+from sda.orbit.estimation.prior import rtn_to_teme6
+from sda.orbit.fusion.arcs import result_from_row
+from sda.orbit.screening.fused_refinement import Refined, refine
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession

@@ -134,7 +134,7 @@ def _maneuver(man: Mapping) -> list[str]:
     if any(missing(x) or not math.isfinite(float(x)) for x in dv):
         raise ValueError(f"manoeuvre {man['manoeuvre_id']}: no delta-v estimate, no OPM maneuver can say it")
     return [
-        f"COMMENT impulsive burn estimated from the pre- and post-burn orbits (sda.orbit.od.manoeuvre): "
+        f"COMMENT impulsive burn estimated from the pre- and post-burn orbits (sda.orbit.manoeuvre.detection): "
         f"after {iso(man['burn_after'])}, not after {iso(man['burn_before'])}",
         f"COMMENT delta-v {_text(man.get('dv_ms'), '.4g')} m/s, 1-sigma {_text(man.get('dv_sigma_ms'), '.4g')} m/s; "
         "RTN: radial, transverse, normal of the pre-burn orbit at the burn",

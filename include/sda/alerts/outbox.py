@@ -138,7 +138,7 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
         sig = _sigmas(row, o)
         source = row[f"{o}_cov_source"]
         how = (f"orbit determination ({source}: jobs/fuse.py), propagated to TCA with drag-consider and process "
-               f"noise (sda.orbit.od.predict), full 6x6 in the RTN frame of the fused state"
+               f"noise (sda.orbit.estimation.predict), full 6x6 in the RTN frame of the fused state"
                if _full_cov(row, o) is not None else
                f"modelled ({source}, sda.orbit.uncertainty), diagonal in the RTN frame of the inertial (TEME) state")
         _insert_comment_before(obj, "CR_R",

@@ -70,7 +70,7 @@ def _positive_int(name: str, raw: str) -> int:
     return value
 
 
-SIM_OBJECTS_MAX = 29900  # sda.orbit.catgen numbers objects 70000..99899
+SIM_OBJECTS_MAX = 29900  # sda.orbit.catalog.synthetic numbers objects 70000..99899
 
 
 def _sim_objects(name: str, raw: str) -> int:
@@ -200,11 +200,11 @@ class Settings:
     correlation_gate_km: float = 50.0
     # None: each candidate's covariance from sda.orbit.uncertainty; a number: that fixed isotropic 1-sigma instead
     correlation_prediction_sigma_m: float | None = None
-    # orbit determination (jobs/fuse.py, sda.orbit.od.arcs): the event-time arc of one fit, and by how much
+    # orbit determination (jobs/fuse.py, sda.orbit.fusion.arcs): the event-time arc of one fit, and by how much
     # a fused orbit's screening element set must stray from its new prediction before it is renewed
     fusion_arc_h: float = 6.0
     fusion_renew_m: float = 500.0
-    # new objects (jobs/acquire.py, sda.orbit.od.acquire): the event time searched back from the newest held
+    # new objects (jobs/acquire.py, sda.orbit.acquisition.search): the event time searched back from the newest held
     # observation, how long a provisional object may go unseen before it is retired, and how close a
     # catalogued object's element set must follow it to merge it
     acquire_lookback_h: float = 24.0
@@ -221,7 +221,8 @@ class Settings:
     alert_tca_tolerance_s: float = 120.0  # an event belongs to an open alert of the same pair within this TCA shift
     cdm_originator: str = "SDA-FUSION"
     uncertainty_min_sigma_m: float = 10.0  # floor per axis of an observed object's position sigma
-    # simulation: objects in the catalogue sda.orbit.catgen generates (sda simulate, sda catalog generate, make run)
+    # simulation: objects in the catalogue sda.orbit.catalog.synthetic generates (sda simulate, sda catalog generate,
+    # make run)
     sim_objects: int = 300
     # table upkeep (jobs/maintenance.py)
     vacuum_retention_h: float = 168.0  # VACUUM keeps files this long at least (and longer for a lagging consumer)

@@ -1,4 +1,4 @@
-"""Schemas of the fusion stage's gold table (``fused_orbits``, jobs/fuse.py, sda.orbit.od.arcs)."""
+"""Schemas of the fusion stage's gold table (``fused_orbits``, jobs/fuse.py, sda.orbit.fusion.arcs)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ FUSED_ORBITS = T.StructType(
         T.StructField("obs_digest", T.StringType(), False),  # sha256 of the sorted obs_ids fitted
         T.StructField("fused_id", T.StringType(), False),  # names this fit: (norad_id, window, obs_digest)
         T.StructField("model", T.StringType(), False),  # the estimator's force model
-        T.StructField("line1", T.StringType()),  # the screening element set (sda.orbit.od.elements)
+        T.StructField("line1", T.StringType()),  # the screening element set (sda.orbit.screening.fitted_elements)
         T.StructField("line2", T.StringType()),
         T.StructField("lines_rms_m", T.DoubleType()),  # the element set against the fused prediction
         T.StructField("lines_max_m", T.DoubleType()),
@@ -51,7 +51,7 @@ FUSED_ORBITS = T.StructType(
     ]
 )
 
-#: what :func:`sda.orbit.od.arcs.fuse_object` returns per row (the timestamps are derived from the *_unix)
+#: what :func:`sda.orbit.fusion.arcs.fuse_object` returns per row (the timestamps are derived from the *_unix)
 UDF_FIELDS = [f for f in FUSED_ORBITS.fields if f.name not in ("window_start", "window_end", "epoch", "fit_start",
                                                                 "run_id")] + [
     T.StructField("window_start_unix", T.DoubleType(), False), T.StructField("window_end_unix", T.DoubleType(), False)]
@@ -59,7 +59,7 @@ UDF_FIELDS = [f for f in FUSED_ORBITS.fields if f.name not in ("window_start", "
 # One detected manoeuvre per (object, event-time arc window whose fit detected it, burn in that window): the
 # bracket of the burn time, the estimated impulsive delta-v on the pre-burn orbit's radial / along-track /
 # cross-track axes (m/s), the test that detected it, and the fused orbit re-fitted from the observations after it
-# (sda.orbit.od.manoeuvre; docs/orbital.md, "Manoeuvres").
+# (sda.orbit.manoeuvre.detection; docs/orbital.md, "Manoeuvres").
 MANOEUVRES = T.StructType(
     [
         T.StructField("norad_id", T.LongType(), False),

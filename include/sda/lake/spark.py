@@ -9,7 +9,7 @@ runtime settings of :func:`session_conf` for itself, so a client's ``SDA_SHUFFLE
 Stage code uses only what a Connect session offers: DataFrames, SQL (``MERGE INTO``, ``DESCRIBE
 HISTORY``, ``CREATE TABLE ... USING delta``) and the reader/writer; no ``sparkContext``, RDDs,
 broadcast variables, ``_jvm`` or Delta's Python ``DeltaTable`` (it needs the Delta Connect server
-plugin, which is not published for this Delta). ``tests/include/test_connect_only.py`` enforces it.
+plugin, which is not published for this Delta). ``tests/include/lake/test_connect_only.py`` enforces it.
 
 ``make setup`` calls :func:`resolve_jars` once: Spark's own Ivy resolver fetches the Delta artifact
 and its dependencies from Maven Central into ``var/ivy`` and the jars are copied to

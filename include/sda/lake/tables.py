@@ -111,12 +111,12 @@ _SPECS = [
               stats=("norad_id", "window_start", "epoch", "status")),
     TableSpec("manoeuvres", "gold", MANOEUVRES,
               "per object and arc window, a manoeuvre its observations revealed: burn bracket, delta-v, the test, "
-              "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.od.manoeuvre)",
+              "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.manoeuvre.detection)",
               key=("norad_id", "window_start", "seq"), prune=("window_start",),
               stats=("norad_id", "window_start", "burn_time")),
     TableSpec("provisional_objects", "gold", PROVISIONAL_OBJECTS,
               "objects in no catalogue that uncorrelated observations revealed, under provisional numbers "
-              "80000-89999: active, retired or merged (jobs/acquire.py, sda.orbit.od.acquire)",
+              "80000-89999: active, retired or merged (jobs/acquire.py, sda.orbit.acquisition.search)",
               key=("norad_id",), stats=("norad_id", "status")),
     TableSpec("passes", "gold", schemas.PASSES, "a sensor's passes over an object (session windows)",
               partition_by=("final",), key=("sensor_id", "norad_id", "pass_start"), prune=("pass_start",),

@@ -12,7 +12,7 @@ Report #3" (AIAA 2006-6753), ``teme2ecef``/``ecef2teme``:
 * Earth orientation enters only through :class:`Eop` (UT1-UTC, xp, yp): pass ``eop=`` to
   :func:`gmst`, :func:`teme_to_ecef`, :func:`ecef_to_teme`, :func:`site_teme` and :func:`radec`
   (daily values from CelesTrak's EOP file via :mod:`sda.orbit.eop`). With EOP the chain agrees with
-  astropy (erfa ``gmst82`` + ``pom00``) to millimetres (tests/include/test_frames_library.py).
+  astropy (erfa ``gmst82`` + ``pom00``) to millimetres (tests/include/orbit/test_frames_library.py).
 * With ``eop=None`` (the default, used by the simulator and the jobs) UT1 is taken = UTC and polar
   motion is neglected, so "ECEF" is PEF at UTC. The position error is then a rotation about z by
   omega * (UT1-UTC), i.e. 0.0729 m per km of distance from the spin axis per second of UT1-UTC
@@ -22,7 +22,7 @@ Report #3" (AIAA 2006-6753), ``teme2ecef``/``ecef2teme``:
   Velocities turn by the same angle: omega * |UT1-UTC| * |v_ecef|, up to 0.6 m/s in LEO. The
   simulator and the correlator use the same chain, so both cancel in the pipeline's simulated
   residuals; they matter for real sensor data and outside ITRF/ECEF products (pass ``eop``).
-  tests/include/test_frames_library.py checks these numbers against astropy and IERS data.
+  tests/include/orbit/test_frames_library.py checks these numbers against astropy and IERS data.
 * Ground sites are WGS-84 geodetic (latitude, longitude, height) -> ITRF (ECEF).
 * Radar measurements (azimuth from north through east, elevation, range, range-rate) are topocentric
   in the site's geodetic east-north-up frame, computed in ECEF (no refraction, no light time).
@@ -44,6 +44,7 @@ R_EARTH_KM = 6378.137  # WGS-84 equatorial radius
 WGS84_F = 1.0 / 298.257223563
 OMEGA_EARTH = 7.292115146706979e-5  # rad/s
 UNIX_EPOCH_JD = 2440587.5
+SGP4_EPOCH_JD = 2433281.5  # 1949-12-31 00:00 UT, sgp4init's epoch origin
 AU_KM = 149597870.7
 ARCSEC_RAD = np.pi / (180.0 * 3600.0)
 

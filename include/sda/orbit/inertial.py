@@ -19,7 +19,7 @@ Left out, and why it is harmless here: dX, dY (the IERS corrections to the IAU 2
 < 1 mas, 5e-9 rad) and UT1-UTC (ERA and GMST82 turn at rates 7e-12 rad/s apart, so a second of UT1-UTC
 moves the result by 7e-12 rad) -- both far below the arcsecond noise of the optical sensors. The TT
 of the precession-nutation comes from ERFA's leap-second table (a second of TT moves C by ~1e-11 rad).
-Agrees with brahe's chain under zero EOP to ~1e-11 rad (tests/include/test_sim_tdm.py).
+Agrees with brahe's chain under zero EOP to ~1e-11 rad (tests/include/sim/test_sim_tdm.py).
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 The embedded ``data/sensors.csv`` is the default. :func:`load_sensors` also reads the RESONAATE
 site file format (``name,type,lat,lon,...,el_mask``) so a user can simulate another network.
+
+The noise levels, as the correlation gate and the estimator weight measurements by them:
+:func:`sensor_sigmas` (per sensor, SI), :func:`observation_sigmas` (per observation, the registry's
+value for its sensor, else :data:`DEFAULT_SIGMAS` of its kind).
 """
 
 from __future__ import annotations
@@ -9,11 +13,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,3 +118,47 @@ def load_sensors(path: str | Path | None = None) -> dict[str, Sensor]:
         sensor = parse(row)
         sensors.setdefault(sensor.sensor_id, sensor)  # RESONAATE lists some sites once per face
     return sensors
+
+
+# Sensor noise used when the registry has no value for an observation's sensor.
+DEFAULT_SIGMAS = {
+    "radar": {"sigma_range_m": 30.0, "sigma_angle_rad": math.radians(0.0154), "sigma_range_rate_ms": 2.0},
+    "optical": {"sigma_angle_rad": math.radians(1.0 / 3600.0)},
+    "isl": {"sigma_pos_m": 50.0},
+}
+SIGMA_COLUMNS = ("sigma_range_m", "sigma_angle_rad", "sigma_range_rate_ms", "sigma_pos_m")
+
+_EMBEDDED: dict[str, dict[str, float]] | None = None  # sensor_sigmas(None), read once
+
+
+def sensor_sigmas(sensors: Mapping[str, Sensor] | None) -> dict[str, dict[str, float]]:
+    """``{sensor_id: {sigma column: value}}`` (SI: m, rad, m/s) from a registry of
+    :class:`sda.orbit.sensors.Sensor` (None: the embedded registry); blanks are left out."""
+    global _EMBEDDED
+    if sensors is None:
+        if _EMBEDDED is None:
+            _EMBEDDED = sensor_sigmas(load_sensors())
+        return _EMBEDDED
+    out: dict[str, dict[str, float]] = {}
+    for sid, s in sensors.items():
+        values = {
+            "sigma_range_m": s.sigma_range_m,
+            "sigma_angle_rad": None if s.sigma_angle_deg is None else math.radians(s.sigma_angle_deg),
+            "sigma_range_rate_ms": s.sigma_range_rate_ms,
+            "sigma_pos_m": s.sigma_pos_m,
+        }
+        out[sid] = {k: float(v) for k, v in values.items() if v is not None}
+    return out
+
+
+def observation_sigmas(obs: pd.DataFrame, sigmas: Mapping[str, Mapping[str, float]]) -> dict[str, np.ndarray]:
+    """Per observation, each sensor sigma: the registry's value for its sensor, else its kind's default."""
+    # looked up once per distinct sensor and kind (a group holds a handful), then spread by code
+    sensor_codes, sensor_list = pd.factorize(obs["sensor_id"] if "sensor_id" in obs else pd.Series([None] * len(obs)))
+    kind_codes, kind_list = pd.factorize(obs["sensor_kind"])
+    out = {}
+    for c in SIGMA_COLUMNS:
+        registry = np.append([sigmas.get(sid, {}).get(c, np.nan) for sid in sensor_list], np.nan)[sensor_codes]
+        default = np.append([DEFAULT_SIGMAS.get(k, {}).get(c, np.nan) for k in kind_list], np.nan)[kind_codes]
+        out[c] = np.where(np.isnan(registry), default, registry).astype(float)
+    return out

@@ -52,10 +52,11 @@ Pure functions; times are unix seconds (UTC) or aware datetimes; sigmas in metre
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 
 import numpy as np
+
+from sda.orbit.times import unix
 
 __all__ = [
     "MIN_SIGMA_M",
@@ -125,14 +126,6 @@ class Reference:
         return f"{self.source}/{self.regime.name}"
 
 
-def _unix(t) -> float:
-    if isinstance(t, dt.datetime):
-        if t.tzinfo is None:  # the pipeline's naive timestamps are UTC
-            t = t.replace(tzinfo=dt.timezone.utc)
-        return t.timestamp()
-    return float(t)
-
-
 def orbit_regime(perigee_km: float, apogee_km: float) -> str:
     """LEO | MEO | GEO | HEO from perigee and apogee heights above the equatorial radius [km]."""
     hp, ha = float(perigee_km), float(apogee_km)
@@ -151,7 +144,7 @@ def orbit_regime(perigee_km: float, apogee_km: float) -> str:
 def tle_reference(epoch, perigee_km: float, apogee_km: float) -> Reference:
     """Uncertainty known at the element set's epoch, at the regime's literature sigmas."""
     regime = REGIMES[orbit_regime(perigee_km, apogee_km)]
-    return Reference(_unix(epoch), regime.sigma0_m, regime, "tle")
+    return Reference(unix(epoch), regime.sigma0_m, regime, "tle")
 
 
 def observed_reference(last_observed, residual_rms_m: float, perigee_km: float, apogee_km: float,
@@ -161,7 +154,7 @@ def observed_reference(last_observed, residual_rms_m: float, perigee_km: float, 
     regime = REGIMES[orbit_regime(perigee_km, apogee_km)]
     shape = np.asarray(regime.sigma0_m, float)
     sig = np.maximum(float(residual_rms_m) * shape / np.linalg.norm(shape), float(min_sigma_m))
-    return Reference(_unix(last_observed), tuple(float(s) for s in sig), regime, "observed")
+    return Reference(unix(last_observed), tuple(float(s) for s in sig), regime, "observed")
 
 
 def choose_reference(tle_epoch, perigee_km: float, apogee_km: float, last_observed=None,
@@ -169,14 +162,14 @@ def choose_reference(tle_epoch, perigee_km: float, apogee_km: float, last_observ
     """The observed reference when the newest object_state has a finite residual RMS and was observed
     at or after the element-set epoch, else the TLE reference (see the module docstring)."""
     if (last_observed is not None and residual_rms_m is not None and math.isfinite(float(residual_rms_m))
-            and residual_rms_m >= 0.0 and _unix(last_observed) >= _unix(tle_epoch)):
+            and residual_rms_m >= 0.0 and unix(last_observed) >= unix(tle_epoch)):
         return observed_reference(last_observed, residual_rms_m, perigee_km, apogee_km, min_sigma_m)
     return tle_reference(tle_epoch, perigee_km, apogee_km)
 
 
 def sigma_rtn_m(ref: Reference, t) -> np.ndarray:
     """(sigma_R, sigma_T, sigma_N) [m] at ``t`` by the growth law of the module docstring."""
-    days = abs(_unix(t) - ref.t_ref) / DAY_S
+    days = abs(unix(t) - ref.t_ref) / DAY_S
     s0 = np.asarray(ref.sigma0_m, float)
     k = np.asarray(ref.regime.rate_m_day, float)
     sig = s0 + k * days
@@ -243,7 +236,7 @@ class CatalogueModel:
 def catalogue_model(epochs, perigee_km, apogee_km) -> CatalogueModel:
     """The TLE reference (:func:`tle_reference`) of every object: element-set epochs (unix s or
     datetimes) and perigee / apogee heights [km] -> :class:`CatalogueModel`."""
-    t_ref = np.array([_unix(e) for e in epochs], dtype=float)
+    t_ref = np.array([unix(e) for e in epochs], dtype=float)
     names = np.array([orbit_regime(p, a) if math.isfinite(p) and math.isfinite(a) else "HEO"
                       for p, a in zip(np.asarray(perigee_km, float), np.asarray(apogee_km, float))], dtype=object)
     table = {name: (r.sigma0_m, r.rate_m_day, r.accel_t_m_day2) for name, r in REGIMES.items()}

@@ -9,7 +9,7 @@ An alert records per object where the covariance of its Pc came from (``p_cov_so
   A window is refitted whenever observations of it arrive (each fit has a new ``fused_id``), so a fit
   an older alert used may be gone from the table: it is then looked up in the table's change feed.
   Whether the rows found are exactly the ones fitted is checked against the fit's ``obs_digest``
-  (:func:`sda.orbit.od.arcs.obs_digest`): all of the window's rows, else those correlated by the
+  (:func:`sda.orbit.fusion.arcs.obs_digest`): all of the window's rows, else those correlated by the
   correlate runs that had finished when the fuse run did; ``match`` says which, or ``changed``.
 - anything else (``observed/<regime>``, ``tle/<regime>``): the catalogue's element set and the
   modelled covariance (:mod:`sda.orbit.uncertainty`).
@@ -49,7 +49,7 @@ def fitted_subset(rows: list[dict[str, Any]], digest: str | None,
                   known_runs: Iterable[str] | None) -> tuple[list[dict[str, Any]], str]:
     """Which of a window's correlated ``rows`` the fit with ``digest`` used: (rows, match), match ``window``
     when all of them, ``known`` when those correlated by ``known_runs``, else (all rows, ``changed``)."""
-    from sda.orbit.od.arcs import obs_digest
+    from sda.orbit.fusion.arcs import obs_digest
 
     if digest and obs_digest(r["obs_id"] for r in rows) == digest:
         return rows, "window"

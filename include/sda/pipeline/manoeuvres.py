@@ -2,7 +2,7 @@
 
 * **Held observations** (:func:`held_touched`, :func:`held_observations`): gold ``uncorrelated`` rows
   with no catalogue object inside their gate that name one as nearest (``nearest_norad_id``) are that
-  object's *candidates*: the fit tests them against its fused prediction (:mod:`sda.orbit.od.segments`).
+  object's *candidates*: the fit tests them against its fused prediction (:mod:`sda.orbit.manoeuvre.segments`).
   A manoeuvred object's observations leave the catalogue's gate, so they are found here. A new such row
   touches its object's window, as a correlated one does.
 * **Manoeuvres** (:func:`manoeuvre_rows`, :func:`write_manoeuvres`): gold ``manoeuvres`` holds each
@@ -31,6 +31,7 @@ from sda.lake import schemas
 from sda.lake.schemas_fusion import MANOEUVRES
 from sda.lake.tables import TABLES, table_exists
 from sda.orbit.correlation import REASON_NO_CANDIDATE
+from sda.orbit.times import as_utc, utc
 from sda.pipeline import sinks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,10 +43,6 @@ MANOEUVRE_FIELDS = [f.name for f in MANOEUVRES.fields]
 #: ``correlate_run_id`` of a row this stage moved to ``correlated``: then the run that held it
 PREFIX = "reassociated:"
 _TIMES = ("burn_after", "burn_before", "burn_time", "detected_at")
-
-
-def utc(unix_s: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(round(float(unix_s) * 1e6) / 1e6, dt.timezone.utc)
 
 
 def held_only(uncorrelated: "DataFrame") -> "DataFrame":
@@ -111,10 +108,6 @@ def write_manoeuvres(spark: "SparkSession", settings: "Settings", written: list,
         sinks.delete_keys(spark, spark.createDataFrame(stale, "norad_id long, window_start timestamp, seq long"),
                           "manoeuvres", settings)
     return {"manoeuvres": len(rows), "manoeuvres_withdrawn": len(stale)}
-
-
-def as_utc(value: dt.datetime) -> dt.datetime:
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
 
 
 def is_reassociated(column: str = "correlate_run_id"):

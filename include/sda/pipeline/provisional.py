@@ -2,7 +2,7 @@
 
 * **Pool** (:func:`pool`): gold ``uncorrelated`` rows held for want of a catalogue object inside the gate,
   over ``settings.acquire_lookback_h`` of event time up to the newest held row: what
-  :func:`sda.orbit.od.acquire.acquire` searches.
+  :func:`sda.orbit.acquisition.search.acquire` searches.
 * **Numbers** (:func:`number_for`): a new object's provisional number comes from its founder (its
   earliest observation's ``obs_id``): ``80000 + sha256(founder) mod 10000``, the next free one on a
   collision. The same observations give the same number, whatever the run split; a founder already in
@@ -29,7 +29,7 @@ import numpy as np
 from sda.lake.schemas_fusion import PROVISIONAL_OBJECTS
 from sda.lake.tables import TABLES, table_exists
 from sda.orbit.correlation import REASON_NO_CANDIDATE
-from sda.pipeline.manoeuvres import as_utc, utc
+from sda.orbit.times import as_utc, utc
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -75,7 +75,7 @@ def pool(spark: "SparkSession", settings: "Settings", newest: dt.datetime, colum
 
 def registry_row(norad: int, obj, regime: str | None, last_seen: float, run_id: str,
                  status: str = "active", reason: str | None = None, merged_into: int | None = None) -> dict:
-    """A registry row of a newly acquired ``obj`` (:class:`sda.orbit.od.acquire.NewObject`)."""
+    """A registry row of a newly acquired ``obj`` (:class:`sda.orbit.acquisition.search.NewObject`)."""
     cov = np.asarray(obj.result.covariance)[:3, :3]
     return {"norad_id": int(norad), "founder": obj.founder, "status": status,
             "first_obs": utc(obj.first_obs), "acquired_epoch": utc(obj.result.epoch),

@@ -6,13 +6,13 @@ import argparse
 import datetime as dt
 import hashlib
 
-from sda.orbit import catgen
+from sda.orbit.catalog import synthetic
 
 CHUNK_MS = 300_000
 MAX_SPAN = dt.timedelta(days=7)
 DISORDERS = ("none", "redelivery", "reprocessed", "malformed", "impossible", "unknown_sensor", "late")
 RATE_NAMES = ("dup_rate", "reprocess_rate", "late_rate", "malformed_rate", "impossible_rate", "unknown_sensor_rate")
-MU = catgen.MU_WGS72
+MU = synthetic.MU_WGS72
 
 
 def iso_utc(value: dt.datetime) -> str:

@@ -13,7 +13,8 @@ import math
 import numpy as np
 from sgp4.api import WGS72, Satrec
 
-from sda.orbit import catgen, frames
+from sda.orbit import frames
+from sda.orbit.catalog import synthetic
 from sda.sim.common import MU, iso_ms, iso_utc
 
 PRIMARY_ID, SECONDARY_ID = 99901, 99902
@@ -43,7 +44,7 @@ def rv_to_elements(r, v, mu: float = MU) -> dict:
 
 
 def _roundtrip(sat: Satrec) -> tuple[Satrec, str, str]:
-    line1, line2 = catgen.tle_lines(sat)
+    line1, line2 = synthetic.tle_lines(sat)
     return Satrec.twoline2rv(line1, line2, WGS72), line1, line2
 
 
@@ -91,8 +92,8 @@ def design_conjunction(tca: dt.datetime, miss_m: float, seed: int) -> dict:
     rng = np.random.default_rng([seed, 2])
     tca_unix = tca.timestamp()
     epoch_jd = frames.UNIX_EPOCH_JD + tca_unix / 86400.0
-    prim = catgen.make_satrec(
-        PRIMARY_ID, epoch_jd, a_km=catgen.RE_WGS72 + 780.0, ecc=1.0e-4, incl_deg=98.5,
+    prim = synthetic.make_satrec(
+        PRIMARY_ID, epoch_jd, a_km=synthetic.RE_WGS72 + 780.0, ecc=1.0e-4, incl_deg=98.5,
         raan_deg=float(rng.uniform(0, 360)), argp_deg=90.0, mean_anom_deg=float(rng.uniform(-60, 60)),
         bstar=5.0e-5, intldesg="99001A",
     )
@@ -126,7 +127,7 @@ def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str, b
     r_in, v_in = r_target.copy(), v_target.copy()
     best = None
     for _ in range(40):
-        sat = catgen.make_satrec(norad, epoch_jd, bstar=bstar, intldesg=intldesg, **rv_to_elements(r_in, v_in))
+        sat = synthetic.make_satrec(norad, epoch_jd, bstar=bstar, intldesg=intldesg, **rv_to_elements(r_in, v_in))
         sat, line1, line2 = _roundtrip(sat)
         r, v = _sgp4_at(sat, epoch_unix)
         dr, dv = r - r_target, v - v_target
@@ -192,7 +193,7 @@ def match_mean_motion(sat: Satrec, eph, row: int, t0: float) -> tuple[Satrec, st
 
     def scaled(factor: float) -> Satrec:
         out = Satrec()
-        out.sgp4init(WGS72, "i", sat.satnum, sat.jdsatepoch + sat.jdsatepochF - catgen.SGP4_EPOCH_JD, sat.bstar,
+        out.sgp4init(WGS72, "i", sat.satnum, sat.jdsatepoch + sat.jdsatepochF - frames.SGP4_EPOCH_JD, sat.bstar,
                      sat.ndot, sat.nddot, sat.ecco, sat.argpo, sat.inclo, sat.mo, sat.no_kozai * factor, sat.nodeo)
         out.intldesg = sat.intldesg
         return out

@@ -18,7 +18,7 @@ Every body has its own drag coefficient, reflectivity coefficient and area-to-ma
 **Sampling.** Each body is integrated from the run's start ``t0`` through a fixed grid of :data:`STEP_S`
 (every grid time is an integration stop) and the states are kept there. A state at any other time
 comes from 8-point Lagrange interpolation of the grid's positions and velocities (:class:`Ephemeris`):
-below 1 mm in LEO against a direct integration to that time (tests/include/test_sim_dynamics.py), where
+below 1 mm in LEO against a direct integration to that time (tests/include/sim/test_sim_dynamics.py), where
 brahe's own trajectory interpolation (cubic Hermite between adaptive steps) errs by up to 120 m.
 Continuing a stored ephemeris from its last grid state (:func:`extend`) gives the same trajectory to
 about a millimetre a day as one integration would: a truth stored over the run can be regenerated to
@@ -44,7 +44,7 @@ import math
 import numpy as np
 
 from sda.orbit import frames
-from sda.orbit.brahe_setup import brahe as _brahe
+from sda.orbit.estimation.brahe_setup import brahe as _brahe
 from sda.sim.ephemeris import LAGRANGE_POINTS, Ephemeris
 
 STEP_S = 120.0

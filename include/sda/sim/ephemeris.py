@@ -2,7 +2,7 @@
 
 A state between grid times is the 8-point Lagrange polynomial through the nearest grid states (positions
 and velocities alike): below 2 cm in LEO at a 120 s grid, against an integration stopped at that time
-(tests/include/test_sim_dynamics.py). An impulsive burn breaks the velocity: a polynomial across it would
+(tests/include/sim/test_sim_dynamics.py). An impulsive burn breaks the velocity: a polynomial across it would
 smear the jump over the stencil, tens of metres near the burn. A body's burns are therefore kept as nodes
 of their own (the state just before and just after, at the burn's time) and a time whose stencil reaches
 a burn is interpolated from the nodes of its own segment only (between the burns around it).

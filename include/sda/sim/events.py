@@ -26,7 +26,8 @@ import math
 
 import numpy as np
 
-from sda.orbit import catgen, frames
+from sda.orbit import frames
+from sda.orbit.catalog import synthetic
 from sda.sim.common import hash_int
 
 LAUNCH_FIRST_ID, LAUNCH_SIZE = 99911, 6
@@ -90,16 +91,16 @@ def launch_entries(start: dt.datetime, seed: int) -> list[tuple[str, str, str]]:
     rng = np.random.default_rng([int(seed), 8])
     deploy = start - dt.timedelta(hours=float(rng.uniform(1.0, 4.0)))
     epoch_jd = frames.UNIX_EPOCH_JD + deploy.timestamp() / 86400.0
-    a_km = catgen.RE_WGS72 + 550.0
+    a_km = synthetic.RE_WGS72 + 550.0
     raan, anomaly = float(rng.uniform(0, 360)), float(rng.uniform(0, 360))
-    speed = math.sqrt(catgen.MU_WGS72 / a_km) * 1000.0  # m/s
+    speed = math.sqrt(synthetic.MU_WGS72 / a_km) * 1000.0  # m/s
     out = []
     for k in range(LAUNCH_SIZE):
         dv = float(rng.uniform(0.1, 1.0)) * (k + 1) / LAUNCH_SIZE
         da = 2.0 * a_km * dv / speed  # km: a separation burn along-track raises the orbit
-        sat = catgen.make_satrec(LAUNCH_FIRST_ID + k, epoch_jd, a_km=a_km + da, ecc=2.0e-4, incl_deg=53.0,
+        sat = synthetic.make_satrec(LAUNCH_FIRST_ID + k, epoch_jd, a_km=a_km + da, ecc=2.0e-4, incl_deg=53.0,
                                  raan_deg=raan, argp_deg=0.0, mean_anom_deg=anomaly - 0.03 * k, bstar=1.0e-4,
                                  intldesg="26999" + "ABCDEFGH"[k])
-        line1, line2 = catgen.tle_lines(sat)
+        line1, line2 = synthetic.tle_lines(sat)
         out.append((f"LAUNCH OBJECT {chr(65 + k)}", line1, line2))
     return out

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sda.orbit import catgen, frames, uncertainty
-from sda.orbit.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text
+from sda.orbit import frames, uncertainty
+from sda.orbit.catalog import CatalogEntry, latest_by_object, load_catalog, parse_tle_text, synthetic
 from sda.sim import dynamics, events, tle_error
 from sda.sim.common import hash_int
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction, design_true_conjunction
@@ -32,7 +32,7 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
         base_text = Path(cfg.catalog).read_text(encoding="utf-8", errors="replace")
         generated = False
     else:
-        base_text = catgen.generate_catalog(cfg.objects, cfg.start, cfg.seed)
+        base_text = synthetic.generate_catalog(cfg.objects, cfg.start, cfg.seed)
         entries, _ = parse_tle_text(base_text)
         generated = True
     if getattr(cfg, "tle_age_days", None) is not None:
@@ -50,7 +50,7 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
             injected = design_true_conjunction(cfg.start, tca, cfg.miss_m, cfg.seed)
         else:
             injected = design_conjunction(tca, cfg.miss_m, cfg.seed)
-        extra = catgen.format_tle(injected["tle"])
+        extra = synthetic.format_tle(injected["tle"])
         new_entries, _ = parse_tle_text(extra)
         entries = entries + new_entries
         base_text = base_text if base_text.endswith("\n") or not base_text else base_text + "\n"
@@ -78,7 +78,7 @@ def _hide(cfg, entries: list[CatalogEntry], base_text: str) -> tuple[list[Catalo
     hidden = events.uncatalogued([e.norad_id for e in entries if e.norad_id not in (PRIMARY_ID, SECONDARY_ID)],
                                  share, cfg.seed)
     if launch:
-        new, _ = parse_tle_text(catgen.format_tle(events.launch_entries(cfg.start, cfg.seed)))
+        new, _ = parse_tle_text(synthetic.format_tle(events.launch_entries(cfg.start, cfg.seed)))
         entries = entries + new
         hidden |= {e.norad_id for e in new}
     if not hidden:

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit import correlation
-from sda.orbit.association import distinct_bodies
 from sda.orbit.catalog import latest_by_object, load_catalog
+from sda.orbit.correlation.association import distinct_bodies
 from sda.orbit.screening import satrecs_from_lines
 from sda.transforms import wire
 

@@ -77,7 +77,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sda.orbit import catgen
+from sda.orbit.catalog import synthetic
 from sda.orbit.sensors import load_sensors
 from sda.sim.common import (
     CHUNK_MS,
@@ -115,7 +115,7 @@ class SimConfig:
     start: dt.datetime
     end: dt.datetime
     landing: Path | None = None  # default: Settings().landing
-    catalog: Path | None = None  # default: generate with sda.orbit.catgen
+    catalog: Path | None = None  # default: generate with sda.orbit.catalog.synthetic
     catalog_out: Path | None = None  # default: Settings().catalog_file
     objects: int = 300
     max_objects: int | None = None
@@ -155,8 +155,8 @@ class SimConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 0.5:
                 raise ValueError(f"--{name.replace('_', '-')} {value}: expected a fraction in [0, 0.5]")
-        if not 1 <= self.objects <= catgen.MAX_ID - catgen.FIRST_ID + 1:
-            raise ValueError(f"--objects {self.objects}: expected 1..{catgen.MAX_ID - catgen.FIRST_ID + 1}")
+        if not 1 <= self.objects <= synthetic.MAX_ID - synthetic.FIRST_ID + 1:
+            raise ValueError(f"--objects {self.objects}: expected 1..{synthetic.MAX_ID - synthetic.FIRST_ID + 1}")
         if self.max_objects is not None and self.max_objects < 1:
             raise ValueError(f"--max-objects {self.max_objects}: expected at least 1")
         if not 0.0 < self.miss_m <= 5000.0:
@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--landing", type=Path,
                    help="landing directory: the settings' landing (default) or a directory inside it")
     p.add_argument("--catalog", type=Path,
-                   help="TLE/OMM catalogue to observe (default: generate one with sda.orbit.catgen)")
+                   help="TLE/OMM catalogue to observe (default: generate one with sda.orbit.catalog.synthetic)")
     p.add_argument("--catalog-out", type=Path,
                    help="where the catalogue used is written (default: the settings' catalog_file); "
                         "inside the catalog_file's directory or the landing zone")

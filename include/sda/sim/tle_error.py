@@ -47,13 +47,13 @@ import numpy as np
 from sgp4 import exporter
 from sgp4.api import WGS72, Satrec
 
-from sda.orbit import catgen, frames, uncertainty
-from sda.orbit.catalog import CatalogEntry, parse_tle_text
+from sda.orbit import frames, uncertainty
+from sda.orbit.catalog import CatalogEntry, parse_tle_text, synthetic
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID
 
 MAX_AGE_DAYS = 30.0
-J2_WGS72 = catgen.J2_WGS72
-XKE_WGS72 = 60.0 / math.sqrt(catgen.RE_WGS72**3 / catgen.MU_WGS72)  # sqrt(mu) in Earth radii^1.5 per minute
+J2_WGS72 = synthetic.J2_WGS72
+XKE_WGS72 = 60.0 / math.sqrt(synthetic.RE_WGS72**3 / synthetic.MU_WGS72)  # sqrt(mu) in Earth radii^1.5 per minute
 
 
 def parse_age(text: str) -> tuple[float, float]:
@@ -120,7 +120,7 @@ def reepoch(sat: Satrec, epoch_unix: float, anchor_unix: float) -> Satrec:
     Re-epoching the published elements unchanged would move every object along its orbit by its
     mean motion times its epoch shift, and put objects of one plane on top of one another."""
     jd, fr = frames.unix_to_jd(epoch_unix)
-    epoch_days = float(jd + fr) - catgen.SGP4_EPOCH_JD
+    epoch_days = float(jd + fr) - frames.SGP4_EPOCH_JD
     if sat.sgp4(float(jd), float(fr))[0] != 0:  # cannot be propagated there: keep its elements
         return _init(sat, epoch_days, ecco=sat.ecco, argpo=sat.argpo, inclo=sat.inclo, mo=sat.mo,
                      no_kozai=sat.no_kozai, nodeo=sat.nodeo)
@@ -187,7 +187,7 @@ def perturb(sat: Satrec, sigma_rtn_m: Sequence[float], along_rate_m_day: float, 
     argp = math.atan2(ey, ex) if ecco > 0 else sat.argpo
     mo = sat.mo + d_mo + (sat.argpo - argp)  # keep the mean argument of latitude
     incl, node, argp = _tilt(sat.inclo, sat.nodeo, argp, s_n / a_m * p1, s_n / a_m * p2)
-    epoch_days = sat.jdsatepoch + sat.jdsatepochF - catgen.SGP4_EPOCH_JD
+    epoch_days = sat.jdsatepoch + sat.jdsatepochF - frames.SGP4_EPOCH_JD
     return _init(sat, epoch_days, ecco=ecco, argpo=argp, inclo=incl, mo=mo, no_kozai=sat.no_kozai + d_n, nodeo=node)
 
 

@@ -1,0 +1,206 @@
+"""The estimator's dynamics: a numerical propagator with its state-transition matrix, at any times.
+
+**Force model** (brahe, integrated in GCRF), deliberately *not* the simulator's truth
+(:mod:`sda.sim.dynamics`), so that every figure carries model error as it would against the real sky:
+
+=========================  =====================================  ==========================================
+term                       estimator (this module)                simulator's truth
+=========================  =====================================  ==========================================
+Earth gravity              JGM-3, degree and order 16             EGM2008, degree and order 20
+atmosphere                 Harris-Priester (static, mean solar)   NRLMSISE-00 with the space-weather record
+drag coefficient x area    one ballistic coefficient ``B`` =      each body's own Cd (2.0-2.6) and area-to-
+                           Cd A/m (m^2/kg), *estimated*           mass ratio, unknown to the estimator
+solar radiation pressure   cannonball, Cr 1.4, area/mass          each body's own Cr (1.0-1.8) and area/mass,
+                           ``B / 2.3``, cylindrical shadow        conical shadow
+Sun, Moon                  point masses, analytic ephemerides     the same (both brahe's low-precision ones)
+integrator                 RKF7(8), relative tolerance 1e-10      RKF7(8), relative tolerance 1e-11
+=========================  =====================================  ==========================================
+
+**The state-transition matrix at any time, cheaply.** A batch fit needs the state, its transition matrix
+``Phi = dx(t)/dx(t0)`` and its sensitivity ``s = dx(t)/dB`` at every observation (hundreds per arc,
+seconds apart in a radar pass). Stopping the integrator at each would cost a step each; instead
+:func:`propagate` stops only at the nodes of a fixed grid (:data:`NODE_STEP_S`) that bracket an
+observation and interpolates between them: the state by quintic Hermite interpolation from the nodes'
+positions, velocities and (two-body + J2) accelerations -- below a centimetre and 1e-5 m/s in LEO over
+120 s (the dropped accelerations are ~1e-5 of gravity) -- and ``Phi`` and ``s`` linearly (their
+relative error ~(n h)^2 / 8, 0.2 % in LEO: enough for a Jacobian, which needs no more).
+
+**Frames.** The pipeline's states are TEME (:mod:`sda.orbit.frames`); brahe integrates in GCRF. As the
+simulator does, brahe's ITRF is taken to be the pipeline's ECEF, so TEME = R3(-GMST) R_gcrf->itrf GCRF,
+the same rotation for position and velocity (the Earth-rotation terms of the two legs cancel):
+:func:`teme_rotation`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from sda.orbit import frames
+from sda.orbit.estimation.brahe_setup import brahe as _brahe
+
+GRAVITY_DEGREE = 16
+DRAG_PERIGEE_KM = 2000.0  # no drag term above this perigee (as the truth)
+SRP_CR = 1.4
+SRP_AREA_PER_B = 1.0 / 2.3  # the SRP area-to-mass ratio taken from B with a nominal Cd of 2.3
+REL_TOL, ABS_TOL_M = 1.0e-10, 1.0e-4
+NODE_STEP_S = 120.0
+J2 = 1.0826267e-3
+MU_M3_S2 = frames.MU_KM3_S2 * 1e9
+RE_M = frames.R_EARTH_KM * 1e3
+MODEL = (f"brahe numerical: JGM-3 {GRAVITY_DEGREE}x{GRAVITY_DEGREE}, Harris-Priester drag with an estimated "
+         f"ballistic coefficient, SRP (Cr {SRP_CR}, cylindrical shadow), Sun and Moon (analytic); "
+         f"RKF78, rel {REL_TOL:g}")
+
+
+@functools.cache
+def _force(drag: bool):
+    bh = _brahe()
+    index = bh.ParameterSource.parameter_index
+    gravity = bh.GravityConfiguration.spherical_harmonic(degree=GRAVITY_DEGREE, order=GRAVITY_DEGREE,
+                                                         model_type=bh.GravityModelType.JGM3)
+    atmosphere = bh.DragConfiguration(model=bh.AtmosphericModel.HARRIS_PRIESTER, area=index(1), cd=index(2))
+    return bh.ForceModelConfig(
+        gravity=gravity,
+        drag=atmosphere if drag else None,
+        srp=bh.SolarRadiationPressureConfiguration(area=index(3), cr=index(4),
+                                                   eclipse_model=bh.EclipseModel.CYLINDRICAL),
+        third_body=[bh.ThirdBodyConfiguration(bh.ThirdBody.SUN, bh.EphemerisSource.LowPrecision),
+                    bh.ThirdBodyConfiguration(bh.ThirdBody.MOON, bh.EphemerisSource.LowPrecision)],
+        mass=index(0))
+
+
+@functools.cache
+def _config(variational: bool):
+    bh = _brahe()
+    config = (bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78)
+              .with_rel_tol(REL_TOL).with_abs_tol(ABS_TOL_M))
+    return config.with_stm().with_sensitivity() if variational else config
+
+
+def params(b: float) -> np.ndarray:
+    """brahe's parameter vector [mass, drag area, Cd, SRP area, Cr] for a 1 kg body of ballistic
+    coefficient ``b`` = Cd A/m (m^2/kg): the drag coefficient slot carries ``b`` (index 2, the one
+    the sensitivity column :data:`B_INDEX` refers to), the SRP area is ``b / 2.3``, sign kept: a model
+    smooth in ``b`` (with ``|b|`` a B fitted near zero flipped sign from one iteration to the next)."""
+    return np.array([1.0, 1.0, float(b), float(b) * SRP_AREA_PER_B, SRP_CR])
+
+
+B_INDEX = 2
+
+
+def _b_sensitivity(sens: np.ndarray, b: float) -> np.ndarray:
+    """d state / d B from brahe's [6, 5] parameter sensitivities: through Cd and the SRP area alike."""
+    return sens[:, B_INDEX] + SRP_AREA_PER_B * sens[:, 3]
+
+
+def epoch(unix_s: float):
+    return _brahe().Epoch.from_unix_timestamp(float(unix_s))
+
+
+def teme_rotation(unix_s) -> np.ndarray:
+    """[m, 3, 3] rotations A(t) with x_TEME = A x_GCRF for position and velocity alike (module docstring)."""
+    bh = _brahe()
+    t = np.atleast_1d(np.asarray(unix_s, float))
+    rot = np.asarray(bh.rotation_gcrf_to_itrf([bh.Epoch.from_unix_timestamp(float(x)) for x in t])).reshape(-1, 3, 3)
+    theta = frames.gmst(t)
+    c, s = np.cos(theta), np.sin(theta)
+    rz = np.zeros((len(t), 3, 3))  # R3(-theta): TEME from ECEF
+    rz[:, 0, 0], rz[:, 0, 1], rz[:, 1, 0], rz[:, 1, 1], rz[:, 2, 2] = c, -s, s, c, 1.0
+    return rz @ rot
+
+
+def perigee_km(state_m: np.ndarray) -> float:
+    """Osculating perigee height (km) of an inertial state (m, m/s)."""
+    r, v = np.asarray(state_m[:3], float), np.asarray(state_m[3:6], float)
+    rn = np.linalg.norm(r)
+    a = 1.0 / (2.0 / rn - v @ v / MU_M3_S2)
+    e = np.linalg.norm(np.cross(v, np.cross(r, v)) / MU_M3_S2 - r / rn)
+    return (a * (1.0 - e) - RE_M) / 1000.0
+
+
+def _accel_j2(x: np.ndarray) -> np.ndarray:
+    """[m, 3] two-body + J2 acceleration (m/s^2) of states [m, 6] (for the Hermite interpolation only)."""
+    r = x[:, :3]
+    rn = np.linalg.norm(r, axis=1)
+    z2 = (r[:, 2] / rn) ** 2
+    k = 1.5 * J2 * (RE_M / rn) ** 2
+    f = np.stack([1.0 + k * (1.0 - 5.0 * z2), 1.0 + k * (1.0 - 5.0 * z2), 1.0 + k * (3.0 - 5.0 * z2)], axis=1)
+    return -MU_M3_S2 * r / rn[:, None] ** 3 * f
+
+
+@dataclasses.dataclass
+class Trajectory:
+    """The estimator's orbit at times ``t`` [m]: GCRF states [m, 6] (m, m/s), transition matrices
+    ``phi`` [m, 6, 6] from the initial state and sensitivities ``sens`` [m, 6] to ``B`` (m^2/kg)."""
+
+    t: np.ndarray
+    x: np.ndarray
+    phi: np.ndarray
+    sens: np.ndarray
+
+    @property
+    def jac7(self) -> np.ndarray:
+        """[m, 6, 7]: d state(t) / d (initial state, B)."""
+        return np.concatenate([self.phi, self.sens[:, :, None]], axis=2)
+
+
+class PropagationError(RuntimeError):
+    """The integrator could not carry the orbit to a requested time (re-entry, divergence)."""
+
+
+def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STEP_S,
+              variational: bool = True) -> Trajectory:
+    """The orbit from GCRF state ``x0`` (m, m/s) at unix time ``t0`` with ballistic coefficient ``b``,
+    at ``times`` (any order, all >= t0), with its transition matrix and sensitivity (module docstring);
+    ``variational=False``: the states alone (``phi`` the identity, ``sens`` zero), several times cheaper."""
+    bh = _brahe()
+    times = np.asarray(times, float)
+    if np.any(times < t0 - 1e-6):
+        raise ValueError("propagate: times before the initial epoch")
+    u = np.maximum(times - t0, 0.0) / step
+    lo = np.floor(u).astype(np.int64)
+    nodes = np.unique(np.concatenate([lo, lo + 1]))
+    drag = perigee_km(x0) < DRAG_PERIGEE_KM
+    prop = bh.NumericalOrbitPropagator(epoch(t0), np.asarray(x0, float), _config(variational), _force(drag),
+                                       params(b))
+    prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
+    start = epoch(t0)
+    xs, phis, sens = np.empty((len(nodes), 6)), np.empty((len(nodes), 6, 6)), np.empty((len(nodes), 6))
+    for i, k in enumerate(nodes):
+        if k > 0:
+            try:
+                prop.propagate_to(start + float(k * step))
+            except Exception as exc:  # brahe raises its own error types
+                raise PropagationError(f"propagation to t0 + {k * step:.0f} s failed: {exc}") from exc
+            xs[i] = prop.current_state()
+            phis[i], sens[i] = (prop.stm(), _b_sensitivity(prop.sensitivity(), b)) if variational else (np.eye(6), 0.0)
+        else:
+            xs[i], phis[i], sens[i] = x0, np.eye(6), 0.0
+    if not np.isfinite(xs).all() or np.min(np.linalg.norm(xs[:, :3], axis=1)) < RE_M + 80e3:
+        raise PropagationError("the orbit re-entered or diverged")
+    pos = {int(k): i for i, k in enumerate(nodes)}
+    i0 = np.array([pos[int(k)] for k in lo])
+    return _interpolate(times, t0, step, lo, xs, phis, sens, i0)
+
+
+def _interpolate(times, t0, step, lo, xs, phis, sens, i0) -> Trajectory:
+    """States by quintic Hermite, Phi and sensitivity linearly, between nodes ``i0`` and ``i0 + 1``."""
+    s = (times - t0) / step - lo
+    acc = _accel_j2(xs)
+    p0, v0, a0 = xs[i0, :3], xs[i0, 3:] * step, acc[i0] * step**2
+    p1, v1, a1 = xs[i0 + 1, :3], xs[i0 + 1, 3:] * step, acc[i0 + 1] * step**2
+    s2, s3, s4, s5 = s**2, s**3, s**4, s**5
+    h = [1 - 10 * s3 + 15 * s4 - 6 * s5, s - 6 * s3 + 8 * s4 - 3 * s5, 0.5 * s2 - 1.5 * s3 + 1.5 * s4 - 0.5 * s5,
+         10 * s3 - 15 * s4 + 6 * s5, -4 * s3 + 7 * s4 - 3 * s5, 0.5 * s3 - s4 + 0.5 * s5]
+    dh = [-30 * s2 + 60 * s3 - 30 * s4, 1 - 18 * s2 + 32 * s3 - 15 * s4, s - 4.5 * s2 + 6 * s3 - 2.5 * s4,
+          30 * s2 - 60 * s3 + 30 * s4, -12 * s2 + 28 * s3 - 15 * s4, 1.5 * s2 - 4 * s3 + 2.5 * s4]
+    terms = (p0, v0, a0, p1, v1, a1)
+    pos = sum(hk[:, None] * tk for hk, tk in zip(h, terms))
+    vel = sum(dk[:, None] * tk for dk, tk in zip(dh, terms)) / step
+    w = s[:, None, None]
+    phi = (1 - w) * phis[i0] + w * phis[i0 + 1]
+    sen = (1 - s[:, None]) * sens[i0] + s[:, None] * sens[i0 + 1]
+    return Trajectory(times, np.concatenate([pos, vel], axis=1), phi, sen)

@@ -1,0 +1,81 @@
+"""A fused orbit predicted to any time: TEME states with covariances that grow as the model errs.
+
+:func:`predict` propagates an :class:`~sda.orbit.estimation.estimator.OdResult` with the estimator's force
+model (:mod:`sda.orbit.estimation.dynamics`) to any times at or after its epoch; :func:`ephemeris` does it on a
+regular grid (what screening, Pc and correlation read: position and covariance at arbitrary times, one
+numerical propagation per object, interpolated exactly enough between nodes). The covariance is::
+
+    C(t) = J(t) P J(t)^T  +  sigma_c^2 s(t) s(t)^T  +  Q(t)
+
+* ``J(t)`` = d(state(t), B) / d(state, B at the epoch) (transition matrix and drag sensitivity), ``P`` the
+  fit's 7x7 covariance: the uncertainty the observations left;
+* ``sigma_c^2 s(t) s(t)^T``: the drag the fit cannot know ahead, a *consider* error of ``B``
+  (``s`` the state's sensitivity to it since the epoch), and ``Q(t)``, white acceleration noise mapped
+  through the dynamics on an internal grid of at most :data:`NOISE_STEP_S`: the model error of
+  :mod:`sda.orbit.estimation.noise`, whose constants (:class:`~sda.orbit.estimation.noise.ProcessNoise`) say how big.
+
+Units: states TEME km and km/s (the pipeline's), covariances TEME in metres (m^2, m^2/s, m^2/s^2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sda.orbit.estimation import dynamics
+from sda.orbit.estimation.estimator import OdResult, Prior, _teme7
+from sda.orbit.estimation.noise import ProcessNoise, accumulated
+
+NOISE_STEP_S = 600.0
+
+
+@dataclasses.dataclass
+class Prediction:
+    """Times [m] (unix s), TEME positions [m, 3] (km), velocities [m, 3] (km/s), covariances [m, 6, 6] (TEME, m)."""
+
+    t: np.ndarray
+    r_km: np.ndarray
+    v_kms: np.ndarray
+    covariance: np.ndarray
+
+
+def predict(result: OdResult, times, noise: ProcessNoise = ProcessNoise()) -> Prediction:
+    """``result`` at ``times`` (unix s, each at or after its epoch), with the module docstring's covariance."""
+    times = np.atleast_1d(np.asarray(times, float))
+    t0 = float(result.epoch)
+    rot0 = dynamics.teme_rotation([t0])[0]
+    to_gcrf = _teme7(rot0).T
+    x0 = to_gcrf @ np.append(result.state, result.b)
+    p0 = to_gcrf @ result.covariance @ to_gcrf.T
+    grid = np.arange(t0, max(times.max(), t0) + NOISE_STEP_S, NOISE_STEP_S)
+    every = np.unique(np.concatenate([[t0], grid[grid < times.max()], times]))
+    traj = dynamics.propagate(t0, x0[:6], x0[6], every)
+    big = np.zeros((len(every), 6, 7))
+    rots = dynamics.teme_rotation(every)
+    big[:, :3, :3] = rots
+    big[:, 3:, 3:6] = rots
+    jac = traj.jac7  # [m, 6, 7]
+    cov = jac @ p0 @ np.swapaxes(jac, 1, 2)
+    cov += noise.sigma_b(x0[6]) ** 2 * np.einsum("mi,mj->mij", traj.sens, traj.sens)
+    cov += accumulated(traj.phi, every, noise.psd(x0[:3]))
+    rot6 = big[:, :, :6]
+    cov_teme = rot6 @ cov @ np.swapaxes(rot6, 1, 2)
+    r = np.einsum("mij,mj->mi", rots, traj.x[:, :3]) / 1000.0
+    v = np.einsum("mij,mj->mi", rots, traj.x[:, 3:]) / 1000.0
+    pick = np.searchsorted(every, times)
+    return Prediction(times, r[pick], v[pick], cov_teme[pick])
+
+
+def ephemeris(result: OdResult, start: float, end: float, step_s: float = 60.0,
+              noise: ProcessNoise = ProcessNoise()) -> Prediction:
+    """:func:`predict` on the grid ``start, start + step_s, ... <= end`` (``start`` at or after the epoch)."""
+    count = int(np.floor((float(end) - float(start)) / float(step_s) + 1e-9))
+    return predict(result, float(start) + float(step_s) * np.arange(count + 1), noise)
+
+
+def prior_from_result(result: OdResult, unix_s: float, noise: ProcessNoise = ProcessNoise()) -> Prior:
+    """The previous fused estimate as the next arc's prior at ``unix_s`` (its covariance grown to then)."""
+    pred = predict(result, [unix_s], noise)
+    state = np.concatenate([pred.r_km[0], pred.v_kms[0]]) * 1000.0
+    return Prior(float(unix_s), state, pred.covariance[0], result.b, result.sigma_b, "fused")

@@ -1,0 +1,44 @@
+"""Time conversions the orbit code shares: pipeline timestamps (naive = UTC, or aware) <-> unix seconds.
+
+The lakehouse stores UTC timestamps without a zone; the maths works in float unix seconds (SGP4 and the
+frames take Julian dates from them: :func:`sda.orbit.frames.unix_to_jd`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+
+
+def unix_seconds(times) -> np.ndarray:
+    """Timestamps (naive = UTC, or aware) -> float unix seconds."""
+    if not pd.api.types.is_datetime64_any_dtype(times):  # strings, Timestamps or datetimes in an object column
+        times = pd.to_datetime(times, utc=True)
+    # already timestamps (a pandas UDF's batch): read as is, without pandas' per-element parse;
+    # an aware one converts to UTC, a naive one is UTC already; NaT -> NaN
+    if hasattr(times, "to_numpy"):
+        instants = times.to_numpy(dtype="datetime64[ns]")
+    else:
+        instants = np.asarray(times, dtype="datetime64[ns]")
+    return (instants - np.datetime64(0, "ns")) / np.timedelta64(1, "s")
+
+
+def unix(t) -> float:
+    """One instant (a datetime, naive = UTC, or already unix seconds) -> float unix seconds."""
+    if isinstance(t, dt.datetime):
+        if t.tzinfo is None:  # the pipeline's naive timestamps are UTC
+            t = t.replace(tzinfo=dt.timezone.utc)
+        return t.timestamp()
+    return float(t)
+
+
+def utc(unix_s: float) -> dt.datetime:
+    """Unix seconds -> an aware UTC datetime, to the microsecond (a timestamp column's resolution)."""
+    return dt.datetime.fromtimestamp(round(float(unix_s) * 1e6) / 1e6, dt.timezone.utc)
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """A datetime as an aware UTC one (naive = UTC)."""
+    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)

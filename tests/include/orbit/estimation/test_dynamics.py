@@ -1,0 +1,68 @@
+"""The estimator's dynamics (sda.orbit.estimation.dynamics): interpolated states against an integration
+stopped at each time, the transition matrix and drag sensitivity against central differences, its
+TEME rotation against the simulator's own conversion, and its force model not being the truth's."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pytest
+
+from sda.orbit import frames
+from sda.orbit.estimation import dynamics
+from sda.sim import dynamics as truth
+
+T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc).timestamp()
+MU = 3.986004418e14
+
+
+def _leo() -> np.ndarray:
+    r = (frames.R_EARTH_KM + 500.0) * 1000.0
+    i = math.radians(97.4)
+    speed = math.sqrt(MU / r)
+    return np.array([r, 0.0, 0.0, 0.0, speed * math.cos(i), speed * math.sin(i)])
+
+
+def test_interpolated_states_match_a_stopped_integration():
+    bh = dynamics._brahe()
+    x0 = _leo()
+    times = T0 + np.array([37.0, 1000.5, 4321.0, 7199.9])
+    traj = dynamics.propagate(T0, x0, 0.03, times)
+    prop = bh.NumericalOrbitPropagator(dynamics.epoch(T0), x0, dynamics._config(False), dynamics._force(True),
+                                       dynamics.params(0.03))
+    for k, t in enumerate(times):
+        prop.propagate_to(dynamics.epoch(t))
+        direct = prop.current_state()
+        assert np.linalg.norm(traj.x[k, :3] - direct[:3]) < 0.5  # m
+        assert np.linalg.norm(traj.x[k, 3:] - direct[3:]) < 2e-3  # m/s
+
+
+def test_transition_matrix_and_sensitivity_match_central_differences():
+    x0 = _leo()
+    t = [T0 + 3 * 3600.0]
+    traj = dynamics.propagate(T0, x0, 0.03, t)
+    for j, h in ((0, 10.0), (4, 0.01)):
+        dx = np.zeros(6)
+        dx[j] = h
+        fd = (dynamics.propagate(T0, x0 + dx, 0.03, t).x[0] - dynamics.propagate(T0, x0 - dx, 0.03, t).x[0]) / (2 * h)
+        assert np.linalg.norm(traj.phi[0][:, j] - fd) < 0.02 * np.linalg.norm(fd)
+    fd = (dynamics.propagate(T0, x0, 0.031, t).x[0] - dynamics.propagate(T0, x0, 0.029, t).x[0]) / 0.002
+    assert np.linalg.norm(traj.sens[0] - fd) < 0.02 * np.linalg.norm(fd)
+
+
+def test_teme_rotation_is_the_simulators_conversion():
+    r_km, v_kms = np.array([[7000.0, 100.0, 300.0]]), np.array([[0.1, 7.5, 0.5]])
+    gcrf = truth.teme_to_gcrf(r_km, v_kms, T0)[0]
+    rot = dynamics.teme_rotation([T0])[0]
+    assert rot @ gcrf[:3] / 1000.0 == pytest.approx(r_km[0], abs=1e-9)
+    assert rot @ gcrf[3:] / 1000.0 == pytest.approx(v_kms[0], abs=1e-12)
+
+
+def test_force_model_is_not_the_truths():
+    assert dynamics.GRAVITY_DEGREE < truth.GRAVITY_DEGREE
+    assert "Harris-Priester" in dynamics.MODEL and "NRLMSISE" in truth.MODEL
+    with pytest.raises(dynamics.PropagationError):
+        low = _leo() * np.array([0.91, 1, 1, 1, 1, 1])  # starts below the surface's 80 km
+        dynamics.propagate(T0, low, 0.03, [T0 + 600.0])
