@@ -11,7 +11,7 @@ JARS := var/jars/.resolved
 help:
 	@echo "make run        install, start Airflow with the pipeline, feed simulated sensors, process end to end"
 	@echo "make test       install and run the whole test suite (what CI runs)"
-	@echo "make test-fast  the suite without the slow end-to-end tests"
+	@echo "make test-fast  the suite without the slow tests (end-to-end, multi-stage flows)"
 	@echo "make lint       ruff and the import-layer contracts (make test runs it first)"
 	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/ and docs/performance.md)"
 	@echo "make clean      delete run output under var/ (keeps the venv and the jar cache)"

@@ -29,6 +29,9 @@ from sda.sim import scoring
 from sda.sim.simulate import SimConfig, simulate
 from tests import chain
 
+# two full flows with acquisition, and a killed and retried acquire: minutes
+pytestmark = pytest.mark.slow
+
 SIM_START = dt.datetime(2026, 11, 20, 0, 0, tzinfo=chain.UTC)
 SIM_END = SIM_START + dt.timedelta(hours=6)
 FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse", "acquire")

@@ -25,6 +25,9 @@ from sda.lake.tables import TABLES
 from sda.sim.simulate import SimConfig, simulate
 from tests import chain
 
+# two full flows (a single and a split lakehouse) with orbit determination: minutes
+pytestmark = pytest.mark.slow
+
 SIM_START = dt.datetime(2026, 11, 21, 6, 0, tzinfo=chain.UTC)
 SIM_END = SIM_START + dt.timedelta(hours=3)
 TCA = SIM_END + dt.timedelta(hours=1)

@@ -24,6 +24,9 @@ from sda.lake.tables import TABLES
 from sda.sim.simulate import SimConfig, simulate
 from tests import chain
 
+# two full 12-hour flows with orbit determination and manoeuvre detection: minutes
+pytestmark = pytest.mark.slow
+
 SIM_START = dt.datetime(2026, 11, 20, 0, 0, tzinfo=chain.UTC)
 SIM_END = SIM_START + dt.timedelta(hours=12)
 FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse")
