@@ -19,7 +19,7 @@ before them (issue 38, point 5: cross-tags resolved by tracking).
    of at least the fit hours, the catalogue element set as the prior): a wrong association there is in the fit.
 4. **Scored window.** Its observations (a deterministic sample of at most ``--max-observations``, whole
    records) are correlated with the objects whose fused orbit the pipeline would use (converged, fitted over
-   at least :data:`sda.lake.tables.FUSED_MIN_SPAN_S`) predicted by it (:mod:`sda.orbit.correlation.tracks`: numerical
+   at least ``settings.fusion_min_span_s``) predicted by it (:mod:`sda.orbit.correlation.tracks`: numerical
    prediction, the fit's covariance grown by drag-consider and process noise) and the others by their element
    set with the catalogue's uncertainty model; and, for comparison, all by their element sets (``catalogue``).
 
@@ -245,7 +245,6 @@ def _fit_hours(args, fit_obs: pd.DataFrame, cat: tuple, gate_km: float, sigmas: 
                regime_of: dict) -> tuple[dict, dict]:
     """Correlate the fit hours against the catalogue, fuse each object: (figures, usable fused rows by object)."""
     from sda.config.settings import Settings
-    from sda.lake.tables import FUSED_MIN_SPAN_S
     from sda.orbit.fusion.arcs import ArcSettings
     from sda.sim import scoring
 
@@ -259,21 +258,21 @@ def _fit_hours(args, fit_obs: pd.DataFrame, cat: tuple, gate_km: float, sigmas: 
         f"wrong {fit_fig['wrong_pct']:.3f} %, uct {fit_fig['uct_pct']:.3f} %")
     arc_h = max(settings.fusion_arc_h, args.fit_hours)
     arc = ArcSettings(arc_s=arc_h * 3600.0, lines_span_s=(settings.screening_horizon_h + arc_h) * 3600.0,
-                      lines_min_span_s=FUSED_MIN_SPAN_S)
+                      lines_min_span_s=settings.fusion_min_span_s)
     correlated = matched[matched["status"] == "correlated"]
     t0 = time.monotonic()
     rows = fuse_all(correlated, lines, arc, args.workers)
     fit_s = round(time.monotonic() - t0, 1)
-    used = usable(rows, FUSED_MIN_SPAN_S)
+    used = usable(rows, settings.fusion_min_span_s)
     newest = {int(r["norad_id"]): r for r in sorted(rows, key=lambda r: r["window_start_unix"])}
     status = pd.Series([r["status"] for r in newest.values()]).value_counts().to_dict() if newest else {}
     fused = {"objects_fused": len(newest), "windows": len(rows),
              "status_newest": {k: int(v) for k, v in status.items()},
              "converged": int(sum(r["status"] == "converged" for r in newest.values())), "used": len(used),
              "used_by_regime": pd.Series([regime_of.get(n, "none") for n in used]).value_counts().to_dict(),
-             "arc_h": arc_h, "min_span_s": FUSED_MIN_SPAN_S, "fit_s": fit_s, "workers": args.workers}
+             "arc_h": arc_h, "min_span_s": settings.fusion_min_span_s, "fit_s": fit_s, "workers": args.workers}
     log(f"fused {fused['objects_fused']} objects in {fit_s} s ({args.workers} workers): {fused['converged']} "
-        f"converged, {fused['used']} usable (converged over >= {FUSED_MIN_SPAN_S:g} s)")
+        f"converged, {fused['used']} usable (converged over >= {settings.fusion_min_span_s:g} s)")
     return {**fit_fig, "correlate_s": correlate_s, "observations": len(fit_obs)}, {**fused, "rows": used}
 
 

@@ -12,7 +12,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-LINES_MIN_SPAN_S = 5400.0  # the fuse stage's (sda.lake.tables.FUSED_MIN_SPAN_S)
+from sda.config.settings import Settings
+
+LINES_MIN_SPAN_S = Settings.fusion_min_span_s  # the fuse stage's (settings.fusion_min_span_s, its default)
 
 
 def log(msg: str) -> None:

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from sda.lake import schemas
+from sda.lake.orbits import active_catalog, newest_element_sets
 from sda.lake.schemas_fusion import PROVISIONAL_OBJECTS
-from sda.lake.tables import active_catalog, newest_element_sets
 from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.times import as_utc
 from sda.pipeline import changefeed, faults, provisional, runtime, sinks
@@ -103,13 +103,15 @@ def search(spark: "SparkSession", settings: "Settings", newest: dt.datetime, reg
 def fused_sets(spark: "SparkSession", settings: "Settings", ids: list[int], since: dt.datetime) -> dict:
     """The provisional objects' newest usable fused screening element sets (the fuse stage keeps them fresh;
     the catalogue's is the acquisition's, which ages)."""
-    from sda.lake.tables import TABLES, newest_fused_orbits, table_exists
+    from sda.lake.orbits import newest_fused_orbits
+    from sda.lake.tables import TABLES, table_exists
 
     if not ids or not table_exists("fused_orbits", settings):
         return {}
     fused = TABLES["fused_orbits"].read(spark, settings).where(F.col("norad_id").isin(ids))
     return {int(r["norad_id"]): (r["line1"], r["line2"])
-            for r in newest_fused_orbits(fused, since, "line1", "line2").collect()}
+            for r in newest_fused_orbits(fused, since, "line1", "line2",
+                                          min_span_s=settings.fusion_min_span_s).collect()}
 
 
 def upkeep(spark: "SparkSession", settings: "Settings", newest: dt.datetime | None, reg: list[dict], fresh: set[int],

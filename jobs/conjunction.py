@@ -63,13 +63,12 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sda.alerts.fused import with_fused_lines
 from sda.alerts.publish import publish, publish_manoeuvres
 from sda.alerts.screening_record import newest_states, read_state, write_state
 from sda.alerts.values import aware
 from sda.lake import schemas
+from sda.lake.orbits import active_catalog, newest_element_sets, with_fused_lines
 from sda.lake.spark import observed, task_slots
-from sda.lake.tables import active_catalog, newest_element_sets
 from sda.orbit import screening
 from sda.pipeline import replay as replay_plan
 from sda.pipeline import runtime, sinks
@@ -94,7 +93,7 @@ APPROACHES = T.StructType(
 )
 
 
-# what the screening reads of each object's newest element set (sda.lake.tables.newest_element_sets)
+# what the screening reads of each object's newest element set (sda.lake.orbits.newest_element_sets)
 SCREENED_COLUMNS = ("line1", "line2", "perigee_km", "apogee_km", "epoch")
 
 

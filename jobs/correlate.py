@@ -37,7 +37,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sda.lake import schemas
-from sda.lake.tables import TABLES, active_catalog, newest_element_sets, sql_string
+from sda.lake.orbits import active_catalog, newest_element_sets
+from sda.lake.tables import TABLES, sql_string
 from sda.orbit import correlation, sensors
 from sda.orbit.sensors import load_sensors
 from sda.pipeline import changefeed, faults, runtime, sinks, watermarks

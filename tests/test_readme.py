@@ -48,6 +48,10 @@ SETTING_DOCS = {
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "fusion_arc_h": "event-time arc of one orbit-determination fit (an object's fused orbit per arc window)",
     "fusion_renew_m": "a fused object's screening element set is renewed when it strays this far from the new fit",
+    "fusion_max_age_h": "a fused orbit whose epoch is this far before the screening's start is not used (the "
+                        "catalogue's element set is, as for an object never fused)",
+    "fusion_min_span_s": "a fused orbit fitted over a shorter arc (epoch - first observation) is not used unless "
+                         "re-fitted after a manoeuvre; the fuse stage fits no screening element set to it",
     "acquire_lookback_h": "event time the new-object search looks back from the newest held observation",
     "acquire_retire_h": "a provisional object nothing has seen for this long (event time) is retired",
     "acquire_merge_km": "a provisional object another object's element set follows this closely over an orbit is "

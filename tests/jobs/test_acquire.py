@@ -185,7 +185,7 @@ def test_a_provisional_object_the_catalogue_learns_is_merged(spark, runs):
     merges the provisional object into it, moves its observations there and keeps the registry row; the
     provisional number leaves the catalogue that correlation and screening use. (Runs last: it changes
     the single lakehouse.)"""
-    from sda.lake.tables import active_catalog
+    from sda.lake.orbits import active_catalog
 
     one, _, _, _, _, body, known, _ = runs
     pairs = _truth_of(spark, one, body, f"norad_id >= {FIRST_NUMBER} AND norad_id < {FIRST_NUMBER + NUMBERS}")

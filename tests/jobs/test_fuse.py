@@ -80,12 +80,10 @@ def test_objects_are_fused_and_most_converge(spark, runs):
     assert single["objects"] == len(fused) >= 25
     converged = [r for r in fused.values() if r["status"] == "converged"]
     assert len(converged) >= 0.8 * len(fused)
-    from sda.lake.tables import FUSED_MIN_SPAN_S
-
     assert any(r["line1"] for r in converged) and any(not r["line1"] for r in converged)
     for r in converged:
         # the screening element set exactly where the screening may use the fit (90 minutes or more)
-        if r["epoch_unix"] - r["fit_start_unix"] >= FUSED_MIN_SPAN_S:
+        if r["epoch_unix"] - r["fit_start_unix"] >= one.fusion_min_span_s:
             assert r["source"] == "fused" and r["line1"] and r["line2"] and r["lines_max_m"] < 3000.0
         else:
             assert r["source"] == "fused" and r["line1"] is None and r["lines_max_m"] is None
@@ -223,10 +221,8 @@ def test_a_refit_renews_the_screened_element_set_only_when_it_strays(spark, runs
     state = {int(r["norad_id"]): r for r in TABLES["screening_state"].read(spark, two).collect()}
     times = SIM_END.timestamp() + np.arange(0.0, 3 * 3600.0 + 1.0, 300.0)
     kept = renewed = 0
-    from sda.lake.tables import FUSED_MIN_SPAN_S
-
     for norad, f in fused.items():
-        if f["status"] != "converged" or f["epoch_unix"] - f["fit_start_unix"] < FUSED_MIN_SPAN_S:
+        if f["status"] != "converged" or f["epoch_unix"] - f["fit_start_unix"] < two.fusion_min_span_s:
             continue  # the screening used the catalogue's element set for it
         screened = (state[norad]["line1"], state[norad]["line2"])
         if screened == (f["line1"], f["line2"]):

@@ -219,7 +219,8 @@ def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarr
                   refined=None, fused=None) -> dict:
     """One :func:`assess` row: ``ev`` a screening event, ``flag_i`` its persistent-proximity flag (or
     None), ``p_state`` / ``s_state`` the objects' TEME states at TCA [m, m/s]; ``refined`` its
-    refinement on fused orbits (:mod:`sda.alerts.fused`), which then gives TCA, states and covariances."""
+    refinement on fused orbits (:mod:`sda.alerts.fused`), which then gives TCA, states and covariances (the
+    orbit determination's, resolved on the state's RTN axes)."""
     from sda.orbit import screening
 
     pid, sid, t = int(ev.primary_id), int(ev.secondary_id), float(ev.tca_unix)
@@ -236,9 +237,10 @@ def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarr
     for n, state, which in ((pid, p_state, "p_cov"), (sid, s_state, "s_cov")):
         cov_teme = None if refined is None else getattr(refined, which)
         if cov_teme is not None:
-            from sda.alerts.fused import covariance_rtn
+            from sda.orbit.estimation.measurements import rtn_covariance
 
-            cov = covariance_rtn(cov_teme, state)
+            cov = rtn_covariance(state[None, :3], state[None, 3:], np.asarray(cov_teme, float)[None])[0]
+            cov = 0.5 * (cov + cov.T)
             sigmas.append(np.sqrt(np.clip(np.diag(cov), 0.0, None)))
             sources.append(fused[n].label)
         else:

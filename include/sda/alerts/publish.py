@@ -44,7 +44,8 @@ from sda.alerts.outbox import ALERT_FIELDS, TIME_FIELDS, emit, outbox_lookup
 from sda.alerts.plan import Plan, plan_alerts
 from sda.alerts.values import UTC, aware, missing
 from sda.lake import schemas
-from sda.lake.tables import TABLES, newest_element_sets, table_exists
+from sda.lake.orbits import newest_element_sets, usable_fused
+from sda.lake.tables import TABLES, table_exists
 from sda.pipeline import faults, sinks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,7 +142,7 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     ids: set[int] = set()
     if n_events:
         ids = {int(x) for x in events["primary_id"]} | {int(x) for x in events["secondary_id"]}
-    from sda.alerts.fused import FUSED_COLUMNS, fused_orbits, usable_fused
+    from sda.alerts.fused import FUSED_COLUMNS, fused_orbits
 
     catalog, states, current = _read_inputs(spark, settings, ids, screen_start)
     fused = fused_orbits(usable_fused(spark, settings, screen_start, sorted(ids), *FUSED_COLUMNS) if ids else [])

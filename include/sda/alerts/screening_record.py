@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
-from sda.alerts.fused import usable_fused
 from sda.alerts.values import aware
 from sda.lake import schemas
+from sda.lake.orbits import usable_fused
 from sda.lake.tables import TABLES
 from sda.orbit import screening
 from sda.pipeline import faults, runtime

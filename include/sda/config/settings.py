@@ -204,6 +204,13 @@ class Settings:
     # a fused orbit's screening element set must stray from its new prediction before it is renewed
     fusion_arc_h: float = 6.0
     fusion_renew_m: float = 500.0
+    # which fused orbits the screening, the assessment and correlation use (sda.lake.orbits.newest_fused_orbits):
+    # none older than fusion_max_age_h before the screening's start (the catalogue's element set is used, as for an
+    # object never fused), none fitted over a shorter arc than fusion_min_span_s (epoch - first observation): one
+    # pass determines the along-track motion worse than a fresh element set does, and the fuse stage fits no
+    # screening element set to a shorter fit
+    fusion_max_age_h: float = 48.0
+    fusion_min_span_s: float = 5400.0
     # new objects (jobs/acquire.py, sda.orbit.acquisition.search): the event time searched back from the newest held
     # observation, how long a provisional object may go unseen before it is retired, and how close a
     # catalogued object's element set must follow it to merge it
@@ -283,6 +290,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "screening_horizon_h": _positive_float,
     "fusion_arc_h": _positive_float,
     "fusion_renew_m": _positive_float,
+    "fusion_max_age_h": _positive_float,
+    "fusion_min_span_s": _positive_float,
     "acquire_lookback_h": _positive_float,
     "acquire_retire_h": _positive_float,
     "acquire_merge_km": _positive_float,

@@ -15,7 +15,7 @@
   ``settings.acquire_retire_h`` of event time is retired; one whose orbit a catalogued object's element set
   follows within ``settings.acquire_merge_km`` is merged into it, its correlated observations moved
   there (``correlate_run_id`` ``merged:<number>:<the run that correlated it>``). Both leave the registry row
-  (the history); :func:`sda.lake.tables.active_catalog` then keeps the number out of correlation and screening.
+  (the history); :func:`sda.lake.orbits.active_catalog` then keeps the number out of correlation and screening.
 """
 
 from __future__ import annotations

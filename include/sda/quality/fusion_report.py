@@ -58,7 +58,7 @@ def _regime_row(regime: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     fused = [r for r in rows if r["status"] == "converged"]
     sizes, rms = [_sigma(r) for r in fused], [r["rms"] for r in fused]
     # the screening uses a converged fit only with its element set, which the stage fits only over 90 minutes
-    # or more (sda.lake.tables.FUSED_MIN_SPAN_S): a shorter one is fused but screened on an older fit or the catalogue
+    # or more (settings.fusion_min_span_s): a shorter one is fused but screened on an older fit or the catalogue
     used = sum(1 for r in fused if r.get("line1"))
     return {"regime": regime, "objects": len(rows), "fused": len(fused), "screened": used,
             "rms_median": percentile(rms, 50), "rms_p90": percentile(rms, 90),

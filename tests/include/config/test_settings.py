@@ -61,3 +61,14 @@ def test_sim_objects_setting_sizes_the_generated_catalogue():
     for bad in ("0", "-5", "many", "30000"):
         with pytest.raises(SettingsError, match="SDA_SIM_OBJECTS"):
             load_settings(env={"SDA_SIM_OBJECTS": bad})
+
+
+def test_fusion_policy_settings_default_and_are_validated():
+    s = load_settings(env={})
+    assert (s.fusion_max_age_h, s.fusion_min_span_s) == (48.0, 5400.0)
+    s = load_settings(env={"SDA_FUSION_MAX_AGE_H": "12", "SDA_FUSION_MIN_SPAN_S": "3600"})
+    assert (s.fusion_max_age_h, s.fusion_min_span_s) == (12.0, 3600.0)
+    for var in ("SDA_FUSION_MAX_AGE_H", "SDA_FUSION_MIN_SPAN_S"):
+        for bad in ("0", "-1", "nan", "soon"):
+            with pytest.raises(SettingsError, match=var):
+                load_settings(env={var: bad})

@@ -23,7 +23,7 @@ import pandas as pd
 
 from sda.orbit.correlation import gate
 from sda.orbit.estimation.estimator import OdResult
-from sda.orbit.estimation.measurements import rtn_axes
+from sda.orbit.estimation.measurements import rtn_covariance
 from sda.orbit.estimation.predict import ProcessNoise, predict
 
 STEP_S = 20.0
@@ -110,14 +110,6 @@ class Tracks:
             for name, values in got[2].items():
                 residuals.setdefault(name, np.full(len(t), np.nan))[sel] = values
         return d2, miss, residuals, dof, logdet
-
-
-def rtn_covariance(r_km: np.ndarray, v_kms: np.ndarray, cov_teme: np.ndarray) -> np.ndarray:
-    """[m, 6, 6] TEME position / velocity covariances (m units) resolved on each state's R, T, N axes."""
-    axes = rtn_axes(r_km, v_kms)  # [m, 3, 3], rows R, T, N
-    big = np.zeros((len(axes), 6, 6))
-    big[:, :3, :3] = big[:, 3:, 3:] = axes
-    return big @ cov_teme @ np.swapaxes(big, 1, 2)
 
 
 def from_results(results: Mapping[int, OdResult], start: float, end: float, step_s: float = STEP_S,

@@ -54,6 +54,14 @@ def rtn_axes(r: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.stack([radial, np.cross(cross, radial), cross], axis=1)
 
 
+def rtn_covariance(r_km: np.ndarray, v_kms: np.ndarray, cov_teme: np.ndarray) -> np.ndarray:
+    """[m, 6, 6] TEME position / velocity covariances (m units) resolved on each state's R, T, N axes."""
+    axes = rtn_axes(r_km, v_kms)  # [m, 3, 3], rows R, T, N
+    big = np.zeros((len(axes), 6, 6))
+    big[:, :3, :3] = big[:, 3:, 3:] = axes
+    return big @ cov_teme @ np.swapaxes(big, 1, 2)
+
+
 def _col(obs: pd.DataFrame, name: str) -> np.ndarray:
     return obs[name].to_numpy(dtype=float) if name in obs else np.full(len(obs), np.nan)
 

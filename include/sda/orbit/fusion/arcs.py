@@ -15,7 +15,7 @@ Each converged fit over at least ``lines_min_span_s`` also gets the element set 
 (:mod:`sda.orbit.screening.fitted_elements`), fitted to the fused orbit's numerical prediction from its epoch over
 ``lines_span_s`` (the screening horizon plus an arc); a shorter converged fit is still the next window's
 prior. Whether a new set counts as a change for the incremental screening is the
-screening's decision (:func:`sda.alerts.fused.with_fused_lines`), not this stage's: the fused orbits stay
+screening's decision (:mod:`sda.orbit.screening.renewal`), not this stage's: the fused orbits stay
 a function of the observations alone.
 """
 
@@ -48,7 +48,7 @@ class ArcSettings:
     arc_s: float = 6 * 3600.0
     lines_span_s: float = 30 * 3600.0
     #: a fit over a shorter span gets no screening element set: the screening does not use it
-    #: (:data:`sda.lake.tables.FUSED_MIN_SPAN_S`, which the stage passes here), and the set costs ~0.2 s of
+    #: (``settings.fusion_min_span_s``, which the stage passes here), and the set costs ~0.2 s of
     #: numerical propagation over ``lines_span_s`` -- nine tenths of a short arc's work
     lines_min_span_s: float = 0.0
     config: OdConfig = OdConfig()

@@ -13,7 +13,8 @@ import pytest
 from sda.orbit import correlation as C
 from sda.orbit import screening as S
 from sda.orbit.correlation import gate
-from sda.orbit.correlation.tracks import Tracks, rtn_covariance
+from sda.orbit.correlation.tracks import Tracks
+from sda.orbit.estimation.measurements import rtn_covariance
 from sda.orbit.frames import propagate
 
 EPOCH = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
