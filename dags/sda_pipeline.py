@@ -2,22 +2,11 @@
 ### sda_pipeline: space-domain-awareness sensor fusion, one data interval per run
 
 Every run takes the sensor files that landed since the last run and carries them through the
-lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`):
-
-* `catalog` (`jobs/catalog.py`): loads the TLE/OMM catalogue file (`SDA_CATALOG_FILE`) into `gold.catalog`
-* `ingest` (`jobs/ingest.py`): new files under `SDA_LANDING` (radar JSON lines, optical CSV, ISL beacons)
-  -> bronze, exactly once per file; unreadable records -> `ops.quarantine`
-* `normalize` (`jobs/normalize.py`): bronze -> `silver.observations`: one envelope, SI units, event time
-* `dedup` (`jobs/dedup.py`): redeliveries and repeats collapsed per sensor and event-time window
-  -> `silver.observations_dedup`
-* `correlate` (`jobs/correlate.py`): observations associated with catalogue objects -> `gold.correlated` /
-  `gold.uncorrelated`, per-object state
-* `conjunction` (`jobs/conjunction.py`): close-approach screening over the horizon -> `gold.conjunctions`,
-  `gold.alerts` and alert files in `SDA_OUTBOX`
-* `quality_silver` (`jobs/quality.py --layer bronze,silver`): Great Expectations on this run's bronze and
-  silver rows; a failed gate stops the run before `correlate`, so nothing reaches gold
-* `quality_gold` (`jobs/quality.py --layer gold`): the same for this run's gold rows; writes the run report
-  (the task's **Run report** link)
+lakehouse (Delta tables under `SDA_LAKEHOUSE`, default `var/lakehouse`), one task per stage of
+`include/sda/pipeline/topology.py` and its two quality gates (listed under *Tasks* below, generated from it
+when the DAG is parsed: `DOC_MD`). The catalogue file is `SDA_CATALOG_FILE`, the landing zone `SDA_LANDING`, the
+outbox `SDA_OUTBOX`; a failed `quality_silver` stops the run before `correlate`, so nothing reaches gold,
+and `quality_gold` writes the run report (the task's **Run report** link).
 
 Each task runs `jobs/<stage>.py --start <data_interval_start> --end <data_interval_end> --run-id
 <run_id>` as a thin client of the long-lived Spark Connect server (`sda server start`; `make run`
@@ -29,8 +18,8 @@ the same interval converges to the same tables. A **backfill** (Airflow UI "Back
 `POST /api/v2/backfills`) passes `--mode replay`: each run recomputes its interval from bronze and
 the tables downstream of it (see `sda_replay` and `include/sda/pipeline/replay.py`), commits no progress and
 sends no alerts, so it can run beside the scheduled runs (a write conflict between them is retried:
-every sink is an idempotent MERGE). `catalog`, `ingest` and the gates skip in a backfill. The graph is declared in
-`include/sda/pipeline/topology.py` (see the README's diagram).
+every sink is an idempotent MERGE). The stages that read files (those no other stage feeds) and the gates skip
+in a backfill. The graph is declared in `include/sda/pipeline/topology.py` (see the README's diagram).
 """
 
 from __future__ import annotations
@@ -43,9 +32,13 @@ from sda.config.settings import load_settings
 from sda.orchestration.airflow_support import landing_state_file, stage_kwargs
 from sda.orchestration.landing_watch import LandingTrigger
 from sda.orchestration.operators import QualityGateOperator, SdaStageOperator
-from sda.pipeline.topology import GATES, STAGES, edges
+from sda.pipeline.topology import GATES, STAGES, edges, markdown
 
 settings = load_settings()
+
+# what the Airflow UI shows: the docstring above and the tasks, generated from the topology (plain strings: no
+# Spark or pandas at parse time)
+DOC_MD = f"{__doc__}\n#### Tasks\n\n{markdown()}"
 
 # A run's data interval, as job arguments. A manual run triggered without a logical date has no data
 # interval in Airflow 3, and a run started by landed files (asset-triggered) has the span of its
@@ -76,7 +69,7 @@ landing = Asset(
 with DAG(
     dag_id="sda_pipeline",
     description="Sensor files -> bronze -> silver -> correlated observations -> conjunction alerts",
-    doc_md=__doc__,
+    doc_md=DOC_MD,
     # A plain timedelta gives zero-length data intervals in Airflow 3: each run covers the cadence
     # that ends when it starts. Landed files trigger a run in between; at max_active_runs Airflow
     # defers asset-triggered runs, so files landing during a run are taken by the next one.

@@ -2,8 +2,8 @@
 ### sda_replay: recompute chosen stages for an event-time range
 
 Trigger it from the UI (**Trigger DAG** shows the form) or the REST API with a `conf` of
-`start`, `end` (ISO-8601, UTC), `stages` (any of normalize, dedup, correlate, fuse, conjunction; all by
-default) and `dry_run`.
+`start`, `end` (ISO-8601, UTC), `stages` (any of the replayable stages listed at the end; all by default)
+and `dry_run`.
 
 1. `plan` checks the request and refuses it with a message saying what is wrong: end not after
    start, a range longer than `SDA_REPLAY_MAX_HOURS`, a start in the future, an unknown or
@@ -27,16 +27,17 @@ from sda.config.settings import load_settings
 from sda.orchestration.airflow_support import stage_kwargs
 from sda.orchestration.operators import SdaStageOperator
 from sda.pipeline.replay import REPLAYABLE
-from sda.pipeline.topology import STAGES
+from sda.pipeline.topology import STAGE_BY_NAME
 
 settings = load_settings()
-STAGE_BY_NAME = {s.name: s for s in STAGES}
+# what the Airflow UI shows: the docstring above and the replayable stages, from the topology
+DOC_MD = f"{__doc__}\nReplayable stages, in topology order: {', '.join(f'`{name}`' for name in REPLAYABLE)}.\n"
 PLAN = "{{ ti.xcom_pull(task_ids='plan') }}"
 
 with DAG(
     dag_id="sda_replay",
     description="Recompute chosen stages for an event-time range from the tables upstream of them",
-    doc_md=__doc__,
+    doc_md=DOC_MD,
     schedule=None,
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
     catchup=False,

@@ -163,6 +163,20 @@ def test_folder_map_paths_exist():
         assert (PROJECT_ROOT / path).exists(), path
 
 
+def test_folder_map_lists_the_stages_of_the_topology():
+    """The folder map's ``jobs/`` entry names every stage, in DAG order, and nothing else before the ';'."""
+    from sda.pipeline.topology import stage_names
+
+    block = README.read_text().split("## Folder map", 1)[1].split("\n## ", 1)[0]
+    entry = re.search(r"^jobs/\s+(.*?)(?=^\S)", block, re.M | re.S)
+    assert entry, "the folder map has no jobs/ entry"
+    listed = re.search(r"job per stage:\s*([^;]*);", " ".join(entry.group(1).split()))
+    assert listed, entry.group(1)
+    assert tuple(name.strip() for name in listed.group(1).split(",")) == stage_names()
+    jobs = {path.stem for path in (PROJECT_ROOT / "jobs").glob("*.py") if not path.stem.startswith("_")}
+    assert set(stage_names()) <= jobs
+
+
 def test_referenced_files_exist():
     for doc in [README, *DOCS]:
         text = doc.read_text()

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sda.config.settings import PROJECT_ROOT, SettingsError, load_settings
+from sda.pipeline.topology import stage_names
 
-STAGES = ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "acquire", "conjunction")
+STAGES = stage_names()
 
 
 def _cmd_simulate(argv: list[str]) -> int:

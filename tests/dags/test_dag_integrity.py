@@ -49,6 +49,18 @@ def test_documented_and_tagged(dag):
     assert dag.start_date.year >= 2020  # fixed, not now()
 
 
+def test_doc_md_lists_every_stage_and_gate(dag):
+    """What the Airflow UI shows names each task and its job: the list is generated from the topology."""
+    from sda.pipeline.topology import GATES as TOPOLOGY_GATES
+    from sda.pipeline.topology import STAGES
+
+    tasks = dag.doc_md.split("#### Tasks", 1)[1]
+    for stage in STAGES:
+        assert f"* `{stage.name}` (`{stage.job}`)" in tasks, stage.name
+    for gate in TOPOLOGY_GATES:
+        assert f"* `{gate.name}` (`{gate.job} --layer {','.join(gate.layers)}`" in tasks, gate.name
+
+
 def test_every_stage_retries_and_gates_do_not(dag):
     for task in dag.tasks:
         if task.task_id in GATES:
@@ -164,6 +176,22 @@ def test_topology_names_registered_tables():
         assert (PROJECT_ROOT / stage.job).parent.is_dir()
         for up in stage.upstream:
             assert STAGES.index(next(s for s in STAGES if s.name == up)) < STAGES.index(stage), (up, stage.name)
+
+
+def test_topology_derives_the_stage_lists():
+    """The lists the CLI, the replay and the benchmarks take from the topology (expected values written out)."""
+    from sda.pipeline import topology
+
+    assert topology.stage_names() == ("catalog", "ingest", "normalize", "dedup", "correlate", "fuse", "acquire",
+                                      "conjunction")
+    assert topology.stages_upto("correlate") == ("catalog", "ingest", "normalize", "dedup", "correlate")
+    assert topology.stages_upto("ingest") == ("ingest",)
+    assert topology.stages_from("fuse") == ("fuse", "acquire", "conjunction")
+    assert topology.stages_between("normalize", "correlate") == ("normalize", "dedup", "correlate")
+    assert topology.stages_between("catalog", "fuse") == ("catalog", "correlate", "fuse")
+    assert topology.source_stages() == ("catalog", "ingest")
+    with pytest.raises(KeyError, match="unknown stage 'teleport'"):
+        topology.stages_upto("teleport")
 
 
 @pytest.mark.parametrize("run_type,mode",

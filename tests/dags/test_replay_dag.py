@@ -26,6 +26,11 @@ def test_replay_dag_loads_with_its_form(dagbag, dag):
     assert dag.params["dry_run"] is False
 
 
+def test_replay_dag_doc_lists_the_replayable_stages(dag):
+    assert "Replayable stages, in topology order: `normalize`, `dedup`, `correlate`, `fuse`, `acquire`, " \
+           "`conjunction`." in dag.doc_md
+
+
 def test_replay_dag_graph(dag):
     ids = {t.task_id for t in dag.tasks}
     assert ids == {"plan", "choose", "replay_normalize", "replay_dedup", "replay_correlate", "replay_fuse",

@@ -11,6 +11,8 @@ normalize      parses the bronze records that can hold an event time in the rang
 dedup          re-clusters every (sensor, window) with an observation in the range
 correlate      re-associates the range's deduplicated observations; their state windows and passes
                are recomputed; finality is judged by the newest batch already processed
+fuse           refits each object's arc windows the range touches, and its later ones (a window's prior is
+               the window before it)
 acquire        searches the held observations of the lookback before the range's newest one for new
                objects (the same observations give the same provisional numbers)
 conjunction    redoes the screening of every cadence boundary in ``(start, end]`` into
@@ -18,8 +20,9 @@ conjunction    redoes the screening of every cadence boundary in ``(start, end]`
                already left, and a past screening must not move the present alert state backwards)
 =============  ==================================================================================
 
-``ingest`` and ``catalog`` are not replayable: bronze is the log a replay reads, and the catalogue is
-used as it stands. Every write is a MERGE on the table's key that inserts what is missing (and the
+The replayable stages are those another stage feeds (:func:`sda.pipeline.topology.source_stages` are
+not): ``ingest`` and ``catalog`` are not replayable, since bronze is the log a replay reads, and the
+catalogue is used as it stands. Every write is a MERGE on the table's key that inserts what is missing (and the
 windowed state an upsert), so with unchanged inputs a replay changes nothing but lineage columns, and
 after a loss (rows deleted, a bug fixed) it puts back what the range should hold. No progress is
 committed: the incremental position of each stage stays where it was, and the next scheduled run
@@ -33,9 +36,10 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sda.pipeline.topology import STAGES
+from sda.pipeline.topology import source_stages, stage_names
 
-REPLAYABLE = ("normalize", "dedup", "correlate", "fuse", "acquire", "conjunction")
+# every stage another stage feeds; the source stages read files, not tables (why, per stage: NOT_REPLAYABLE)
+REPLAYABLE = tuple(name for name in stage_names() if name not in source_stages())
 NOT_REPLAYABLE = {"ingest": "bronze is the replayable log: a replay reads it, it does not re-read landing files",
                   "catalog": "the catalogue is used as it stands; load a catalogue file with `sda catalog` or the DAG"}
 
@@ -109,7 +113,7 @@ def parse_stages(value: str | Iterable[str] | None) -> tuple[str, ...]:
                               f"Replayable stages: {', '.join(REPLAYABLE)}")
         if name not in REPLAYABLE:
             raise ReplayError(f"unknown stage {name!r}: replayable stages are {', '.join(REPLAYABLE)}")
-    order = [s.name for s in STAGES]
+    order = stage_names()
     return tuple(sorted(dict.fromkeys(names), key=order.index))
 
 

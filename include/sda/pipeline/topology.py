@@ -4,7 +4,10 @@ Each :class:`Stage` is one job (``jobs/<name>.py``, a client of the Spark Connec
 Airflow task. For every stage this module records what it reads and writes (table names from
 :mod:`sda.lake.tables`), the operators it applies, whether its input edge is keyed (a hash shuffle)
 and by what, and what state it keeps between runs. ``dags/sda_pipeline.py`` builds its tasks and
-dependencies from :data:`STAGES`; the README's diagram is :func:`mermaid` (a test keeps it up to date).
+dependencies from :data:`STAGES` and its ``doc_md`` from :func:`markdown`; the README's diagram is
+:func:`mermaid` (a test keeps it up to date). Every other list of stages (the CLI's, the replay's, the
+benchmarks', the README's folder map) is taken from :func:`stage_names`, :func:`stages_upto`,
+:func:`stages_from` or :func:`stages_between`, never written out.
 
 Every stage that consumes a table's change feed records the last Delta version it consumed in
 ``ops.progress`` (see :mod:`sda.pipeline.runtime`), so a retried or late run resumes where the last one
@@ -173,6 +176,60 @@ GATES: tuple[Gate, ...] = (
 
 STAGE_BY_NAME: dict[str, Stage] = {stage.name: stage for stage in STAGES}
 EXTERNAL = (LANDING, CATALOG_FILE, OUTBOX)
+
+
+def stage_names() -> tuple[str, ...]:
+    """Every stage, in the order the DAG runs them one at a time (each after the stages upstream of it)."""
+    return tuple(stage.name for stage in STAGES)
+
+
+def _closure(name: str, step) -> set[str]:
+    if name not in STAGE_BY_NAME:
+        raise KeyError(f"unknown stage {name!r}: the stages are {', '.join(stage_names())}")
+    seen, todo = {name}, [name]
+    while todo:
+        for nxt in step(todo.pop()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def stages_upto(last: str) -> tuple[str, ...]:
+    """``last`` and every stage it depends on, directly or not, in DAG order: what a run needs to have
+    run for ``last`` to see its inputs."""
+    wanted = _closure(last, lambda name: STAGE_BY_NAME[name].upstream)
+    return tuple(name for name in stage_names() if name in wanted)
+
+
+def stages_from(first: str) -> tuple[str, ...]:
+    """``first`` and every stage depending on it, directly or not, in DAG order."""
+    wanted = _closure(first, lambda name: [s.name for s in STAGES if name in s.upstream])
+    return tuple(name for name in stage_names() if name in wanted)
+
+
+def stages_between(first: str, last: str) -> tuple[str, ...]:
+    """The stages on the paths from ``first`` to ``last`` (both included), in DAG order."""
+    after = set(stages_from(first))
+    return tuple(name for name in stages_upto(last) if name in after)
+
+
+def source_stages() -> tuple[str, ...]:
+    """The stages no other stage feeds (they read files: the catalogue file, the landing zone)."""
+    return tuple(stage.name for stage in STAGES if not stage.upstream)
+
+
+def markdown() -> str:
+    """The stages and gates as a Markdown list (the ``sda_pipeline`` DAG's ``doc_md``, in the Airflow UI)."""
+    out = []
+    for stage in STAGES:
+        reads = ", ".join(f"`{name}`" for name in stage.inputs)
+        writes = ", ".join(f"`{name}`" for name in stage.outputs)
+        out.append(f"* `{stage.name}` (`{stage.job}`): {stage.summary}. Reads {reads}; writes {writes}")
+    for gate in GATES:
+        where = f"after {', '.join(gate.after)}" + (f", before {', '.join(gate.before)}" if gate.before else "")
+        out.append(f"* `{gate.name}` (`{gate.job} --layer {','.join(gate.layers)}`, {where}): {gate.summary}")
+    return "\n".join(out) + "\n"
 
 
 def edges(gates: bool = True) -> list[tuple[str, str]]:
