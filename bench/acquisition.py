@@ -40,7 +40,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -48,18 +47,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import RESULTS, log, ratio, short_utc, stats, write_result
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
 WITHIN_H = (6.0, 24.0)
 SURVIVAL_H = 24.0
 TARGET_SHARE, TARGET_PASSES, TARGET_REGIME = 0.9, 3, "LEO"
 PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.manoeuvre.detection.ManoeuvreSettings' pass_gap_s, max_pass_s
 STAGE_SETTINGS = ("acquire_lookback_h", "acquire_retire_h", "acquire_merge_km")
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=3), p.add_argument("--start", default="2026-11-20T00:00:00Z")
     p.add_argument("--work", type=Path, default=None, help="simulation directory (default: a temporary one)")
     p.add_argument("--no-refit", action="store_true", help="never refit a provisional object (no fuse stage)")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "acquisition.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "acquisition.json")
     return p
 
 # --- scoring (pure: the unit tests' business) ---------------------------------------------------------------
@@ -132,30 +126,21 @@ def score_bodies(bodies: dict[int, dict], objects: list[dict], run_end: float) -
     return rows
 
 
-def _stats(values) -> dict | None:
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], float)
-    return {"n": len(v), "median": round(float(np.median(v)), 4), "p90": round(float(np.percentile(v, 90)), 4),
-            "max": round(float(v.max()), 4)} if len(v) else None
-
-
-def _ratio(a: int, b: int) -> float | None:
-    return round(a / b, 4) if b else None
-
-
 def group_figures(rows: list[dict]) -> dict:
     """Shares acquired within 6 h and 24 h (over the observed bodies: a body not acquired is missed), the
     windows the run cut short, delays and position errors of one group of scored bodies."""
     seen = [r for r in rows if r["observed"]]
     got = [r for r in seen if r["acquired"]]
-    out = {"bodies": len(rows), "observed": len(seen), "acquired": len(got), "share": _ratio(len(got), len(seen)),
+    out = {"bodies": len(rows), "observed": len(seen), "acquired": len(got), "share": ratio(len(got), len(seen)),
            "merged_wrongly": sum(r.get("merged_wrongly", False) for r in got)}
     for h in WITHIN_H:
         k = f"{h:g}h"
         within, censored = sum(r[f"within_{k}"] for r in seen), sum(r[f"censored_{k}"] for r in seen)
-        out[f"within_{k}"] = {"acquired": within, "share": _ratio(within, len(seen)), "censored": censored,
-                              "share_uncensored": _ratio(within, len(seen) - censored)}
-    return {**out, "delay_h": _stats(r["delay_h"] for r in got), "pos_err_km": _stats(r["pos_err_km"] for r in got),
-            "lines_err_km": _stats(r["lines_err_km"] for r in got)}
+        out[f"within_{k}"] = {"acquired": within, "share": ratio(within, len(seen)), "censored": censored,
+                              "share_uncensored": ratio(within, len(seen) - censored)}
+    return {**out, "delay_h": stats((r["delay_h"] for r in got), count=True),
+            "pos_err_km": stats((r["pos_err_km"] for r in got), count=True),
+            "lines_err_km": stats((r["lines_err_km"] for r in got), count=True)}
 
 
 def targets(target_group: dict, fates: dict) -> dict:
@@ -232,7 +217,7 @@ def object_truth(em, eph) -> None:
     for o in em.objects:
         o["body"], o["purity"] = owner(label[i] for i in o["obs_ids"])
         later = em.fate == f"correlated:{o['norad_id']}"
-        o["correlated_purity"] = _ratio(int((true_id[later] == o["body"]).fillna(False).sum()), int(later.sum()))
+        o["correlated_purity"] = ratio(int((true_id[later] == o["body"]).fillna(False).sum()), int(later.sum()))
         o["pos_err_km"] = o["lines_err_km"] = None
         if o["body"] is not None and o["body"] in set(int(n) for n in eph.norad):
             r_true, _ = eph.at_pairs(eph.rows([o["body"]]), [o["epoch"]])
@@ -263,30 +248,25 @@ def hidden_bodies(em, hidden: list[int], regimes: dict[int, str]) -> dict[int, d
     return out
 
 
-def _utc(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%m-%dT%H:%M")
-
-
 def report(figures: dict, objects: list[dict]) -> None:
     """A line per hidden body and per false object."""
     km = lambda x: "-" if x is None or not math.isfinite(x) else f"{x:.2f}"  # noqa: E731
     for b in figures["scored_bodies"]:
-        what = ("never observed" if not b["observed"] else f"first {_utc(b['first_obs'])}, " + (
-            f"acquired {_utc(b['acquired_at'])} as {b['provisional_id']} after {b['delay_h']:.1f} h, error "
+        what = ("never observed" if not b["observed"] else f"first {short_utc(b['first_obs'])}, " + (
+            f"acquired {short_utc(b['acquired_at'])} as {b['provisional_id']} after {b['delay_h']:.1f} h, error "
             f"{km(b['pos_err_km'])} km (element set {km(b['lines_err_km'])}), purity {b['purity']:.2f}, {b['status']}"
             f"{' WRONGLY' if b['merged_wrongly'] else ''}, {b['duplicates']} duplicates" if b["acquired"] else
             "not acquired"))
         log(f"body {b['norad_id']} ({b['regime']}) {b['observations']} obs in {b['passes']} passes: {what}; rows "
             f"{b['rows']}")
     for o in (o for o in objects if o["outcome"] != "acquired"):
-        log(f"false {o['outcome']:15s} {o['norad_id']} created {_utc(o['created'])} of {o['body']} (purity "
+        log(f"false {o['outcome']:15s} {o['norad_id']} created {short_utc(o['created'])} of {o['body']} (purity "
             f"{o['purity']:.2f}, {o['observations']} obs, {o['passes']} passes): {o['status']} "
             f"{o['merged_into'] or ''}, 24 h: {o['fate_24h']}")
 
 
 def main(argv=None) -> dict:
     args = parser().parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from acquisition_stages import Emulation, emulate
 
     from sda.config.settings import load_settings
@@ -320,15 +300,13 @@ def main(argv=None) -> dict:
                "stage_settings": {k: getattr(settings, k) for k in STAGE_SETTINGS},
                **{k: v for k, v in figures.items() if k != "scored_bodies"},
                "timing_s": {"simulate": round(sim_s, 1), **{k: round(v, 1) for k, v in em.timing.items()},
-                            "acquire_per_step": _stats(s["acquire_s"] for s in em.steps),
-                            "pool_per_step": _stats(s["pool"] for s in em.steps),
+                            "acquire_per_step": stats((s["acquire_s"] for s in em.steps), count=True),
+                            "pool_per_step": stats((s["pool"] for s in em.steps), count=True),
                             "total": round(time.perf_counter() - started, 1)}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     detail = {**summary, "body_list": figures["scored_bodies"], "step_list": em.steps,
               "object_list": [{k: v for k, v in o.items() if k not in ("satrec", "acquired_satrec", "obs_ids")}
                               for o in em.objects]}
-    args.out.write_text(json.dumps(detail, indent=1, default=float) + "\n")
-    print(json.dumps(summary, default=float), flush=True)
+    write_result(args.out, detail, summary, indent=1, default=float)
     return summary
 
 

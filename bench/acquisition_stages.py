@@ -5,25 +5,17 @@ correlation do). No Spark: the stages' own functions on pandas frames."""
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import time
 
 import numpy as np
 import pandas as pd
+from common import log, short_utc
 
 GATE_KM = 50.0
 #: the fuse stage's refit of a provisional object: its observations over this much event time, at most
 #: every REFIT_EVERY_S (the stage refits a window when new observations arrive)
 REFIT_ARC_S, REFIT_EVERY_S = 6 * 3600.0, 3 * 3600.0
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
-
-
-def _utc(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%m-%dT%H:%M")
 
 
 class Emulation:
@@ -155,9 +147,8 @@ class Emulation:
 
     def upkeep(self, now: float) -> dict:
         """Retire and merge the active objects not created at ``now`` (the stage's upkeep)."""
+        from sda.orbit.times import utc
         from sda.pipeline import provisional
-
-        utc = lambda x: dt.datetime.fromtimestamp(x, dt.timezone.utc)  # noqa: E731
         live = {o["norad_id"]: o for o in self.active() if o["created"] < now}
         rows = [{"norad_id": n, "founder": o["founder"], "last_seen": utc(o["last_seen"]),
                  "acquired_epoch": utc(o["epoch"])} for n, o in live.items()]
@@ -184,7 +175,7 @@ def emulate(em: Emulation, start: float, end: float, step_s: float) -> None:
         em.timing["correlate"] += time.perf_counter() - t
         row.update(**em.acquire(hi), **em.refit(hi), **em.upkeep(hi), active=len(em.active()))
         em.steps.append(row)
-        log(f"step {k} to {_utc(hi)}: {row.get('observations', 0)} observations, {row.get('held', 0)} held, pool "
+        log(f"step {k} to {short_utc(hi)}: {row.get('observations', 0)} observations, {row.get('held', 0)} held, pool "
             f"{row['pool']}, {row['found']} new in {row['acquire_s']:.0f} s, {row['retired']} retired, "
             f"{row['merged']} merged, {row['refitted']} refitted, {row['active']} active")
 

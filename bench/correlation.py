@@ -48,23 +48,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
-CATALOG_DIR = PROJECT_ROOT.parent / "shared" / "data" / "catalog"
-FILES = ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
+from common import REFERENCE_FILES, RESULTS, in_range, log, reference_catalogue, reference_files, write_result
+
 FIXED_SIGMA_M = 2000.0  # the gate's former single prediction sigma
 AGES = [0.5, 1.0, 3.0, 7.0]
 TRACKING_ONLY = ("objects", "fit_hours", "workers")
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 def _ages(text: str) -> list[float]:
@@ -78,19 +70,6 @@ def _ages(text: str) -> list[float]:
     return ages
 
 
-def _in_range(high: float, what: str):
-    """An argparse type: a number in (0, ``high``], refused with ``what`` it should be."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not 0.0 < value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected {what} in (0, {high:.0f}]")
-        return value
-    return parse
-
-
 def parser() -> argparse.ArgumentParser:
     from sda.sim.common import parse_time
     from sda.sim.simulate import positive_int
@@ -99,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ages", type=_ages, default=None,
                    help="element-set ages, days (default 0.5,1,3,7; with --tracking one age, default 1); 0 = an "
                         "exact catalogue (the sensors observe the very element sets it holds: sensor noise alone)")
-    p.add_argument("--minutes", type=_in_range(120.0, "minutes"), default=10.0,
+    p.add_argument("--minutes", type=in_range(120.0, "minutes"), default=10.0,
                    help="simulated minutes per age (default 10)")
     p.add_argument("--max-observations", type=positive_int, default=30_000,
                    help="observations scored per age, a deterministic sample (default 30000)")
@@ -107,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--compare-fixed", action="store_true",
                    help="also run a fixed isotropic prediction sigma (--fixed-sigma-m) for every object")
-    p.add_argument("--fixed-sigma-m", type=_in_range(1e6, "a sigma in metres"), default=FIXED_SIGMA_M,
+    p.add_argument("--fixed-sigma-m", type=in_range(1e6, "a sigma in metres"), default=FIXED_SIGMA_M,
                    help=f"that sigma, metres per axis (default {FIXED_SIGMA_M:g}: the former gate; 1 at "
                         "--ages 0: exact orbits)")
     p.add_argument("--out", type=Path, default=None,
@@ -117,7 +96,7 @@ def parser() -> argparse.ArgumentParser:
                         "(bench/correlation_tracking.py)")
     p.add_argument("--objects", type=positive_int, default=None,
                    help="--tracking: observed objects, a subset of the catalogue (default 2000)")
-    p.add_argument("--fit-hours", type=_in_range(24.0, "hours"), default=None,
+    p.add_argument("--fit-hours", type=in_range(24.0, "hours"), default=None,
                    help="--tracking: hours of observations fused before the scored window (default 6)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="--tracking: processes fusing the orbits (default 2)")
@@ -133,7 +112,7 @@ def parse(argv=None) -> argparse.Namespace:
         if given:
             p.error(f"{', '.join(given)} only with --tracking")
         args.ages = AGES if args.ages is None else args.ages
-        args.out = args.out or PROJECT_ROOT / "bench" / "results" / "correlation.json"
+        args.out = args.out or RESULTS / "correlation.json"
         return args
     if args.compare_fixed:
         p.error("--compare-fixed is not a --tracking option")
@@ -142,7 +121,7 @@ def parse(argv=None) -> argparse.Namespace:
     if args.workers is not None and args.workers > 16:
         p.error(f"--workers {args.workers}: at most 16")
     defaults = {"ages": [1.0], "objects": 2000, "fit_hours": 6.0, "workers": 2,
-                "out": PROJECT_ROOT / "bench" / "results" / "correlation_tracking.json"}
+                "out": RESULTS / "correlation_tracking.json"}
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -151,15 +130,13 @@ def parse(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse(argv)
-    missing = [f for f in FILES if not (CATALOG_DIR / f).is_file()]
-    if missing:
-        print(f"bench/correlation.py: reference catalogue not found in {CATALOG_DIR} ({', '.join(missing)}); "
-              "it ships with ../shared/data beside the project", file=sys.stderr)
-        raise SystemExit(2)
+    reference_files("bench/correlation.py")
     if args.tracking:
-        from bench.correlation_tracking import run
+        from correlation_tracking import run
 
-        return _write(run(args, CATALOG_DIR, FILES), args.out)
+        result = run(args)
+        write_result(args.out, result)
+        return result
     from sda.config.settings import Settings
     from sda.orbit.sensors import load_sensors, sensor_sigmas
     from sda.sim import scoring
@@ -168,14 +145,12 @@ def main(argv=None) -> dict:
     sensors = load_sensors()
     sigmas = sensor_sigmas(sensors)
     gate_km = Settings().correlation_gate_km
-    result: dict = {"catalogue": [f"../shared/data/catalog/{f}" for f in FILES], "minutes": args.minutes,
+    result: dict = {"catalogue": [f"../shared/data/catalog/{f}" for f in REFERENCE_FILES], "minutes": args.minutes,
                     "start": args.start.isoformat(), "seed": args.seed, "gate_km": gate_km,
                     "max_observations": args.max_observations, "ages_days": args.ages}
     with tempfile.TemporaryDirectory(prefix="sda-bench-correlation-") as tmp:
         root = Path(tmp)
-        catalog = root / "reference.tle"
-        texts = [(CATALOG_DIR / f).read_text() for f in FILES]
-        catalog.write_text("".join(t if t.endswith("\n") else t + "\n" for t in texts))  # one file has no final newline
+        catalog = reference_catalogue(root / "reference.tle")
         for age in args.ages:
             started = time.monotonic()
             cfg = SimConfig(start=args.start, end=args.start + dt.timedelta(minutes=args.minutes),
@@ -216,14 +191,7 @@ def main(argv=None) -> dict:
                 log(f"age {age:g} d, fixed {args.fixed_sigma_m:g} m gate: right {fixed['right_pct']:.3f} %, "
                     f"wrong {fixed['wrong_pct']:.3f} %, uct {fixed['uct_pct']:.3f} % in {fixed['correlate_s']} s")
             result[f"{age:g}"] = figures
-    return _write(result, args.out)
-
-
-def _write(result: dict, out: Path) -> dict:
-    """The figures to ``out`` and, as one line, to stdout."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(json.dumps(result, default=str), flush=True)
+    write_result(args.out, result)
     return result
 
 

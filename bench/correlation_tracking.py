@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import REFERENCE_FILES, log, reference_catalogue
 
 GEESAT = ("GEESAT-4 01", "GEESAT-4 05")
 # held as cross-tags by bench/correlation.py on element sets (bench/results/correlation.json, 0.5-7 days)
@@ -51,10 +52,6 @@ KNOWN_CROSS_TAGS = (65119, 65123, 62485, 60233, 49330, 38740, 33056, 44113, 4174
 NEIGHBOUR_KM = 200.0  # around the GEESAT pair
 COLOCATED_KM = 20.0  # two objects this close at --start are kept together ...
 GEO_COLOCATED_KM = 50.0  # ... or this close when one is geostationary
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 def _close_pairs(ids: np.ndarray, sats: list, regimes: np.ndarray, t: float) -> list[tuple[int, int]]:
@@ -285,7 +282,7 @@ def _log_window(name: str, fig: dict) -> None:
             for k, v in fig["by_regime"].items()))
 
 
-def run(args: argparse.Namespace, catalog_dir: Path, files: tuple[str, ...]) -> dict:
+def run(args: argparse.Namespace) -> dict:
     from sda.config.settings import Settings
     from sda.orbit import correlation, frames, uncertainty
     from sda.orbit.correlation.tracks import from_results
@@ -295,14 +292,12 @@ def run(args: argparse.Namespace, catalog_dir: Path, files: tuple[str, ...]) -> 
 
     sensors = load_sensors()
     sigmas, gate_km, start = sensor_sigmas(sensors), Settings().correlation_gate_km, args.start
-    result: dict = {"mode": "tracking", "catalogue": [f"../shared/data/catalog/{f}" for f in files],
+    result: dict = {"mode": "tracking", "catalogue": [f"../shared/data/catalog/{f}" for f in REFERENCE_FILES],
                     "objects": args.objects, "fit_hours": args.fit_hours, "minutes": args.minutes,
                     "age_days": args.ages[0], "start": start.isoformat(), "seed": args.seed, "gate_km": gate_km}
     with tempfile.TemporaryDirectory(prefix="sda-bench-correlation-tracking-") as tmp:
         root = Path(tmp)
-        catalog = root / "reference.tle"
-        texts = [(catalog_dir / f).read_text() for f in files]
-        catalog.write_text("".join(t if t.endswith("\n") else t + "\n" for t in texts))
+        catalog = reference_catalogue(root / "reference.tle")
         sim, keep, result["subset"], result["simulate_s"] = _simulate(args, root, catalog, start)
         result["truth_model"] = json.loads(sim.summary_file.read_text())["truth"]["model"]
         obs = scoring.landed_observations(sim, sensors)

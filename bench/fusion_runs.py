@@ -8,10 +8,11 @@ The simulator writes ``--hours`` of sensors over a generated catalogue of ``--ob
 size by default; element sets 0.5-3 days old; no disorder: a re-ordered or late file holds observations
 of other times than its name says, which landing by name would turn into late data). The files land one
 cadence at a time, by the time in their names, and after each landing the stages run as the DAG runs them
-(ingest .. correlate, fuse, conjunction with the screening starting at the slice's end, 24 h horizon), in
-one lakehouse on the benchmark's own Spark Connect server. Per run: the fuse stage's seconds, objects and
-windows refitted, converged; the conjunction stage's fused objects, renewed and kept element sets (``renew_fraction`` =
-renewed / catalogue objects: what ``bench/screening.py --renew-fraction`` takes) and its seconds.
+(every stage of sda.pipeline.topology up to conjunction, the screening starting at the slice's end, 24 h
+horizon; the catalogue file, which does not change, is loaded once before the first run), in one lakehouse
+on the benchmark's own Spark Connect server. Per run: each stage's seconds; the fuse stage's objects and
+windows refitted, converged; the conjunction stage's fused objects, renewed and kept element sets
+(``renew_fraction`` = renewed / catalogue objects: what ``bench/screening.py --renew-fraction`` takes).
 
 With ``--warm-hours H`` the first run takes the first H hours at once (a catalogue tracked that long
 before; ``--hours`` counts them), and the runs after it are the steady state: what a run refits and renews
@@ -25,25 +26,20 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import json
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from common import RESULTS, WORK, iso_z, log, run_stage, stage_argv, write_result
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
-STAGES = ("ingest", "normalize", "dedup", "correlate", "fuse", "conjunction")
-FAR_START, FAR_END = "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"
+from sda.pipeline.topology import stages_upto
 
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
+# what a run runs, as the DAG does; not catalog: its file does not change, it is loaded once before the runs
+STAGES = tuple(stage for stage in stages_upto("conjunction") if stage != "catalog")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,8 +54,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=2)
     p.add_argument("--start", default="2026-11-21T06:00:00Z")
     p.add_argument("--renew-m", type=float, default=None, help="settings.fusion_renew_m (default: the setting's)")
-    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "fusion_runs")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "fusion_runs.json")
+    p.add_argument("--work", type=Path, default=WORK / "fusion_runs")
+    p.add_argument("--out", type=Path, default=RESULTS / "fusion_runs.json")
     return p
 
 
@@ -79,12 +75,11 @@ def land(files: list[Path], staging: Path, landing: Path) -> None:
 
 def one_run(spark, settings, k: int, slice_end: dt.datetime) -> dict:
     out = {"run": k, "slice_end": slice_end.isoformat()}
-    screen = slice_end.isoformat().replace("+00:00", "Z")
+    screen = iso_z(slice_end)
     for stage in STAGES:
         extra = ["--screen-start", screen] if stage == "conjunction" else []
         started = time.monotonic()
-        m = importlib.import_module(f"jobs.{stage}").main(
-            ["--start", FAR_START, "--end", FAR_END, "--run-id", f"run-{k}", *extra], settings=settings, spark=spark)
+        m = run_stage(spark, settings, stage, stage_argv(stage, settings, f"run-{k}", *extra))
         out[f"{stage}_s"] = round(time.monotonic() - started, 2)
         if stage == "fuse":
             out.update(fuse_objects=m.get("objects", 0), fuse_windows=m.get("windows", 0),
@@ -101,7 +96,6 @@ def main(argv=None) -> dict:
     args = parser().parse_args(argv)
     from sda.config.settings import load_settings
     from sda.lake import server
-    from sda.lake.spark import connect
     from sda.sim.common import RATE_NAMES, parse_time
     from sda.sim.simulate import SimConfig, simulate
 
@@ -115,13 +109,9 @@ def main(argv=None) -> dict:
                              outbox=args.work / "outbox", catalog_file=sim.catalog_file, shuffle_partitions=4,
                              **({} if args.renew_m is None else {"fusion_renew_m": args.renew_m}))
     files = [p for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts and file_time(p.name)]
-    own_server = server.start(settings).get("started", False)
-    spark = connect(settings)
     rows = []
-    try:
-        importlib.import_module("jobs.catalog").main(
-            ["--start", FAR_START, "--end", FAR_END, "--run-id", "catalog-1", "--file", str(sim.catalog_file)],
-            settings=settings, spark=spark)
+    with server.running(settings) as spark:  # the settings' server (started for the runs if none answers)
+        run_stage(spark, settings, "catalog", stage_argv("catalog", settings, "catalog-1"))
         step = dt.timedelta(minutes=args.cadence_minutes)
         k, slice_end = 0, start + (dt.timedelta(hours=args.warm_hours) if args.warm_hours > 0 else step)
         previous_end = start
@@ -131,10 +121,6 @@ def main(argv=None) -> dict:
             log(json.dumps(row))
             rows.append(row)
             k, previous_end, slice_end = k + 1, slice_end, slice_end + step
-    finally:
-        spark.stop()
-        if own_server:
-            server.stop(settings)
     later = rows[1:] or rows
 
     def med(key: str) -> float:
@@ -152,9 +138,7 @@ def main(argv=None) -> dict:
               "runs_measured": len(later),
               "median_fuse_share": round(float(np.median([r["fuse_objects"] for r in later])) / args.objects, 4),
               "fuse_s_per_object": round(sum(r["fuse_s"] for r in later) / objects_fitted, 3)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result), flush=True)
+    write_result(args.out, result)
     return result
 
 

@@ -37,21 +37,22 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd  # module level: pandas_udf resolves its type hints here
+from common import RESULTS, WORK, run_stage, stage_argv, write_result
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
+from sda.pipeline.topology import stages_between
 
 UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
-FLOW = ("normalize", "dedup", "correlate")
+# what a micro-batch costs from bronze to correlation: the batch is appended to bronze directly (no ingest),
+# and the stages after correlate work per object, not per observation (bench/fusion_runs.py times them)
+FLOW = stages_between("normalize", "correlate")
+INTERVAL = ("2026-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
 ISO_RE = re.compile(r"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(\.\d+)?Z")
 TMS_RE = re.compile(r"t_ms=(\d+)")
 HISTORY_KINDS = ("optical", "isl")  # one observation per bronze row: history rows cost what they count
@@ -78,10 +79,7 @@ def settings_for(root: Path, catalog: Path):
 
 def run(spark, settings, stage: str, run_id: str, extra=()) -> dict:
     """One stage as Airflow would run it (its ``main``), on the shared session."""
-    import importlib
-
-    argv = ["--start", "2026-01-01T00:00:00Z", "--end", "2100-01-01T00:00:00Z", "--run-id", run_id, *extra]
-    return importlib.import_module(f"jobs.{stage}").main(argv, settings=settings, spark=spark)
+    return run_stage(spark, settings, stage, stage_argv(stage, settings, run_id, *extra, interval=INTERVAL))
 
 
 def make_template(spark, root: Path, minutes: float):
@@ -164,7 +162,7 @@ def build_history(spark, base: Path, name: str, rows: int, template: dict, catal
     shutil.rmtree(root, ignore_errors=True)
     settings = settings_for(root, catalog)
     ensure_tables(spark, settings)
-    run(spark, settings, "catalog", f"{name}-catalog", ["--file", str(catalog)])
+    run(spark, settings, "catalog", f"{name}-catalog")  # --file: settings.catalog_file, as the DAG passes it
     per_copy = sum(template[k].count() for k in HISTORY_KINDS)
     copies_n = -(-rows // per_copy)
     t0 = time.perf_counter()
@@ -190,7 +188,7 @@ def replicate(spark, src, dst, blocks: int, hours: int) -> int:
         return pd.Series([shift_payload(p, int(k)) for p, k in zip(payload, back)])
 
     ensure_tables(spark, dst)
-    run(spark, dst, "catalog", "replica-catalog", ["--file", str(dst.catalog_file)])
+    run(spark, dst, "catalog", "replica-catalog")
     batches = int(TABLES["watermarks"].read(spark, src).agg(F.max("ingest_batch")).first()[0])
     bronze_rows = 0
     for name in REPLICATED:
@@ -259,8 +257,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="simulated minutes in the micro-batch (default 56: ~20k observations)")
     p.add_argument("--full-large", action="store_true",
                    help="also time a full recompute of the large bronze (over an hour on 2 cores)")
-    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "incremental")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "incremental.json")
+    p.add_argument("--work", type=Path, default=WORK / "incremental")
+    p.add_argument("--out", type=Path, default=RESULTS / "incremental.json")
     args = p.parse_args(argv)
     if not 1_000 <= args.small_rows < args.large_rows <= 50_000_000:
         p.error(f"--small-rows {args.small_rows} / --large-rows {args.large_rows}: "
@@ -269,13 +267,19 @@ def main(argv: list[str] | None = None) -> dict:
         p.error(f"--minutes {args.minutes}: expected 1..59 (history copies are an hour apart)")
 
     from sda.lake import server
-    from sda.lake.spark import connect
 
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     template_settings = settings_for(args.work / "template", args.work / "catalog.tle")
-    own_server = server.start(template_settings).get("started", False)  # the pipeline's server, if one answers
-    spark = connect(template_settings)
+    with server.running(template_settings) as spark:  # the pipeline's server, if one answers
+        result = measure(spark, args, template_settings)
+    summary = {k: v for k, v in result.items() if k not in ("detail", "machine")}
+    write_result(args.out, result, summary)
+    return result
+
+
+def measure(spark, args, template_settings) -> dict:
+    """The small and large states, their micro-batches and full recomputes: the figures."""
     template, catalog = make_template(spark, args.work / "template", args.minutes)
 
     small_settings, hours, small_rows = build_history(spark, args.work, "small", args.small_rows, template, catalog)
@@ -313,13 +317,6 @@ def main(argv: list[str] | None = None) -> dict:
         "detail": {"small": {**small, "full": full_small}, "large": {**large, "full": full_large}},
         "machine": {"cores": __import__("os").cpu_count(), "spark_master": template_settings.spark_master},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    spark.stop()
-    if own_server:
-        server.stop(template_settings)
-    summary = {k: v for k, v in result.items() if k not in ("detail", "machine")}
-    print(json.dumps(summary), flush=True)
     return result
 
 

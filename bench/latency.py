@@ -66,11 +66,11 @@ import statistics
 import sys
 from pathlib import Path
 
+from common import RESULTS, WORK, write_result
 from latency_measure import FIRST_PAIR_ID, MAX_FILES, WARMUP_MINUTES, Lake, measure_one, simulate_into, warm_up
 from latency_stack import (
     DAG_ID,
     LOCATION_SETTINGS,
-    PROJECT_ROOT,
     UTC,
     Airflow,
     BenchError,
@@ -79,8 +79,6 @@ from latency_stack import (
     r2,
     say,
 )
-
-sys.path.insert(0, str(PROJECT_ROOT / "include"))
 
 MARKER = ".sda-bench-latency"  # marks --work as this benchmark's scratch directory (safe to wipe)
 
@@ -125,9 +123,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=1500.0,
                    help="limit for the warm-up and for each file to reach silver and gold (default 1500)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random landing phases (default 1)")
-    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "latency",
+    p.add_argument("--work", type=Path, default=WORK / "latency",
                    help="working directory, wiped at the start (default var/bench/latency)")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "latency.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "latency.json")
     args = p.parse_args(argv)
     if args.files < 1:
         p.error(f"--files {args.files}: at least 1 file is needed to measure anything")
@@ -213,10 +211,7 @@ def report(args: argparse.Namespace, env: dict[str, str], samples: list[dict]) -
                     "spark_master": env.get("SDA_SPARK_MASTER", "local[2] (default)"),
                     "parallelism": env.get("AIRFLOW__CORE__PARALLELISM")},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    say(f"wrote {args.out}")
-    print(json.dumps(result), flush=True)
+    write_result(args.out, result, announce=say)
     return result
 
 

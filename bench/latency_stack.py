@@ -6,10 +6,11 @@
   standalone`` runs, listening on 127.0.0.1 only) in its own process group, and its REST API
   (:class:`Airflow`);
 * the progress lines while a measurement waits (:class:`Progress`);
-* ``say`` (a timestamped progress line), the time conversions and :class:`BenchError`.
+* ``say`` (a progress line stamped with the seconds since the start), ``iso``/``ts`` (instants to and from
+  the REST API's ISO-8601, on bench/common.py's conversions) and :class:`BenchError`.
 
 ``bench/`` is not a package: ``python bench/latency.py`` puts this directory first on ``sys.path``,
-so the benchmark's modules import one another by their file names.
+so the benchmark's modules import one another, and bench/common.py, by their file names.
 """
 
 from __future__ import annotations
@@ -25,36 +26,25 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+from common import PROJECT_ROOT, elapsed_logger, iso_z, parse_iso
+
 DAG_ID = "sda_pipeline"
 UTC = dt.timezone.utc
 STARTUP_TIMEOUT_S = 600
 LOCATION_SETTINGS = ("SDA_LAKEHOUSE", "SDA_LANDING", "SDA_OUTBOX", "SDA_CATALOG_FILE", "SDA_CADENCE_MINUTES",
                      "SDA_CONNECT_PORT")
 
-_T_START = time.monotonic()
-
-
-def say(msg: str) -> None:
-    """A progress line, stamped with the seconds since the benchmark started."""
-    print(f"[{time.monotonic() - _T_START:6.0f}s] {msg}", flush=True)
+say = elapsed_logger(time.monotonic(), time.monotonic)  # seconds since the benchmark started
 
 
 def iso(t: float | None) -> str | None:
     """Unix seconds -> an ISO-8601 instant in UTC, to the millisecond (``...Z``)."""
-    if t is None:
-        return None
-    return dt.datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_z(t, "milliseconds")
 
 
 def ts(text: str | None) -> float | None:
-    """An ISO-8601 instant from the REST API -> unix seconds."""
-    if not text:
-        return None
-    value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
+    """An ISO-8601 instant from the REST API (naive = UTC) -> unix seconds."""
+    return parse_iso(text).timestamp() if text else None
 
 
 def r2(x: float | None) -> float | None:

@@ -46,29 +46,21 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import datetime as dt
-import json
 import math
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from common import RESULTS, log, ratio, short_utc, stats, write_result
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
 SLACK_S = 120.0
 BINS = ((0.05, 0.1), (0.1, 0.2), (0.2, 0.5), (0.5, 1.0), (1.0, 2.0))
 TARGET_DV_MS, TARGET_PASSES, TARGET_FALSE_PER_1000 = 0.5, 2, 1.0
 OUTCOMES = {"late_bracket": "late bracket", "after_untested_burn": "after untested burn", "duplicate": "duplicate",
             "false": "false"}  # the unmatched detections' outcomes (classify)
 PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.manoeuvre.detection.ManoeuvreSettings' pass_gap_s, max_pass_s
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -82,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--start", default="2026-11-20T00:00:00Z")
     p.add_argument("--work", type=Path, default=None, help="simulation directory (default: a temporary one)")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "manoeuvres.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "manoeuvres.json")
     return p
 
 
@@ -126,18 +118,6 @@ def match(detections: list[dict], burns: list[dict]) -> dict[int, int]:
             out[i] = j
             taken.add(j)
     return out
-
-
-def _stats(values) -> dict | None:
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], float)
-    if not len(v):
-        return None
-    return {"median": round(float(np.median(v)), 4), "p90": round(float(np.percentile(v, 90)), 4),
-            "max": round(float(v.max()), 4)}
-
-
-def _ratio(a: int, b: int) -> float | None:
-    return round(a / b, 4) if b else None
 
 
 def score_burns(burns: list[dict], detections: list[dict], objects: dict[int, dict]) -> tuple[list, list]:
@@ -237,19 +217,19 @@ def group_figures(burns: list[dict], detections: list[dict]) -> dict:
     found = [b for b in testable if b["detected"]]
     matched = sum(d["outcome"] == "matched" for d in detections)
     return {"burns": len(burns), "testable": len(testable), "detected": len(found),
-            "recall": _ratio(len(found), len(testable)),
+            "recall": ratio(len(found), len(testable)),
             "testable_with_2_passes_after": sum(b["passes_after"] >= 2 for b in testable),
-            "detections": len(detections), "matched": matched, "precision": _ratio(matched, len(detections)),
+            "detections": len(detections), "matched": matched, "precision": ratio(matched, len(detections)),
             **{key: sum(d["outcome"] == what for d in detections) for key, what in OUTCOMES.items()},
             "testable_late_bracket": sum(b.get("late_bracket", False) for b in testable),
             "testable_next_window_untested": sum(b["window_prior"] == "catalogue" for b in testable),
             "missed_why": dict(Counter(b["missed_why"] for b in testable if not b["detected"])),
-            "delay_h": _stats(b["delay_h"] for b in found),
-            "passes_to_detect": _stats(b["passes_to_detect"] for b in found),
-            "dv_abs_err_ms": _stats(b["dv_abs_err_ms"] for b in found),
-            "dv_rel_err": _stats(b["dv_abs_err_ms"] / b["dv_ms"] for b in found),
-            "burn_time_err_h": _stats(b["burn_time_err_s"] / 3600.0 for b in found),
-            "in_bracket_share": _ratio(sum(b["in_bracket"] for b in found), len(found))}
+            "delay_h": stats(b["delay_h"] for b in found),
+            "passes_to_detect": stats(b["passes_to_detect"] for b in found),
+            "dv_abs_err_ms": stats(b["dv_abs_err_ms"] for b in found),
+            "dv_rel_err": stats(b["dv_abs_err_ms"] / b["dv_ms"] for b in found),
+            "burn_time_err_h": stats(b["burn_time_err_s"] / 3600.0 for b in found),
+            "in_bracket_share": ratio(sum(b["in_bracket"] for b in found), len(found))}
 
 
 def false_rate(detections: list[dict], objects: dict[int, dict], burned: set[int]) -> dict:
@@ -272,7 +252,7 @@ def targets(burns: list[dict], rate: dict) -> dict:
     big = [b for b in burns if b["testable"] and b["dv_ms"] >= TARGET_DV_MS]
     fast = [b for b in big if b["detected"] and b["passes_to_detect"] <= TARGET_PASSES]
     seen = [b for b in big if b["passes_after"] >= TARGET_PASSES]
-    share = _ratio(len(fast), len(big))
+    share = ratio(len(fast), len(big))
     # a missed burn in the same unobserved gap as one detected in time counts with it (:func:`same_gap`)
     in_time = [b for b in big if b in fast or (b.get("same_gap_as") is not None and burns[b["same_gap_as"]]["detected"]
                                               and burns[b["same_gap_as"]]["passes_to_detect"] <= TARGET_PASSES)]
@@ -282,10 +262,10 @@ def targets(burns: list[dict], rate: dict) -> dict:
                "met" if upper is not None and upper <= TARGET_FALSE_PER_1000 else
                "not shown (too few object-days for the bound)")
     return {"dv_ge_0.5_within_2_passes": {"testable": len(big), "within": len(fast), "share": share, "met": (
-                share == 1.0 if big else None), "of_those_with_2_passes_after": _ratio(
+                share == 1.0 if big else None), "of_those_with_2_passes_after": ratio(
                 sum(b in fast for b in seen), len(seen)), "within_counting_one_per_gap": grouped,
-                "share_counting_one_per_gap": _ratio(grouped, len(big)),
-                "of_those_with_2_passes_after_counting_one_per_gap": _ratio(sum(b in in_time for b in seen),
+                "share_counting_one_per_gap": ratio(grouped, len(big)),
+                "of_those_with_2_passes_after_counting_one_per_gap": ratio(sum(b in in_time for b in seen),
                                                                             len(seen))},
             "false_per_1000_object_days": {"value": per, "upper95": upper, "target": TARGET_FALSE_PER_1000,
                                            "verdict": verdict}}
@@ -320,27 +300,25 @@ def object_facts(rows: list[dict], seen, regime: str, run_end: float) -> dict:
     return facts
 
 
-def _utc(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%m-%dT%H:%M:%S")
-
-
 def report(figures: dict) -> None:
     """A line per detection, missed testable burn and false alarm."""
+    def at(t: float) -> str:
+        return short_utc(t, seconds=True)
+
     for d in figures["scored_detections"]:
-        log(f"{d['outcome']:9s} {d['norad_id']} ({d['regime']}) detected {_utc(d['detected_at_unix'])}, bracket "
-            f"{_utc(d['burn_after_unix'])}..{_utc(d['burn_before_unix'])}, est {d['dv_ms']:.3f} m/s at "
-            f"{_utc(d['burn_time_unix'])}, log10 p {d['log10_p']:.1f}, {d['passes']} passes"
-            + (f"; true burn {_utc(d['burn_t_unix'])}" if d["burn_t_unix"] else ""))
+        log(f"{d['outcome']:9s} {d['norad_id']} ({d['regime']}) detected {at(d['detected_at_unix'])}, bracket "
+            f"{at(d['burn_after_unix'])}..{at(d['burn_before_unix'])}, est {d['dv_ms']:.3f} m/s at "
+            f"{at(d['burn_time_unix'])}, log10 p {d['log10_p']:.1f}, {d['passes']} passes"
+            + (f"; true burn {at(d['burn_t_unix'])}" if d["burn_t_unix"] else ""))
     for b in figures["scored_burns"]:
         if b["testable"] and not b["detected"]:
-            log(f"missed    {b['norad_id']} ({b['regime']}) burn {_utc(b['t_unix'])} {b['dv_ms']:.3f} m/s "
+            log(f"missed    {b['norad_id']} ({b['regime']}) burn {at(b['t_unix'])} {b['dv_ms']:.3f} m/s "
                 f"{b['dv_rtn_ms']} ({b['kind']}), {b['passes_after']} passes after it: {b['missed_why']}"
                 + (" (same gap as a detected burn)" if b.get("same_gap_as") is not None else ""))
 
 
 def main(argv=None) -> dict:
     args = parser().parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from manoeuvres_run import associate, detections_of, fuse_all, simulate
 
     from sda.orbit.frames import perigee_apogee_km
@@ -377,13 +355,11 @@ def main(argv=None) -> dict:
                "objects_observed": len(groups), "burns": len(burns),
                **{k: v for k, v in figures.items() if not k.startswith("scored_")},
                "timing_s": {"simulate": round(sim_s, 1), "fuse": round(fuse_s, 1), "workers": args.workers,
-                            "fuse_per_object": _stats(seconds), "total": round(time.perf_counter() - started, 1)}}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+                            "fuse_per_object": stats(seconds), "total": round(time.perf_counter() - started, 1)}}
     detail = {**summary, "burn_list": figures["scored_burns"], "detection_list": figures["scored_detections"],
               "object_list": {n: {**{k: v for k, v in o.items() if k != "starts"}, "passes": len(o["starts"])}
                               for n, o in objects.items()}}
-    args.out.write_text(json.dumps(detail, indent=1, default=float) + "\n")
-    print(json.dumps(summary, default=float), flush=True)
+    write_result(args.out, detail, summary, indent=1, default=float)
     return summary
 
 

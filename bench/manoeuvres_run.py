@@ -12,13 +12,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from common import log
+
 from sda.config.settings import Settings
 
 LINES_MIN_SPAN_S = Settings.fusion_min_span_s  # the fuse stage's (settings.fusion_min_span_s, its default)
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 def simulate(args, work: Path):

@@ -28,22 +28,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from common import CHI2_3_95, RESULTS, WORK, log, write_result
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
-CHI2_3_95 = 7.815
 PASS_GAP_S = 1200.0
 REVOLUTION_S = 5400.0
 LEADS_H = (0.0, 24.0)
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -54,8 +47,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--others", type=int, default=10, help="MEO/GEO/HEO objects fitted (default 10)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--start", default="2026-11-21T06:00:00Z")
-    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench_od")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "od.json")
+    p.add_argument("--work", type=Path, default=WORK.parent / "bench_od")
+    p.add_argument("--out", type=Path, default=RESULTS / "od.json")
     return p
 
 
@@ -184,9 +177,7 @@ def main(argv=None) -> int:
         log(json.dumps({k: (np.round(v, 1).tolist() if isinstance(v, list) else v) for k, v in row.items()}))
     figures = {"bench": "od", "objects": args.objects, "hours": args.hours, "seed": args.seed,
                "fitted": len(rows), "manoeuvring_excluded": len(burned), "regimes": summarise(rows)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**figures, "per_object": rows}, indent=1, default=float) + "\n")
-    print(json.dumps(figures, default=float))
+    write_result(args.out, {**figures, "per_object": rows}, figures, indent=1, default=float)
     return 0
 
 

@@ -127,7 +127,7 @@ def _accuracy_rows(result: dict) -> list[Row]:
 
 
 def _fused_accuracy_rows(result: dict) -> list[Row]:
-    """The fused orbits against the catalogue they started from (bench/accuracy_fused.py), and the alerts
+    """The fused orbits against the catalogue they started from (bench/accuracy_positions.py), and the alerts
     between two fused objects."""
     rows: list[Row] = []
     targets = {("LEO", "2+ passes", "0h"): "<= 0.10", ("LEO", "2+ passes", "24h"): "<= 0.333"}

@@ -41,37 +41,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
-import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
-CATALOG_DIR = PROJECT_ROOT.parent / "shared" / "data" / "catalog"
-FILES = ("celestrak_active_2025-10.tle", "celestrak_cosmos2251_debris_2025-10.tle")
-
-
-def log(msg: str) -> None:
-    print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)
+from common import RESULTS, log, parse_iso, reference_files, write_result
 
 
 def load_reference_catalogue():
     from sda.orbit.catalog import latest_by_object, load_catalog
 
-    missing = [f for f in FILES if not (CATALOG_DIR / f).is_file()]
-    if missing:
-        print(f"bench/screening.py: reference catalogue not found in {CATALOG_DIR} ({', '.join(missing)}); "
-              "it ships with ../shared/data beside the project", file=sys.stderr)
-        raise SystemExit(2)
     entries, rejected = [], []
-    for name in FILES:
-        got, bad = load_catalog(CATALOG_DIR / name)
+    for path in reference_files("bench/screening.py"):
+        got, bad = load_catalog(path)
         entries += got
         rejected += bad
     if rejected:
@@ -138,7 +123,7 @@ def parse_args(argv):
                    help="fraction of element sets renewed before the incremental run (default 0.01)")
     p.add_argument("--advance-s", type=float, default=60.0,
                    help="how far the incremental run's horizon moves (default 60 s)")
-    p.add_argument("--out", type=Path, default=PROJECT_ROOT / "bench" / "results" / "screening.json")
+    p.add_argument("--out", type=Path, default=RESULTS / "screening.json")
     args = p.parse_args(argv)
     for name in ("horizon_h", "threshold_km", "step_s"):
         if not getattr(args, name) > 0:
@@ -150,11 +135,9 @@ def parse_args(argv):
     if not 0.0 < args.advance_s < args.horizon_h * 3600.0:
         p.error(f"--advance-s must be positive and shorter than the horizon, got {args.advance_s}")
     try:
-        args.start_dt = dt.datetime.fromisoformat(args.start.replace("Z", "+00:00"))
+        args.start_dt = parse_iso(args.start)
     except ValueError:
         p.error(f"--start {args.start!r}: expected an ISO-8601 instant such as 2025-10-04T00:00:00Z")
-    if args.start_dt.tzinfo is None:
-        args.start_dt = args.start_dt.replace(tzinfo=dt.timezone.utc)
     return args
 
 
@@ -346,9 +329,7 @@ def main(argv=None) -> dict:
     spark = spark_runs(ref, args)
     local = local_screening(ref, args)
     result = report(ref, floors, spark, local, args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result), flush=True)
+    write_result(args.out, result)
     return result
 
 

@@ -72,40 +72,34 @@ import argparse
 import concurrent.futures
 import contextlib
 import datetime as dt
-import json
 import multiprocessing
 import os
 import re
 import shutil
 import socket
 import statistics
-import sys
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT_ROOT))
+from common import RESULTS, WORK, elapsed_logger, iso_z, run_stage, stage_argv, write_result
+from throughput_measure import WorkerPeak, cpu_used, layer_writes, memory_now
 
-from throughput_measure import WorkerPeak, cpu_used, layer_writes, memory_now  # noqa: E402 - beside this file
+from sda.pipeline.topology import stages_between, stages_upto
 
 UTC = dt.timezone.utc
 SIM_START = dt.datetime(2026, 11, 20, 6, 0, tzinfo=UTC)
-WHOLE_RANGE = ("--start", "2026-01-01T00:00:00Z", "--end", "2100-01-01T00:00:00Z")  # ingest takes every file
-FLOW = ("normalize", "dedup", "correlate")
+WHOLE_RANGE = ("2026-01-01T00:00:00Z", "2100-01-01T00:00:00Z")  # ingest takes every file
+# the target is sensor files through silver to correlated observations: the stages up to correlate (the ones
+# after it work per object: bench/fusion_runs.py, bench/screening.py); FLOW is what a replay recomputes of them
+RUN = stages_upto("correlate")
+FLOW = stages_between("normalize", "correlate")
 TARGETS = {"pipeline_obs_per_s": 5000, "ratio_to_copy": 0.25}
 KEPT = ("records_in", "records_out", "observations", "duplicates", "late", "quarantined", "files_seen", "files_new",
         "bronze_records", "correlated", "uncorrelated")
 MAX_OBJECTS = 29900  # sda.orbit.catalog.synthetic's NORAD id range
 # one clock for the parent and its spawned children (they re-import this module)
 _T0 = float(os.environ.setdefault("THROUGHPUT_BENCH_T0", str(time.time())))
-
-
-def say(msg: str) -> None:
-    print(f"[{time.time() - _T0:6.0f}s] {msg}", flush=True)
-
-
-def iso(t: dt.datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+say = elapsed_logger(_T0)
 
 
 def free_port() -> int:
@@ -170,12 +164,9 @@ def simulate_into(root: Path, hours: float, objects: int, seed: int) -> dict:
 
 
 def timed_stage(spark, settings, stage: str, run_id: str, interval=WHOLE_RANGE, extra=()) -> tuple[float, dict]:
-    """One stage's ``main()`` on the shared session: (seconds, its main figures)."""
-    import importlib
-
+    """One stage's ``main()`` on the shared session, with the DAG's arguments: (seconds, its main figures)."""
     t0 = time.perf_counter()
-    metrics = importlib.import_module(f"jobs.{stage}").main([*interval, "--run-id", run_id, *extra],
-                                                            settings=settings, spark=spark)
+    metrics = run_stage(spark, settings, stage, stage_argv(stage, settings, run_id, *extra, interval=interval))
     return round(time.perf_counter() - t0, 2), {k: metrics[k] for k in KEPT if k in metrics}
 
 
@@ -187,11 +178,9 @@ def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | No
     spark = connect(settings)
     out: dict = {"stage_s": {}, "stages": {}, "replay_s": {}, "replay": {}, "cpu_s": {}}
     with WorkerPeak(server_pid) as workers:
-        for stage in ("catalog", "ingest", *FLOW):
-            extra = ["--file", str(settings.catalog_file)] if stage == "catalog" else []
+        for stage in RUN:
             cpu = workers.cpu_seconds()
-            out["stage_s"][stage], out["stages"][stage] = timed_stage(spark, settings, stage, f"{label}-run",
-                                                                      extra=extra)
+            out["stage_s"][stage], out["stages"][stage] = timed_stage(spark, settings, stage, f"{label}-run")
             out["cpu_s"][stage] = cpu_used(cpu, workers.cpu_seconds(), out["stage_s"][stage])
             workers.mark(stage)
             say(f"[{label}] {stage}: {out['stage_s'][stage]} s {out['stages'][stage]}, CPU s {out['cpu_s'][stage]}")
@@ -200,7 +189,7 @@ def pipeline_run(settings, server_pid: int, label: str, replay_range: tuple | No
         out["layer_writes"] = layer_writes(settings)
         say(f"[{label}] the layers' writes: {out['layer_writes']}")
         if replay_range:
-            interval = ("--start", iso(replay_range[0]), "--end", iso(replay_range[1]))
+            interval = (iso_z(replay_range[0]), iso_z(replay_range[1]))
             for stage in FLOW:
                 cpu = workers.cpu_seconds()
                 out["replay_s"][stage], out["replay"][stage] = timed_stage(spark, settings, stage, f"{label}-replay",
@@ -298,13 +287,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scan-sizes", default="100,1000,10000", help="landing-zone sizes of the ingest scan")
     p.add_argument("--scan-new", type=int, default=20, help="new files per ingest run in the scan")
     p.add_argument("--scan-runs", type=int, help="timed ingest runs at each size (default 3; --quick 2)")
-    p.add_argument("--work", type=Path, default=PROJECT_ROOT / "var" / "bench" / "throughput")
+    p.add_argument("--work", type=Path, default=WORK / "throughput")
     p.add_argument("--out", type=Path, help="default bench/results/throughput.json (--quick: throughput-quick.json)")
     args = p.parse_args(argv)
     args.hours = args.hours or (1 / 3 if args.quick else 24.0)
     args.objects = args.objects or (300 if args.quick else 2000)
     args.scan_runs = args.scan_runs or (2 if args.quick else 3)
-    args.out = args.out or PROJECT_ROOT / "bench" / "results" / f"throughput{'-quick' if args.quick else ''}.json"
+    args.out = args.out or RESULTS / f"throughput{'-quick' if args.quick else ''}.json"
     args.scan_sizes = sorted(int(s) for s in args.scan_sizes.split(","))
     if not 0 < args.hours <= 168:
         p.error(f"--hours {args.hours}: expected more than 0 and at most 168 (the simulator's 7 days)")
@@ -363,7 +352,7 @@ def summarize(args, sim: dict, run: dict, copy: dict, scan, sim1: dict | None, r
         "targets": TARGETS,
         "targets_met": {"pipeline_obs_per_s": bool(pipeline_rate and pipeline_rate >= TARGETS["pipeline_obs_per_s"]),
                         "ratio_to_copy": bool(ratio and ratio >= TARGETS["ratio_to_copy"])},
-        "scenario": {"hours": round(sim["hours"], 3), "objects": sim["objects"], "start": iso(sim["start"]),
+        "scenario": {"hours": round(sim["hours"], 3), "objects": sim["objects"], "start": iso_z(sim["start"]),
                      "files": sim["files"], "simulate_s": sim["simulate_s"], "quick": args.quick},
         "stages": run["stages"],
         "machine": {"cores": os.cpu_count(), "spark_master": settings.spark_master,
@@ -400,10 +389,7 @@ def main(argv: list[str] | None = None) -> dict:
         with own_server(settings1) as pid1:
             run1 = in_child(pipeline_run, settings1, pid1, "1x", None)
     result = summarize(args, sim, run, copy, scan, sim1, run1, settings)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    say(f"figures written to {args.out}")
-    print(json.dumps(result, default=str), flush=True)
+    write_result(args.out, result, announce=say)
     return result
 
 

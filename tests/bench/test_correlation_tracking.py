@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import common
 import pytest
 
 from bench import correlation as bench
 
-HAVE_CATALOGUE = all((bench.CATALOG_DIR / f).is_file() for f in bench.FILES)
+HAVE_CATALOGUE = all((common.CATALOG_DIR / f).is_file() for f in common.REFERENCE_FILES)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -39,7 +40,7 @@ def test_tracking_defaults_and_the_plain_mode_unchanged():
 
 
 def test_a_missing_catalogue_exits_2_with_a_message(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench, "CATALOG_DIR", tmp_path)
+    monkeypatch.setattr(common, "CATALOG_DIR", tmp_path)
     with pytest.raises(SystemExit) as exc:
         bench.main(["--tracking", "--out", str(tmp_path / "x.json")])
     assert exc.value.code == 2
