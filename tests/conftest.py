@@ -94,13 +94,60 @@ def pytest_sessionfinish(session, exitstatus):
     _STARTED_MARK.unlink(missing_ok=True)
 
 
+# The files that take minutes, with the seconds each took (set-up and tests) in a fresh-clone `.ci/run`
+# on 2 cores. pytest-xdist hands the files out in the order below, longest first, so the short files
+# fill in around the long ones instead of one long file starting late and running alone at the end
+# (the longest-processing-time-first rule). Remeasure with SDA_TEST_TIMELINE (below) when one grows.
+LONG_FILES = {
+    "tests/compose/test_compose_live.py": 900,
+    "tests/test_end_to_end.py": 700,
+    "tests/jobs/test_acquire.py": 510,
+    "tests/jobs/test_fuse_manoeuvres.py": 420,
+    "tests/jobs/test_fuse.py": 360,
+    "tests/test_exactly_once_determinism.py": 300,
+    "tests/test_cluster.py": 250,
+    "tests/test_exactly_once_process_kills.py": 200,
+    "tests/test_exactly_once_killed_stages.py": 150,
+    "tests/jobs/test_conjunction.py": 120,
+}
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Files with slow tests first, then the job tests (each runs stages on Spark), then the rest:
-    spread over workers, the long ones start early instead of leaving one worker busy at the end
-    while the others idle."""
+    """The files of :data:`LONG_FILES`, longest first; then other files with slow tests, then the job
+    tests (each runs stages on Spark), then the rest: spread over workers, the long ones start early
+    instead of leaving one worker busy at the end while the others idle."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     jobs_dir = Path(__file__).parent / "jobs"
-    items.sort(key=lambda item: (item.path not in slow_files, jobs_dir not in item.path.parents))  # stable
+
+    def cost(path: Path) -> int:
+        return LONG_FILES.get(path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else "", 0)
+
+    items.sort(key=lambda item: (-cost(item.path), item.path not in slow_files,
+                                 jobs_dir not in item.path.parents))  # stable: a file's tests stay in order
+
+
+# SDA_TEST_TIMELINE=<file>: each worker appends one line per test file, "<worker> <start> <end> <seconds>
+# <file>" (wall-clock HH:MM:SS), to see where a run's time went and which files overlapped.
+_TIMELINE = os.environ.get("SDA_TEST_TIMELINE")
+_FILE_STARTED: dict[Path, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if _TIMELINE:
+        import time
+
+        _FILE_STARTED.setdefault(item.path, time.time())
+    yield
+    if _TIMELINE and (nextitem is None or nextitem.path != item.path):
+        import time
+
+        start, end = _FILE_STARTED.pop(item.path), time.time()
+        clock = lambda t: time.strftime("%H:%M:%S", time.gmtime(t))  # noqa: E731
+        where = item.path.relative_to(PROJECT_ROOT) if item.path.is_relative_to(PROJECT_ROOT) else item.path
+        with open(_TIMELINE, "a") as out:
+            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {clock(start)} {clock(end)} "
+                      f"{end - start:6.0f} {where}\n")
 
 
 @pytest.fixture(scope="session")
