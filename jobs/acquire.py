@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from sda.lake import schemas
 from sda.lake.orbits import active_catalog, newest_element_sets
-from sda.lake.schemas_fusion import PROVISIONAL_OBJECTS
+from sda.lake.schemas import PROVISIONAL_OBJECTS
 from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.times import as_utc
 from sda.pipeline import changefeed, faults, provisional, runtime, sinks

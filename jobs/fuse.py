@@ -30,7 +30,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sda.lake import schemas_fusion
+from sda.lake import schemas
 from sda.lake.tables import TABLES
 from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.sensors import load_sensors
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover
 STAGE = "fuse"
 SOURCE = "correlated"
 HELD = "uncorrelated"  # held observations naming an object as nearest (sda.pipeline.manoeuvres)
-UDF_SCHEMA = T.StructType(schemas_fusion.UDF_FIELDS + [T.StructField("manoeuvres_json", T.StringType()),
+UDF_SCHEMA = T.StructType(schemas.UDF_FIELDS + [T.StructField("manoeuvres_json", T.StringType()),
                                                         T.StructField("reassociated_ids", T.ArrayType(T.StringType()))])
 PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms",
                  "b_m2_kg", "covariance", "rms", "iterations", "status", "line1", "line2")
@@ -127,7 +127,7 @@ def with_times(fitted: "DataFrame", run_id: str) -> "DataFrame":
     return fitted.select(
         *[ts(f"{c}_unix").alias(c) if c in ("window_start", "window_end", "epoch", "fit_start")
           else F.lit(run_id).alias(c) if c == "run_id" else F.col(c)
-          for c in schemas_fusion.FUSED_ORBITS.fieldNames()], "manoeuvres_json", "reassociated_ids")
+          for c in schemas.FUSED_ORBITS.fieldNames()], "manoeuvres_json", "reassociated_ids")
 
 
 def changed_windows(spark: "SparkSession", settings: "Settings", args, arc_s: float):

@@ -20,7 +20,7 @@ from sda.alerts.outbox import write_if_absent
 from sda.alerts.plan import CLOSE_NOT_FOUND
 from sda.alerts.publish import manoeuvred_objects, publish_manoeuvres
 from sda.lake import schemas
-from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES
+from sda.lake.schemas import FUSED_ORBITS, MANOEUVRES
 from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import screening
 from tests.seed import append_rows, catalog_row

@@ -39,7 +39,7 @@ import numpy as np
 from sda.alerts.outbox import kvn_value, write_if_absent
 from sda.alerts.values import aware, iso, missing
 from sda.config.settings import Settings
-from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES
+from sda.lake.schemas import FUSED_ORBITS, MANOEUVRES
 
 __all__ = ["MANOEUVRE_FIELDS", "ORBIT_FIELDS", "file_names", "opm_text", "json_text", "from_json", "emit",
            "emitted"]

@@ -12,7 +12,6 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sda.lake import schemas
-from sda.lake.schemas_fusion import FUSED_ORBITS, MANOEUVRES, PROVISIONAL_OBJECTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -105,16 +104,16 @@ _SPECS = [
     TableSpec("object_state", "gold", schemas.OBJECT_STATE, "per object and event-time window state",
               partition_by=("final",), key=("norad_id", "window_start"), prune=("window_start",),
               stats=("norad_id", "window_start", "window_end", "last_observed")),
-    TableSpec("fused_orbits", "gold", FUSED_ORBITS,
+    TableSpec("fused_orbits", "gold", schemas.FUSED_ORBITS,
               "per object and event-time arc window, the orbit fitted to its correlated observations (jobs/fuse.py)",
               key=("norad_id", "window_start"), prune=("window_start",),
               stats=("norad_id", "window_start", "epoch", "status")),
-    TableSpec("manoeuvres", "gold", MANOEUVRES,
+    TableSpec("manoeuvres", "gold", schemas.MANOEUVRES,
               "per object and arc window, a manoeuvre its observations revealed: burn bracket, delta-v, the test, "
               "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.manoeuvre.detection)",
               key=("norad_id", "window_start", "seq"), prune=("window_start",),
               stats=("norad_id", "window_start", "burn_time")),
-    TableSpec("provisional_objects", "gold", PROVISIONAL_OBJECTS,
+    TableSpec("provisional_objects", "gold", schemas.PROVISIONAL_OBJECTS,
               "objects in no catalogue that uncorrelated observations revealed, under provisional numbers "
               "80000-89999: active, retired or merged (jobs/acquire.py, sda.orbit.acquisition.search)",
               key=("norad_id",), stats=("norad_id", "status")),

@@ -28,7 +28,7 @@ import json
 from typing import TYPE_CHECKING
 
 from sda.lake import schemas
-from sda.lake.schemas_fusion import MANOEUVRES
+from sda.lake.schemas import MANOEUVRES
 from sda.lake.tables import TABLES, table_exists
 from sda.orbit.correlation import REASON_NO_CANDIDATE
 from sda.orbit.times import as_utc, utc

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sda.lake.schemas_fusion import PROVISIONAL_OBJECTS
+from sda.lake.schemas import PROVISIONAL_OBJECTS
 from sda.lake.tables import TABLES, table_exists
 from sda.orbit.correlation import REASON_NO_CANDIDATE
 from sda.orbit.times import as_utc, utc

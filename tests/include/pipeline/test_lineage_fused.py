@@ -89,7 +89,7 @@ def _row(schema, **values):
 
 def _seed(spark, settings):
     from sda.lake import schemas
-    from sda.lake.schemas_fusion import FUSED_ORBITS
+    from sda.lake.schemas import FUSED_ORBITS
     from sda.lake.tables import TABLES, ensure_tables
     from tests.seed import append_rows
 

@@ -91,7 +91,7 @@ def test_all_converged_says_so():
 
 def test_newest_window_per_object_from_the_table(spark, settings):
     """Each object's newest window starting before the run's interval end; no table, no section."""
-    from sda.lake.schemas_fusion import FUSED_ORBITS
+    from sda.lake.schemas import FUSED_ORBITS
     from sda.lake.tables import ensure_tables
     from tests.seed import append_rows
 

@@ -1,0 +1,28 @@
+"""Bronze schemas: the records as landed, one table per landing kind (``radar_frames``, ``optical_tracks``,
+``isl_beacons``, ``tdm_messages``: :data:`BRONZE`), and the landing kinds with the suffix of each one's files.
+What a landed record looks like (the wire formats) is :mod:`sda.lake.wire_formats`."""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+# The landing kinds, each with a bronze table. ``tdm`` (CCSDS Tracking Data Messages, KVN or XML) is a
+# format, not a sensor type: normalize gives each of its measurements the kind of envelope it fills.
+SENSOR_KINDS = ("radar", "optical", "isl", "tdm")
+LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn", "tdm": (".kvn", ".xml", ".tdm")}
+
+BRONZE = T.StructType(
+    [
+        T.StructField("bronze_id", T.StringType(), False),  # sha256(file sha256, record number)
+        T.StructField("sensor_kind", T.StringType(), False),
+        T.StructField("source_file", T.StringType(), False),
+        T.StructField("record_no", T.LongType(), False),  # 0-based line number in the file
+        T.StructField("payload", T.StringType(), False),  # the raw record, as landed
+        T.StructField("ingest_time", T.TimestampType(), False),
+        T.StructField("ingest_date", T.DateType(), False),
+        T.StructField("run_id", T.StringType(), False),
+        # The ledger batch that appended the row: the arrival order every event-time watermark is
+        # judged by (see sda.pipeline.watermarks), the same whichever run later reads it.
+        T.StructField("ingest_batch", T.LongType(), False),
+    ]
+)
