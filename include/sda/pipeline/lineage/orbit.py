@@ -1,4 +1,5 @@
-"""``sda trace``'s orbit hop: which orbit an alert used for each object, and what a fused one was fitted to.
+"""``sda trace``'s orbit hop: which orbit an alert used for each object, and what a fused one was fitted to
+(:func:`sda.pipeline.lineage.command.render_orbit` prints it).
 
 An alert records per object where the covariance of its Pc came from (``p_cov_source`` / ``s_cov_source``):
 
@@ -142,37 +143,3 @@ def _known_runs(spark: "SparkSession", settings: "Settings", fuse_run: str | Non
     return [r["run_id"] for r in metrics.where((c("stage") == "correlate")
                                                & (c("finished") <= F.lit(finished[0]["finished"])))
             .select("run_id").collect()]
-
-
-MATCH_WORDS = {"window": "all of the window's correlated observations (obs_digest matches)",
-               "known": "those correlated before the fit ran (obs_digest matches)",
-               "changed": "the window's observations have changed since the fit (obs_digest differs): "
-                          "its current ones are listed"}
-
-
-def render_orbit(used: dict[str, Any], limit: int) -> list[str]:
-    """The text lines of :func:`orbit_used` for one object (indented under it)."""
-    if used["kind"] != "fused":
-        return [f"  orbit used: {used['note']} (covariance source {used['cov_source']})"]
-    out = [f"  orbit used: fused orbit {used['fused_id']} ({used['cov_source']}): its prediction and "
-           "covariance at TCA"]
-    f = used["fused_orbit"]
-    if f is None:
-        return out + ["    not found in fused_orbits nor its change feed (refitted and vacuumed since)"]
-    kinds = ", ".join(f"{k} {f[f'n_{k}']} ({f[f'used_{k}']} used)" for k in KINDS if f[f"n_{k}"])
-    rms = "n/a" if f["rms"] is None else f"{f['rms']:.2f}"
-    out += [f"    window {f['window_start']} .. {f['window_end']}, epoch {f['epoch']}, fitted by run {f['run_id']}"
-            + ("" if used["found"] == "table" else " (since refitted: found in the change feed)"),
-            f"    {f['status']}" + (f" ({f['reason']})" if f.get("reason") else "")
-            + f", weighted RMS {rms}, {f['iterations']} iterations, prior {f['prior_source']}",
-            f"    observations {f['observations']}: {kinds or 'none'}; outliers {f['outliers']}"]
-    if f.get("sigma_r_m") is not None:
-        out.append(f"    1-sigma R/T/N at epoch {f['sigma_r_m']:.0f} / {f['sigma_t_m']:.0f} / {f['sigma_n_m']:.0f} m")
-    obs = used["fitted_observations"]
-    per_sensor = ", ".join(f"{s} {n}" for s, n in obs["by_sensor"].items())
-    shown = f", first {len(obs['listed'])} shown" if obs["count"] > len(obs["listed"]) else ""
-    out.append(f"    fitted to {obs['count']} observations ({per_sensor or 'none'}{shown}): "
-               + MATCH_WORDS[obs["match"]])
-    out += [f"      {o['event_time']} {o['sensor_id']:<14} {o['sensor_kind']:<8} obs {o['obs_id']}"
-            for o in obs["listed"][:limit]]
-    return out

@@ -1,4 +1,4 @@
-"""``sda trace`` on fused orbits (sda.pipeline.lineage_fused): which orbit an alert used per object, the fit
+"""``sda trace`` on fused orbits (sda.pipeline.lineage.orbit): which orbit an alert used per object, the fit
 behind a ``fused/<regime>/<fused_id>`` covariance source and the observations it was fitted to -- on
 hand-made rows, and through :func:`sda.pipeline.lineage.trace` on small hand-made tables."""
 
@@ -9,7 +9,8 @@ import datetime as dt
 import pytest
 
 from sda.orbit.fusion.arcs import obs_digest
-from sda.pipeline import lineage_fused as lf
+from sda.pipeline.lineage import command
+from sda.pipeline.lineage import orbit as lf
 
 T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 MIN = dt.timedelta(minutes=1)
@@ -62,16 +63,16 @@ def _orbit(**over):
 def test_render_names_the_fit_and_its_observations():
     used = {"kind": "fused", "cov_source": "fused/LEO/F1", "fused_id": "F1", "found": "change feed",
             "fused_orbit": _orbit(), "fitted_observations": {**lf.observation_summary(WINDOW, 2), "match": "window"}}
-    text = "\n".join(lf.render_orbit(used, 2))
+    text = "\n".join(command.render_orbit(used, 2))
     assert "fused orbit F1 (fused/LEO/F1)" in text
     assert "converged, weighted RMS 1.07, 4 iterations, prior fused" in text
     assert "observations 3: radar 2 (1 used), optical 1 (1 used); outliers 1" in text
     assert "found in the change feed" in text and "1-sigma R/T/N at epoch 12 / 48 / 7 m" in text
     assert "fitted to 3 observations (OPT-1 1, RAD-1 2, first 2 shown)" in text
     assert "obs a" in text and "obs b" in text and "obs c" not in text
-    gone = "\n".join(lf.render_orbit({**used, "fused_orbit": None, "fitted_observations": None}, 2))
+    gone = "\n".join(command.render_orbit({**used, "fused_orbit": None, "fitted_observations": None}, 2))
     assert "not found" in gone
-    catalogue = lf.render_orbit(lf.catalogue_orbit("tle/LEO"), 2)
+    catalogue = command.render_orbit(lf.catalogue_orbit("tle/LEO"), 2)
     assert catalogue == ["  orbit used: the catalogue element set and the modelled covariance "
                          "(covariance source tle/LEO)"]
 
