@@ -12,6 +12,8 @@ import math
 
 import pandas as pd
 
+from sda.orbit.times import as_utc
+
 UTC = dt.timezone.utc
 
 
@@ -20,7 +22,7 @@ def aware(t) -> dt.datetime:
     if isinstance(t, pd.Timestamp):  # a datetime subclass: make it a plain datetime first
         t = t.to_pydatetime()
     if isinstance(t, dt.datetime):
-        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+        return as_utc(t)
     return dt.datetime.fromtimestamp(float(t), tz=UTC)
 
 

@@ -39,6 +39,12 @@ def utc(unix_s: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(round(float(unix_s) * 1e6) / 1e6, dt.timezone.utc)
 
 
+def parse_utc(text: str) -> dt.datetime:
+    """ISO-8601 text (``Z`` or ``z`` accepted, surrounding blanks ignored) -> an aware UTC datetime; naive
+    means UTC. A ``ValueError`` where the text is no ISO-8601 time: each caller words its own refusal."""
+    return as_utc(dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00").replace("z", "+00:00")))
+
+
 def as_utc(value: dt.datetime) -> dt.datetime:
     """A datetime as an aware UTC one (naive = UTC)."""
     return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)

@@ -14,6 +14,8 @@ import argparse
 import datetime as dt
 import re
 
+from sda.orbit.times import parse_utc
+
 # A run id becomes part of file paths (Great Expectations' Data Docs directories): besides the
 # character set, it may not start with '.' nor hold '..' (no '.', '..', hidden or parent directory).
 RUN_ID_RE = re.compile(r"^(?!\.)(?!.*\.\.)[A-Za-z0-9_.:+\-]{1,200}\Z")
@@ -27,14 +29,11 @@ class StageArgumentError(ValueError):
 def parse_instant(name: str, text: str) -> dt.datetime:
     """An ISO-8601 instant -> aware UTC datetime; naive values are taken as UTC."""
     try:
-        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return parse_utc(text)
     except ValueError:
         raise StageArgumentError(
             f"--{name} {text!r}: expected an ISO-8601 time such as 2026-11-21T06:00:00Z"
         ) from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc)
 
 
 def stage_parser(stage: str, description: str) -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sda.orbit import ndm
+from sda.orbit.times import parse_utc
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -37,8 +38,7 @@ def catalog_source(spark: "SparkSession", settings: "Settings") -> ndm.TleSource
 
 
 def _time(text: str) -> dt.datetime:
-    t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return parse_utc(text)
 
 
 def add_parser(sub) -> None:

@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 
 from sda.orbit.catalog import synthetic
+from sda.orbit.times import parse_utc
 
 CHUNK_MS = 300_000
 MAX_SPAN = dt.timedelta(days=7)
@@ -42,7 +43,6 @@ def hash_int(*parts) -> int:
 def parse_time(text: str) -> dt.datetime:
     """ISO-8601 -> aware UTC datetime (``Z`` accepted; naive means UTC)."""
     try:
-        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_utc(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 time such as 2026-11-21T06:00:00Z") from None
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)

@@ -38,6 +38,7 @@ from sgp4 import exporter
 from sgp4.api import WGS72, Satrec
 
 from sda.orbit.frames import SGP4_EPOCH_JD
+from sda.orbit.times import parse_utc
 
 # WGS-72 constants (what SGP4 uses with WGS72)
 MU_WGS72 = 398600.8  # km^3/s^2
@@ -227,15 +228,10 @@ def generate_catalog(n_objects: int, epoch: dt.datetime, seed: int) -> str:
     return format_tle(generate_entries(n_objects, epoch, seed))
 
 
-def _parse_time(text: str) -> dt.datetime:
-    value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sda.orbit.catalog.synthetic", description=__doc__.split("\n")[0])
     parser.add_argument("--objects", type=int, default=300)
-    parser.add_argument("--epoch", type=_parse_time, required=True, help="ISO-8601 UTC")
+    parser.add_argument("--epoch", type=parse_utc, required=True, help="ISO-8601 UTC")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     args = parser.parse_args(argv)
