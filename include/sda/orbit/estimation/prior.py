@@ -20,6 +20,7 @@ import numpy as np
 
 from sda.orbit import frames, uncertainty
 from sda.orbit.estimation.estimator import Prior
+from sda.orbit.estimation.measurements import rtn_axes
 
 #: A priori ballistic coefficient Cd A/m (m^2/kg) and its sigma: a Cd of 2.2 and an area-to-mass
 #: ratio of 0.02 m^2/kg, give or take everything from dense payloads to light debris.
@@ -29,10 +30,7 @@ PRIOR_INFLATION = 2.0
 
 def rtn_to_teme6(r: np.ndarray, v: np.ndarray) -> np.ndarray:
     """6x6 block rotation taking an R, T, N position/velocity covariance to the frame of ``r``/``v``."""
-    radial = r / np.linalg.norm(r)
-    cross = np.cross(r, v)
-    cross = cross / np.linalg.norm(cross)
-    basis = np.stack([radial, np.cross(cross, radial), cross], axis=1)
+    basis = rtn_axes(np.asarray(r, float)[None], np.asarray(v, float)[None])[0].T  # columns R, T, N
     big = np.zeros((6, 6))
     big[:3, :3] = big[3:, 3:] = basis
     return big
