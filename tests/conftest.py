@@ -94,10 +94,12 @@ def pytest_sessionfinish(session, exitstatus):
     _STARTED_MARK.unlink(missing_ok=True)
 
 
-# The files that take minutes, with the seconds each took (set-up and tests) in a fresh-clone `.ci/run`
-# on 2 cores. pytest-xdist hands the files out in the order below, longest first, so the short files
-# fill in around the long ones instead of one long file starting late and running alone at the end
-# (the longest-processing-time-first rule). Remeasure with SDA_TEST_TIMELINE (below) when one grows.
+# The files that take minutes, with a rough cost in seconds on 2 cores: the compose, acquire, manoeuvre
+# and fuse figures are the set-ups of the last complete fresh-clone `.ci/run` (the compose test's tests
+# added), the others estimates. pytest-xdist hands the files out in this order, longest first, so the
+# short files fill in around the long ones instead of one long file starting late and running alone
+# at the end (the longest-processing-time-first rule). Replace the estimates with the seconds of a run
+# with SDA_TEST_TIMELINE (below).
 LONG_FILES = {
     "tests/compose/test_compose_live.py": 900,
     "tests/test_end_to_end.py": 700,
