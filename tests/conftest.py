@@ -80,6 +80,45 @@ def built_once(name: str, build):
         return result
 
 
+# A fresh lakehouse's first stage creates its 27 empty tables: some 5 s of Delta commits on the shared server,
+# paid by every test lakehouse. The suite creates each table for real once per session (the first time any
+# test needs it) and copies that empty table -- its directory: the Delta log of its CREATE -- into every
+# later lakehouse: the same schema, partitioning and properties (tests/include/lake covers the CREATE
+# statements themselves).
+_TEMPLATES = _SHARED / "empty-tables"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _empty_tables_copied():
+    import fcntl
+    import hashlib
+    import re
+    import shutil
+
+    from sda.lake import tables
+
+    create = tables._create_with_retry
+
+    def create_or_copy(spark, statement: str, name: str, attempts: int = 4) -> None:
+        target = Path(re.search(r"delta\.`([^`]+)`", statement).group(1))
+        same_sql = hashlib.sha256(statement.replace(str(target), "").encode()).hexdigest()[:16]
+        template = _TEMPLATES / f"{name}-{same_sql}"
+        _TEMPLATES.mkdir(parents=True, exist_ok=True)
+        with open(f"{template}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if template.is_dir() and not target.exists():
+                shutil.copytree(template, target)
+                return
+            create(spark, statement, name, attempts)
+            if not template.is_dir():
+                shutil.copytree(target, f"{template}.part")
+                Path(f"{template}.part").rename(template)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tables, "_create_with_retry", create_or_copy)
+        yield
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _IS_WORKER:
         return
