@@ -100,7 +100,9 @@ def test_writer_and_reader_rotate_alike_whatever_brahe_was_set_to():
         epoch = brahe.Epoch.from_datetime(2026, 11, 21, 6, 0, 1.25, 0.0, brahe.TimeSystem.UTC)
         return np.asarray(brahe.rotation_gcrf_to_teme(epoch)) @ np.asarray(brahe.rotation_eme2000_to_gcrf())
 
+    model = brahe.get_precession_nutation_model()  # sda's brahe set-up selects IAU 2000B process-wide
     try:
+        brahe.set_precession_nutation_model(brahe.PrecessionNutationModel.IAU2006A)  # inertial's series
         zero_eop()
         control = brahe_rotation()
         # the same chain as brahe's under zero EOP (sda.orbit.inertial's docstring)
@@ -121,3 +123,4 @@ def test_writer_and_reader_rotate_alike_whatever_brahe_was_set_to():
         assert tdm.teme_from_inertial(10.0, 20.0, t_ms * 10**6) == before  # bit for bit across states
     finally:
         brahe.initialize_eop()  # what the simulator's truth sets up (sda.sim.dynamics), for tests after this one
+        brahe.set_precession_nutation_model(model)
