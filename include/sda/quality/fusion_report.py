@@ -57,8 +57,8 @@ def _sigma(row: dict[str, Any]) -> float | None:
 def _regime_row(regime: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     fused = [r for r in rows if r["status"] == "converged"]
     sizes, rms = [_sigma(r) for r in fused], [r["rms"] for r in fused]
-    # the screening uses a converged fit only with its element set, which the stage fits only over 90 minutes
-    # or more (settings.fusion_min_span_s): a shorter one is fused but screened on an older fit or the catalogue
+    # the screening uses a converged fit only with its element set, which the stage fits only over
+    # settings.fusion_min_span_s or more: a shorter one is fused but screened on an older fit or the catalogue
     used = sum(1 for r in fused if r.get("line1"))
     return {"regime": regime, "objects": len(rows), "fused": len(fused), "screened": used,
             "rms_median": percentile(rms, 50), "rms_p90": percentile(rms, 90),
@@ -98,7 +98,7 @@ def gather_fusion(spark: "SparkSession", settings: "Settings", before: dt.dateti
         table = table.where(F.col("window_start") < F.lit(before))
     newest = (table.groupBy("norad_id").agg(F.max_by(F.struct(*COLUMNS[1:]), "window_start").alias("f"))
               .select("norad_id", "f.*").collect())
-    return fusion_summary([r.asDict() for r in newest])
+    return {**fusion_summary([r.asDict() for r in newest]), "min_span_s": settings.fusion_min_span_s}
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -156,9 +156,12 @@ def _problems_table(problems: list[dict[str, Any]], total: int) -> str:
 
 
 def fusion_section(summary: dict[str, Any], fuse_metrics: dict[str, Any] | None = None) -> str:
-    """The section's HTML (:func:`fusion_summary` and the run's fuse row of ``ops.run_metrics``)."""
+    """The section's HTML (:func:`fusion_summary` and the run's fuse row of ``ops.run_metrics``); the span
+    from which the screening uses a fit is ``summary["min_span_s"]`` (``settings.fusion_min_span_s``)."""
+    span_min = summary.get("min_span_s", 5400.0) / 60.0
     intro = ("<p>Each object's newest event-time window of gold <code>fused_orbits</code>: fused when its fit "
-             "converged. A fused fit spanning 90 minutes or more carries the element set the screening propagates "
+             f"converged. A fused fit spanning {span_min:g} minutes or more carries the element set the screening "
+             "propagates "
              "(column 3); for a shorter one the screening takes the object's older fused fit or the catalogue's "
              "element set. RMS is the weighted residual RMS (near 1 when the sensors' noise model holds); σ is "
              "sqrt(σR² + σT² + σN²), the 1-sigma position uncertainty at the fit's epoch.</p>")

@@ -89,6 +89,12 @@ def test_all_converged_says_so():
     assert "newest fit converged" in html and "fusion-problems" not in html
 
 
+def test_the_span_the_screening_needs_is_the_settings():
+    summary = fusion_report.fusion_summary([NEWEST[0]])
+    assert "spanning 90 minutes or more" in fusion_report.fusion_section(summary)  # the default, 5,400 s
+    assert "spanning 120 minutes or more" in fusion_report.fusion_section({**summary, "min_span_s": 7200.0})
+
+
 def test_newest_window_per_object_from_the_table(spark, settings):
     """Each object's newest window starting before the run's interval end; no table, no section."""
     from sda.lake.schemas import FUSED_ORBITS
@@ -115,6 +121,7 @@ def test_newest_window_per_object_from_the_table(spark, settings):
         row(1, T0, "converged", 1.0), row(1, T0 + six, "not_converged", 4.0),  # newest: not converged
         row(2, T0, "converged", 0.8), row(2, T0 + 2 * six, "failed", None)])  # after the interval: not seen
     got = fusion_report.gather_fusion(spark, settings, T0 + 2 * six)
+    assert got["min_span_s"] == settings.fusion_min_span_s
     leo = got["regimes"][0]
     assert (leo["objects"], leo["fused"], leo["rms_median"], leo["sigma_median_m"]) == (2, 1, 0.8, 3.0)
     assert [(p["norad_id"], p["status"], p["reason"]) for p in got["problems"]] == [(1, "not_converged", "why")]
