@@ -158,7 +158,9 @@ def _problems_table(problems: list[dict[str, Any]], total: int) -> str:
 def fusion_section(summary: dict[str, Any], fuse_metrics: dict[str, Any] | None = None) -> str:
     """The section's HTML (:func:`fusion_summary` and the run's fuse row of ``ops.run_metrics``); the span
     from which the screening uses a fit is ``summary["min_span_s"]`` (``settings.fusion_min_span_s``)."""
-    span_min = summary.get("min_span_s", 5400.0) / 60.0
+    from sda.config.settings import Settings
+
+    span_min = summary.get("min_span_s", Settings.fusion_min_span_s) / 60.0
     intro = ("<p>Each object's newest event-time window of gold <code>fused_orbits</code>: fused when its fit "
              f"converged. A fused fit spanning {span_min:g} minutes or more carries the element set the screening "
              "propagates "
