@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from common import log
 
-from sda.orbit.times import unix
+from sda.sim.alert_truth import judged
 
 FOUND_WITHIN_S = 120.0  # an event of the pair this close to a true TCA found it
 CLOSE_M = 1000.0
@@ -34,21 +34,6 @@ def pairs_alerted(true: pd.DataFrame, alerts: pd.DataFrame) -> dict:
 def fused_ids(tables: dict) -> set[int]:
     f = tables["fused_orbits"]
     return set(int(n) for n in f[(f["status"] == "converged") & f["line1"].notna()]["norad_id"])
-
-
-def judged(eph, frame: pd.DataFrame) -> pd.DataFrame:
-    """Events or alerts with the truth's closest approach of their pair near their TCA, and the errors."""
-    from sda.sim import accuracy
-
-    frame = frame.copy()
-    truth = [accuracy.true_closest(eph, p, s, unix(pd.Timestamp(t)))
-             for p, s, t in zip(frame["primary_id"], frame["secondary_id"], frame["tca"])]
-    frame["true_tca_unix"] = [t for t, _ in truth]
-    frame["true_miss_m"] = [m for _, m in truth]
-    frame["tca_unix"] = [unix(pd.Timestamp(t)) for t in frame["tca"]]
-    frame["miss_error_m"] = (frame["miss_m"] - frame["true_miss_m"]).abs()
-    frame["tca_error_s"] = (frame["tca_unix"] - frame["true_tca_unix"]).abs()
-    return frame
 
 
 def true_approaches(eph, tables: dict, conj: pd.DataFrame, horizon: tuple[float, float], threshold_km: float):

@@ -13,6 +13,7 @@
     sda status                                                  row counts of every table
     sda settings                                                the effective settings
     sda export omm|oem --out DIR [...]                          the catalogue as CCSDS OMM / OEM (sda.pipeline.export)
+    sda score [--truth SUMMARY] [--json]                        alerts against the simulator's truth
 """
 
 from __future__ import annotations
@@ -226,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     from sda.pipeline import export
 
     export.add_parser(sub)
+    from sda.sim import score_command
+
+    score_command.add_parser(sub)
     return parser
 
 
@@ -259,6 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sda.pipeline import export
 
             return export.main(args)
+        if args.command == "score":
+            from sda.sim import score_command
+
+            return score_command.main(args)
         for key, value in sorted(load_settings().as_env().items()):
             print(f"{key}={value}")
         return 0

@@ -22,7 +22,8 @@ says why the run stopped). It shows
 - **alerts**: for every alert version the run emitted (``gold.alert_events``), the pair's separation
   over time around TCA, propagated with SGP4 from the element sets the screening used (the newest
   loaded before the run's screening finished, as ``sda trace`` finds them), on a log scale so the
-  close approach and the orbit-scale separation show in one picture.
+  close approach and the orbit-scale separation show in one picture, and which orbit each object was
+  screened on: ``fused`` (its fused orbit, gold ``fused_orbits``) or ``catalogue`` (its element set).
 
 The charts are SVG written by hand (:mod:`sda.quality.charts`); every mark carries ``data-*``
 attributes with the value it draws, so a test or a script can read the picture back.
@@ -41,6 +42,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from sda.pipeline.lineage.orbit import orbit_kind
 from sda.quality.charts import COUNTS, separation_svg, stage_counts_svg
 from sda.quality.charts import escape as _e
 from sda.quality.fusion_report import fusion_section, gather_fusion
@@ -188,11 +190,13 @@ def _alerts_section(alerts: list[dict[str, Any]], threshold_m: float) -> str:
         colour = LEVEL_COLOURS.get(a["level"], "#555")
         names = f'{_e(a.get("primary_name") or a["primary_id"])} × {_e(a.get("secondary_name") or a["secondary_id"])}'
         pc = "n/a" if a.get("pc") is None else f'{a["pc"]:.2e}'
-        out.append(f'<h3 data-alert="{_e(a["alert_id"])}">'
+        orbits = [orbit_kind(a.get(f"{r}_cov_source")) for r in ("p", "s")]
+        out.append(f'<h3 data-alert="{_e(a["alert_id"])}" data-orbits="{orbits[0]}/{orbits[1]}">'
                    f'<span class="badge" style="background:{colour}">{_e(a["level"])}</span> '
                    f'{names} — {_e(a["status"])} v{a["version"]}</h3>'
                    f'<p>TCA {_e(a["tca"])} · miss {a["miss_m"]:,.0f} m · '
-                   f'relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · '
+                   f'relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · orbits screened: '
+                   f'{_e(a["primary_id"])} {orbits[0]}, {_e(a["secondary_id"])} {orbits[1]} · '
                    f'alert <code>{_e(a["alert_id"])}</code> (<code>sda trace {_e(a["alert_id"])}</code>)</p>')
         if a.get("series") is None:
             out.append('<p class="muted">element sets not found: no separation plot</p>')

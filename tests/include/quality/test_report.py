@@ -117,3 +117,19 @@ def test_calibration_from_the_tables(spark, settings):
     assert got["GEO"]["observations"] == 1 and got["GEO"]["ratio"] == pytest.approx(2.0)
     assert "too tight</td>" in _calibration_section(list(got.values()))
     assert _calibration(spark, settings, "nobody", table_rows) == []
+
+
+def test_each_alert_says_which_orbit_each_object_was_screened_on(tmp_path):
+    def alert(alert_id, p_src, s_src):
+        return {"alert_id": alert_id, "level": "RED", "primary_id": 11, "secondary_id": 22, "status": "open",
+                "version": 1, "tca": "2026-11-28T03:00:00Z", "miss_m": 150.0, "rel_speed_ms": 14000.0, "pc": 1e-4,
+                "p_cov_source": p_src, "s_cov_source": s_src, "series": None}
+
+    base = {"run_id": "r", "interval": None, "metrics": [], "checks": [], "calibration": None, "fusion": None,
+            "built": "now", "alerts": [alert("a", "fused/LEO/f1", "tle/LEO"),
+                                       alert("b", "observed/LEO", "fused/LEO/f2"), alert("c", "tle/GEO", "tle/GEO"),
+                                       alert("d", "fused/LEO/f3", "fused/MEO/f4")]}
+    page = report.render(base, tmp_path, 5000.0)
+    marked = dict(re.findall(r'data-alert="(\w)" data-orbits="([\w/]+)"', page))
+    assert marked == {"a": "fused/catalogue", "b": "catalogue/fused", "c": "catalogue/catalogue", "d": "fused/fused"}
+    assert "orbits screened: 11 fused, 22 catalogue" in page

@@ -39,6 +39,12 @@ OBS_COLUMNS = ("obs_id", "sensor_id", "sensor_kind", "event_time", "correlate_ru
 KINDS = ("radar", "optical", "isl")
 
 
+def orbit_kind(cov_source: str | None) -> str:
+    """``fused`` when an alert screened the object on its fused orbit (``cov_source`` fused/...), else
+    ``catalogue`` (its element set and the modelled covariance)."""
+    return "fused" if fused_id_of(cov_source) is not None else "catalogue"
+
+
 def fused_id_of(cov_source: str | None) -> str | None:
     """The fused_id a covariance source names (``fused/<regime>/<fused_id>``), None for any other source."""
     if not cov_source or not cov_source.startswith(FUSED_PREFIX):

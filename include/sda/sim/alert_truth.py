@@ -1,0 +1,84 @@
+"""Alerts judged against a simulation's truth: what the end of ``make run`` prints, and what
+bench/accuracy.py scores.
+
+The pipeline never reads the truth; this reads it after the run, beside the pipeline's alerts:
+
+* :func:`judged`: each alert (or screened event) with the truth's own closest approach of its pair within
+  10 minutes of the predicted TCA (:func:`sda.sim.accuracy.true_closest`), and the miss-distance and TCA
+  errors;
+* :func:`alert_figures`: the open alerts by the orbits they used (both fused, one, none: whether each object
+  was screened on its fused orbit or the catalogue's element set, from the alert's ``*_cov_source``,
+  :func:`sda.pipeline.lineage.orbit.orbit_kind`), the miss-distance error of each group against the truth
+  (median and 90th percentile), and the injected pair's alert nearest its true TCA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from sda.orbit.times import unix
+from sda.pipeline.lineage.orbit import orbit_kind
+
+INJECTED_PAIR = (99901, 99902)  # sda.sim.conjunction's injected near-collision (simulate --inject-conjunction)
+
+
+def judged(eph, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (``primary_id``, ``secondary_id``, ``tca``, ``miss_m``) with the truth's closest approach of
+    each pair near its TCA (``true_tca_unix``, ``true_miss_m``; NaN where the truth has neither body) and
+    the errors ``miss_error_m`` = |miss - true miss| and ``tca_error_s``."""
+    from sda.sim import accuracy
+
+    frame = frame.copy()
+    truth = [accuracy.true_closest(eph, p, s, unix(pd.Timestamp(t)))
+             for p, s, t in zip(frame["primary_id"], frame["secondary_id"], frame["tca"])]
+    frame["true_tca_unix"] = [t for t, _ in truth]
+    frame["true_miss_m"] = [m for _, m in truth]
+    frame["tca_unix"] = [unix(pd.Timestamp(t)) for t in frame["tca"]]
+    frame["miss_error_m"] = (frame["miss_m"] - frame["true_miss_m"]).abs()
+    frame["tca_error_s"] = (frame["tca_unix"] - frame["true_tca_unix"]).abs()
+    return frame
+
+
+def _group(frame: pd.DataFrame) -> dict:
+    errors = frame["miss_error_m"].to_numpy(dtype=float)
+    errors = errors[np.isfinite(errors)]
+    return {"alerts": int(len(frame)), "scored": int(errors.size),
+            "miss_error_median_m": float(np.median(errors)) if errors.size else None,
+            "miss_error_p90_m": float(np.percentile(errors, 90)) if errors.size else None}
+
+
+def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR) -> dict:
+    """The open alerts of gold ``alerts`` (one row per alert: ``status``, ``primary_id``, ``secondary_id``,
+    ``tca``, ``miss_m``, ``p_cov_source``, ``s_cov_source``; ``cdm_file`` optional) judged against the truth
+    ``eph``: per group (``both_fused``, ``one_fused``, ``catalogue_only``) the count and miss-distance
+    error; ``pair``: the injected pair's alert nearest its true TCA (None when it has none)."""
+    open_alerts = alerts[alerts["status"] != "closed"]
+    frame = judged(eph, open_alerts) if len(open_alerts) else open_alerts.assign(
+        true_tca_unix=[], true_miss_m=[], tca_unix=[], miss_error_m=[], tca_error_s=[])
+    fused = [(orbit_kind(p) == "fused") + (orbit_kind(s) == "fused")
+             for p, s in zip(frame["p_cov_source"], frame["s_cov_source"])]
+    frame = frame.assign(fused_objects=fused)
+    out = {"open_alerts": int(len(frame)),
+           "both_fused": _group(frame[frame["fused_objects"] == 2]),
+           "one_fused": _group(frame[frame["fused_objects"] == 1]),
+           "catalogue_only": _group(frame[frame["fused_objects"] == 0])}
+    lo, hi = sorted(int(n) for n in pair)
+    mine = frame[(frame["primary_id"] == lo) & (frame["secondary_id"] == hi)]
+    out["pair"] = None
+    if len(mine):
+        row = mine.sort_values("tca_error_s").iloc[0]
+        out["pair"] = {"primary_id": lo, "secondary_id": hi, "tca": str(row["tca"]),
+                       "miss_m": float(row["miss_m"]), "true_miss_m": _finite(row["true_miss_m"]),
+                       "miss_error_m": _finite(row["miss_error_m"]),
+                       "primary_orbit": orbit_kind(row["p_cov_source"]),
+                       "secondary_orbit": orbit_kind(row["s_cov_source"]),
+                       "cdm_file": row.get("cdm_file")}
+    return out
+
+
+def _finite(value) -> float | None:
+    return float(value) if value is not None and math.isfinite(float(value)) else None
