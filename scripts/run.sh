@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# `make run`: start Airflow with the pipeline, feed it 30 minutes of simulated sensors (with an
-# injected near-collision), process them end to end, print where everything landed, and keep
-# Airflow and its Spark Connect server running (Ctrl-C stops both).
+# `make run`: start Airflow with the pipeline, feed it three hours of simulated sensors (with an
+# injected near-collision), process them end to end (orbits fused from the observations), judge the
+# alerts against the simulator's truth, print where everything landed, and keep Airflow and its
+# Spark Connect server running (Ctrl-C stops both).
 #
 #   SDA_EXIT_AFTER_RUN=1 bash scripts/run.sh    stop Airflow after the run; exit 0 on success, 1 on failure
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
+#   SIM_HOURS=3                                  hours of simulated tracking before the first run (default 3)
 #   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
 #                                                generated one); either way it is copied to SDA_CATALOG_FILE
 set -euo pipefail
@@ -56,13 +58,10 @@ if curl -s -o /dev/null "$API/api/v2/monitor/health"; then
 fi
 
 # --- 1. simulated sensors ----------------------------------------------------------------------
-read -r SIM_START SIM_END TCA < <("$PY" - <<'EOF'
-import datetime as dt
-now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-fmt = lambda t: t.isoformat().replace("+00:00", "Z")
-print(fmt(now - dt.timedelta(minutes=30)), fmt(now), fmt(now + dt.timedelta(hours=3)))
-EOF
-)
+# Three hours of tracking or more, ending now, so that the first run fuses the objects' orbits over
+# several passes and the screening uses them (sda.sim.scenario: a fit-window boundary never leaves
+# less than two hours on both sides); the injected pair's TCA three hours ahead
+read -r SIM_START SIM_END TCA < <("$PY" -m sda.sim.scenario --hours "${SIM_HOURS:-3}")
 # --tle-age-days: the catalogue is 0.5-3 days old and wrong the way real element sets are; the sensors
 # observe the true orbits (sda.sim.tle_error)
 say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
@@ -192,6 +191,8 @@ if [[ "$state" != success ]]; then
 else
     say "run $RUN_ID succeeded in ${elapsed}s; row counts:"
     "$PY" -m sda.cli status 2>/dev/null | grep -v "^\s*$" || echo "(sda status unavailable)"
+    say "the alerts against the simulator's truth (which the pipeline never reads; sda score):"
+    "$PY" -m sda.cli score 2>/dev/null || echo "(sda score unavailable)"
 fi
 
 cat <<EOF

@@ -96,6 +96,13 @@ class Ephemeris:
                             for j in range(len(x))])
         return weights @ y
 
+    def subset(self, rows) -> "Ephemeris":
+        """The bodies at ``rows`` (in that order), their burns with them."""
+        rows = [int(r) for r in rows]
+        new_row = {old: new for new, old in enumerate(rows)}
+        burns = [(new_row[b[0]], *b[1:]) for b in self.burns if b[0] in new_row]
+        return Ephemeris(self.norad[rows], self.t0, self.step, self.states[rows], burns)
+
     def save(self, path: Path, **extra) -> None:
         """To ``path`` (.npz), with the burns and any ``extra`` arrays."""
         rows, times, before, after = _burn_arrays(self.burns)

@@ -7,7 +7,8 @@ whole multiples of it since 1970, :mod:`sda.orbit.fusion.arcs`), and the screeni
 spans ``settings.fusion_min_span_s`` or more. A window of simulated sensors ending now that straddles a
 boundary is cut in two: when the part after the boundary is shorter than ``min_fit_hours``, the window
 starts ``min_fit_hours`` before the boundary if that is earlier (so it spans from ``hours`` to under
-``2 * min_fit_hours``, whichever is more), and one side of the boundary always holds at least ``min_fit_hours`` of tracking.
+``2 * min_fit_hours``, whichever is more), and one side of the boundary always holds at least
+``min_fit_hours`` of tracking.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def score(spark, settings, truth: Path) -> dict:
         return {"truth": str(truth), "open_alerts": 0, "both_fused": {"alerts": 0}, "one_fused": {"alerts": 0},
                 "catalogue_only": {"alerts": 0}, "pair": None}
     until = max(unix(t) for t in alerts["tca"]) + 900.0
-    figures = {"truth": str(truth), **alert_truth.alert_figures(load_ephemeris(truth, until), alerts)}
+    bodies = set(alerts["primary_id"]) | set(alerts["secondary_id"])  # only they are extended to the horizon
+    figures = {"truth": str(truth), **alert_truth.alert_figures(load_ephemeris(truth, until, bodies), alerts)}
     pair = figures["pair"]
     if pair is not None and pair.get("cdm_file"):
         cdm = Path(settings.outbox) / pair["cdm_file"]

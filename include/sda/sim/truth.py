@@ -130,16 +130,22 @@ def _write_true_orbits(truth_dir: Path, sim_id: str, true_orbits) -> dict:
             "ephemeris_file": f"_truth/{eph_file.name}", "bodies_file": f"_truth/{bodies_file.name}"}
 
 
-def load_ephemeris(summary_file: Path, until_unix: float | None = None) -> dynamics.Ephemeris:
+def load_ephemeris(summary_file: Path, until_unix: float | None = None, norad_ids=None) -> dynamics.Ephemeris:
     """The true ephemeris a simulation wrote (``summary_file`` its ``_truth/<sim_id>.summary.json``),
     extended with the same force model and each body's recorded parameters to cover ``until_unix``
-    (e.g. the end of the screening horizon) when that is past its end."""
+    (e.g. the end of the screening horizon) when that is past its end; with ``norad_ids``, of those bodies
+    only (those the truth has), which costs less to extend."""
     summary_file = Path(summary_file)
     info = json.loads(summary_file.read_text())["truth"]
     root = summary_file.parent.parent
     eph, last = dynamics.Ephemeris.load(root / info["ephemeris_file"], "last_gcrf")
+    rows = list(range(len(eph.norad)))
+    if norad_ids is not None:
+        wanted = {int(n) for n in norad_ids}
+        rows = [i for i, n in enumerate(eph.norad) if int(n) in wanted]
+        eph, last = eph.subset(rows), last[rows]
     if until_unix is None or until_unix <= eph.t_end - (dynamics.LAGRANGE_POINTS // 2) * eph.step:
         return eph
-    rows = json.loads((root / info["bodies_file"]).read_text())
-    params = [dynamics.BodyParams(r["cd"], r["cr"], r["area_to_mass_m2_kg"]) for r in rows]
+    bodies = json.loads((root / info["bodies_file"]).read_text())
+    params = [dynamics.BodyParams(bodies[i]["cd"], bodies[i]["cr"], bodies[i]["area_to_mass_m2_kg"]) for i in rows]
     return dynamics.extend(eph, last, params, until_unix)[0]

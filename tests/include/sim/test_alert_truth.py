@@ -83,3 +83,17 @@ def test_the_newest_truth_in_the_landing_zone(tmp_path):
     os.utime(old, (1000, 1000))
     os.utime(new, (2000, 2000))
     assert score_command.newest_truth(tmp_path) == new
+
+
+def test_a_subset_of_the_truth_keeps_its_bodies_states_and_burns():
+    eph = _straight_lines({(1, 2): 0.2, (3, 4): 0.5}, 1800.0)
+    before, after = eph.states[3, 10].copy(), eph.states[3, 10] + np.array([0, 0, 0, 0, 0, 0.01])
+    eph.burns = [(3, T0.timestamp() + 1200.0, before, after), (0, T0.timestamp() + 600.0, before, after)]
+    sub = eph.subset([3, 1])
+    assert sub.norad.tolist() == [4, 2]
+    np.testing.assert_array_equal(sub.states[0], eph.states[3])
+    assert [(b[0], b[1]) for b in sub.burns] == [(0, T0.timestamp() + 1200.0)]  # body 4's burn, row 3 -> 0
+    t = T0.timestamp() + np.array([100.0, 1300.0, 2500.0])
+    r_sub, _ = sub.at_pairs(np.array([0, 1, 0]), t)
+    r_all, _ = eph.at_pairs(np.array([3, 1, 3]), t)
+    np.testing.assert_allclose(r_sub, r_all)
