@@ -7,6 +7,7 @@
 #   SDA_EXIT_AFTER_RUN=1 bash scripts/run.sh    stop Airflow after the run; exit 0 on success, 1 on failure
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
 #   SIM_HOURS=3                                  hours of simulated tracking before the first run (default 3)
+#   SIM_RADAR_CADENCE_S=20                       seconds between a simulated radar's frames (default 20)
 #   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
 #                                                generated one); either way it is copied to SDA_CATALOG_FILE
 set -euo pipefail
@@ -63,10 +64,13 @@ fi
 # less than two hours on both sides); the injected pair's TCA three hours ahead
 read -r SIM_START SIM_END TCA < <("$PY" -m sda.sim.scenario --hours "${SIM_HOURS:-3}")
 # --tle-age-days: the catalogue is 0.5-3 days old and wrong the way real element sets are; the sensors
-# observe the true orbits (sda.sim.tle_error)
+# observe the true orbits (sda.sim.tle_error). --radar-cadence: a radar frame every 20 s (the
+# simulator's default is 10 s), which halves the records of the first run and leaves a radar pass
+# dozens of measurements.
 say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
 "$PY" -m sda.sim.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.config.settings import load_settings; print(load_settings().landing)')" \
-    --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 ${CATALOG:+--catalog "$CATALOG"}
+    --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 --radar-cadence "${SIM_RADAR_CADENCE_S:-20}" \
+    ${CATALOG:+--catalog "$CATALOG"}
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------
 if "$PY" -m sda.lake.server status >/dev/null 2>&1; then
@@ -165,6 +169,9 @@ while :; do
     sleep 10
 done
 elapsed=$((SECONDS - started))
+if [[ "$EXIT_AFTER_RUN" == 1 ]]; then  # no run may start between this one's end and Airflow's stop
+    api PATCH "/dags/$DAG_ID" '{"is_paused": true}' >/dev/null || true
+fi
 
 # --- 5. summary --------------------------------------------------------------------------------
 eval "$("$PY" - <<'EOF'
