@@ -51,11 +51,14 @@ def _group(frame: pd.DataFrame) -> dict:
             "miss_error_p90_m": float(np.percentile(errors, 90)) if errors.size else None}
 
 
-def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR) -> dict:
+def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR,
+                  pair_tca_unix: float | None = None) -> dict:
     """The open alerts of gold ``alerts`` (one row per alert: ``status``, ``primary_id``, ``secondary_id``,
     ``tca``, ``miss_m``, ``p_cov_source``, ``s_cov_source``; ``cdm_file`` optional) judged against the truth
     ``eph``: per group (``both_fused``, ``one_fused``, ``catalogue_only``) the count and miss-distance
-    error; ``pair``: the injected pair's alert nearest its true TCA (None when it has none)."""
+    error; ``pair``: the injected pair's alert of its designed encounter -- the one nearest
+    ``pair_tca_unix`` when given, else the one the truth puts closest -- (None when it has none; the pair
+    also passes near each other once a revolution, and those approaches may be alerted too)."""
     open_alerts = alerts[alerts["status"] != "closed"]
     frame = judged(eph, open_alerts) if len(open_alerts) else open_alerts.assign(
         true_tca_unix=[], true_miss_m=[], tca_unix=[], miss_error_m=[], tca_error_s=[])
@@ -70,7 +73,10 @@ def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR
     mine = frame[(frame["primary_id"] == lo) & (frame["secondary_id"] == hi)]
     out["pair"] = None
     if len(mine):
-        row = mine.sort_values("tca_error_s").iloc[0]
+        if pair_tca_unix is not None:
+            row = mine.loc[(mine["tca_unix"] - pair_tca_unix).abs().idxmin()]
+        else:
+            row = mine.loc[mine["true_miss_m"].fillna(math.inf).idxmin()]
         out["pair"] = {"primary_id": lo, "secondary_id": hi, "tca": str(row["tca"]),
                        "miss_m": float(row["miss_m"]), "true_miss_m": _finite(row["true_miss_m"]),
                        "miss_error_m": _finite(row["miss_error_m"]),

@@ -69,6 +69,8 @@ def lines(figures: dict) -> list[str]:
 def score(spark, settings, truth: Path) -> dict:
     """:func:`sda.sim.alert_truth.alert_figures` of gold ``alerts`` against the truth ``truth`` (extended to
     the latest TCA), with the injected pair's CDM covariance methods read from the outbox."""
+    import pandas as pd
+
     from sda.lake.tables import TABLES, table_exists
     from sda.orbit.times import unix
     from sda.sim.truth import load_ephemeris
@@ -82,7 +84,10 @@ def score(spark, settings, truth: Path) -> dict:
                 "catalogue_only": {"alerts": 0}, "pair": None}
     until = max(unix(t) for t in alerts["tca"]) + 900.0
     bodies = set(alerts["primary_id"]) | set(alerts["secondary_id"])  # only they are extended to the horizon
-    figures = {"truth": str(truth), **alert_truth.alert_figures(load_ephemeris(truth, until, bodies), alerts)}
+    injected = json.loads(Path(truth).read_text()).get("injected") or {}
+    pair_tca = unix(pd.Timestamp(injected["tca"])) if injected.get("tca") else None
+    figures = {"truth": str(truth), **alert_truth.alert_figures(load_ephemeris(truth, until, bodies), alerts,
+                                                                pair_tca_unix=pair_tca)}
     pair = figures["pair"]
     if pair is not None and pair.get("cdm_file"):
         cdm = Path(settings.outbox) / pair["cdm_file"]

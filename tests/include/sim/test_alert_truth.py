@@ -97,3 +97,15 @@ def test_a_subset_of_the_truth_keeps_its_bodies_states_and_burns():
     r_sub, _ = sub.at_pairs(np.array([0, 1, 0]), t)
     r_all, _ = eph.at_pairs(np.array([3, 1, 3]), t)
     np.testing.assert_allclose(r_sub, r_all)
+
+
+def test_the_injected_pair_is_judged_at_its_designed_encounter_not_at_another_approach():
+    eph = _straight_lines({(99901, 99902): 0.15}, 1800.0)
+    # the same pair alerted again at another time (the lines diverge there: the truth finds no approach
+    # within 10 minutes, or a far one)
+    alerts = pd.DataFrame([_alert(99901, 99902, 700.0, "fused/LEO/a", "fused/LEO/b", tca_s=3000.0),
+                           _alert(99901, 99902, 156.0, "fused/LEO/a", "fused/LEO/b", tca_s=1800.0)])
+    by_tca = alert_truth.alert_figures(eph, alerts, pair_tca_unix=T0.timestamp() + 1800.0)["pair"]
+    assert by_tca["miss_m"] == 156.0 and by_tca["miss_error_m"] == pytest.approx(6.0, abs=0.01)
+    closest = alert_truth.alert_figures(eph, alerts)["pair"]  # without it: the one the truth puts closest
+    assert closest["miss_m"] == 156.0
