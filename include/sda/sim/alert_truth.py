@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-import numpy as np
 import pandas as pd
 
 from sda.orbit.times import unix
 from sda.pipeline.lineage.orbit import orbit_kind
+from sda.sim import accuracy
 
 INJECTED_PAIR = (99901, 99902)  # sda.sim.conjunction's injected near-collision (simulate --inject-conjunction)
 
@@ -30,8 +30,6 @@ def judged(eph, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (``primary_id``, ``secondary_id``, ``tca``, ``miss_m``) with the truth's closest approach of
     each pair near its TCA (``true_tca_unix``, ``true_miss_m``; NaN where the truth has neither body) and
     the errors ``miss_error_m`` = |miss - true miss| and ``tca_error_s``."""
-    from sda.sim import accuracy
-
     frame = frame.copy()
     truth = [accuracy.true_closest(eph, p, s, unix(pd.Timestamp(t)))
              for p, s, t in zip(frame["primary_id"], frame["secondary_id"], frame["tca"])]
@@ -44,11 +42,9 @@ def judged(eph, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _group(frame: pd.DataFrame) -> dict:
-    errors = frame["miss_error_m"].to_numpy(dtype=float)
-    errors = errors[np.isfinite(errors)]
-    return {"alerts": int(len(frame)), "scored": int(errors.size),
-            "miss_error_median_m": float(np.median(errors)) if errors.size else None,
-            "miss_error_p90_m": float(np.percentile(errors, 90)) if errors.size else None}
+    errors = accuracy.summary(frame["miss_error_m"])
+    return {"alerts": int(len(frame)), "scored": errors["n"], "miss_error_median_m": errors["median"],
+            "miss_error_p90_m": errors["p90"]}
 
 
 def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR,
