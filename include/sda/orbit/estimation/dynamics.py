@@ -156,16 +156,34 @@ def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STE
     """The orbit from GCRF state ``x0`` (m, m/s) at unix time ``t0`` with ballistic coefficient ``b``,
     at ``times`` (any order, all >= t0), with its transition matrix and sensitivity (module docstring);
     ``variational=False``: the states alone (``phi`` the identity, ``sens`` zero), several times cheaper."""
-    bh = _brahe()
     times = np.asarray(times, float)
     if np.any(times < t0 - 1e-6):
         raise ValueError("propagate: times before the initial epoch")
     u = np.maximum(times - t0, 0.0) / step
     lo = np.floor(u).astype(np.int64)
     nodes = np.unique(np.concatenate([lo, lo + 1]))
+    key = (float(t0), np.asarray(x0, float).tobytes(), float(b), float(step), bool(variational), nodes.tobytes())
+    last = _LAST[0]
+    if last is not None and last[0] == key:  # the same orbit to the same nodes: the same node states
+        xs, phis, sens = last[1]
+    else:
+        xs, phis, sens = _nodes(t0, np.asarray(x0, float), b, step, nodes, variational)
+        _LAST[0] = (key, (xs, phis, sens))
+    pos = {int(k): i for i, k in enumerate(nodes)}
+    i0 = np.array([pos[int(k)] for k in lo])
+    return _interpolate(times, t0, step, lo, xs, phis, sens, i0)
+
+
+#: the last propagation's (key, node states): a window's pass tests and its fit's first iteration carry
+#: the same prior to the same times (:func:`sda.orbit.manoeuvre.detection.pass_tests`), integrated once
+_LAST: list = [None]
+
+
+def _nodes(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray, variational: bool):
+    """States, transition matrices and sensitivities at the grid nodes ``t0 + k step``, ``k`` in ``nodes``."""
+    bh = _brahe()
     drag = perigee_km(x0) < DRAG_PERIGEE_KM
-    prop = bh.NumericalOrbitPropagator(epoch(t0), np.asarray(x0, float), _config(variational), _force(drag),
-                                       params(b))
+    prop = bh.NumericalOrbitPropagator(epoch(t0), x0, _config(variational), _force(drag), params(b))
     prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
     start = epoch(t0)
     xs, phis, sens = np.empty((len(nodes), 6)), np.empty((len(nodes), 6, 6)), np.empty((len(nodes), 6))
@@ -181,9 +199,7 @@ def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STE
             xs[i], phis[i], sens[i] = x0, np.eye(6), 0.0
     if not np.isfinite(xs).all() or np.min(np.linalg.norm(xs[:, :3], axis=1)) < RE_M + 80e3:
         raise PropagationError("the orbit re-entered or diverged")
-    pos = {int(k): i for i, k in enumerate(nodes)}
-    i0 = np.array([pos[int(k)] for k in lo])
-    return _interpolate(times, t0, step, lo, xs, phis, sens, i0)
+    return xs, phis, sens
 
 
 def _interpolate(times, t0, step, lo, xs, phis, sens, i0) -> Trajectory:

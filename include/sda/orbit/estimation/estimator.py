@@ -255,13 +255,18 @@ def fit(obs: pd.DataFrame, prior: Prior, sigmas, config: OdConfig = OdConfig(), 
         return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, TOO_FEW,
                          f"{len(times)} observations after the prior's epoch (at least {config.min_observations})")
     rots = dynamics.teme_rotation(times)
-    window = np.linspace(max(t0, t_end - config.noise.arc_window_s), t_end, 7)
-    all_times = np.concatenate([times, window])
+    all_times = np.concatenate([times, end_window(t0, t_end, config.noise)])
     try:
         traj, solve, x, iteration, status, reason = _iterate(blocks, rots, all_times, t0, x_prior, p_prior, config)
     except dynamics.PropagationError as exc:
         return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, FAILED, str(exc))
     return _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty, config.noise)
+
+
+def end_window(t0: float, t_end: float, noise: ProcessNoise) -> np.ndarray:
+    """The 7 times of the arc's last :attr:`ProcessNoise.arc_window_s` where a fit also propagates (its
+    model error at the epoch, :func:`_result`)."""
+    return np.linspace(max(t0, t_end - noise.arc_window_s), t_end, 7)
 
 
 def _iterate(blocks, rots, all_times, t0: float, x_prior: np.ndarray, p_prior: np.ndarray, config: OdConfig):

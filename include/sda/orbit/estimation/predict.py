@@ -76,6 +76,11 @@ def ephemeris(result: OdResult, start: float, end: float, step_s: float = 60.0,
 
 def prior_from_result(result: OdResult, unix_s: float, noise: ProcessNoise = ProcessNoise()) -> Prior:
     """The previous fused estimate as the next arc's prior at ``unix_s`` (its covariance grown to then)."""
-    pred = predict(result, [unix_s], noise)
-    state = np.concatenate([pred.r_km[0], pred.v_kms[0]]) * 1000.0
-    return Prior(float(unix_s), state, pred.covariance[0], result.b, result.sigma_b, "fused")
+    return prior_from_prediction(result, predict(result, [unix_s], noise), 0)
+
+
+def prior_from_prediction(result: OdResult, pred: Prediction, k: int) -> Prior:
+    """:func:`prior_from_result` at ``pred.t[k]`` from a prediction of ``result`` already made (one
+    propagation of the prior orbit serves the prior and the window's pass tests alike)."""
+    state = np.concatenate([pred.r_km[k], pred.v_kms[k]]) * 1000.0
+    return Prior(float(pred.t[k]), state, pred.covariance[k], result.b, result.sigma_b, "fused")

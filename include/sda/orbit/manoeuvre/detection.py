@@ -48,9 +48,9 @@ import pandas as pd
 from scipy import stats
 
 from sda.orbit.estimation import dynamics
-from sda.orbit.estimation.estimator import Prior, _blocks, _linearise, _to_gcrf7
+from sda.orbit.estimation.estimator import Prior, _blocks, _linearise, _to_gcrf7, end_window
 from sda.orbit.estimation.noise import ProcessNoise
-from sda.orbit.estimation.predict import predict
+from sda.orbit.estimation.predict import Prediction, predict
 from sda.orbit.estimation.prior import rtn_to_teme6
 
 LN10 = math.log(10.0)
@@ -151,25 +151,34 @@ def innovation_d2(z: np.ndarray, h: np.ndarray, p: np.ndarray) -> tuple[float, i
     return float(np.sum(proj**2 / w[keep])), int(keep.sum())
 
 
+def pass_starts(t: np.ndarray, passes: np.ndarray) -> np.ndarray:
+    """Each pass's first time (passes numbered 0.. in ``passes``)."""
+    count = int(passes.max()) + 1 if len(passes) else 0
+    return np.array([t[passes == k].min() for k in range(count)])
+
+
 def pass_tests(prior: Prior, prior_result, obs: pd.DataFrame, t: np.ndarray, passes: np.ndarray, sigmas,
-               noise: ProcessNoise, candidate: np.ndarray) -> list[PassTest]:
+               noise: ProcessNoise, candidate: np.ndarray, predicted: Prediction | None = None) -> list[PassTest]:
     """One :class:`PassTest` per pass (module docstring, 2). ``prior``: the prior orbit carried to the
     window's first observation; ``prior_result`` the :class:`~sda.orbit.estimation.estimator.OdResult` it was
     carried from (whose prediction gives each pass's covariance); ``obs`` the window's observations,
     ``t`` their unix times. One propagation of the prior's mean through the window's observations and
     the passes' first times: each pass's Jacobians are taken from the window's first observation to the
-    pass's first time by the transition matrix."""
-    count = int(passes.max()) + 1 if len(passes) else 0
-    starts = np.array([t[passes == k].min() for k in range(count)])
-    pred = predict(prior_result, starts, noise)
+    pass's first time by the transition matrix. ``predicted``: ``prior_result`` already predicted at the
+    passes' first times (:func:`pass_starts`; made here when None)."""
+    starts = pass_starts(t, passes)
+    count = len(starts)
+    pred = predict(prior_result, starts, noise) if predicted is None else predicted
     rot0 = dynamics.teme_rotation([prior.epoch])[0]
     x0, _ = _to_gcrf7(np.asarray(prior.state, float), np.asarray(prior.covariance, float), prior.b, prior.sigma_b,
                       rot0)
     blocks, times = _blocks(obs.assign(_pass=passes), sigmas, float(prior.epoch))
-    traj = dynamics.propagate(float(prior.epoch), x0[:6], x0[6], np.concatenate([times, starts]))
+    # the fit's times too: a fit of these observations from this prior starts from the same propagation
+    end = end_window(float(prior.epoch), float(times.max()), noise) if len(times) else np.empty(0)
+    traj = dynamics.propagate(float(prior.epoch), x0[:6], x0[6], np.concatenate([times, starts, end]))
     n = len(times)
     ext = np.zeros((count, 7, 7))
-    ext[:, :6] = traj.jac7[n:]
+    ext[:, :6] = traj.jac7[n:n + count]
     ext[:, 6, 6] = 1.0
     head = dynamics.Trajectory(traj.t[:n], traj.x[:n], traj.phi[:n], traj.sens[:n])
     lin = _linearise(blocks, head, dynamics.teme_rotation(times))

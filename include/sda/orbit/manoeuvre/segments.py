@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit.estimation.estimator import OdConfig, OdResult, fit
-from sda.orbit.estimation.predict import prior_from_result
+from sda.orbit.estimation.predict import Prediction, predict, prior_from_prediction, prior_from_result
 from sda.orbit.manoeuvre import detection as mn
 
 MERGE_RMS = 1.5  # weighted RMS at most this: one burn explains the passes after it
@@ -49,8 +49,12 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         rest = tk > boundary
         sub, t_sub, held_sub = part[rest].reset_index(drop=True), tk[rest], held[rest]
         p_sub = np.unique(passes[rest], return_inverse=True)[1].reshape(-1)
-        prior = prior_from_result(current, float(t_sub.min()), noise)
-        tests = mn.pass_tests(prior, current, sub, t_sub, p_sub, sigmas, noise, held_sub)
+        # one prediction of the current orbit: the prior at the first observation, the passes' tests
+        starts = mn.pass_starts(t_sub, p_sub)
+        predicted = predict(current, np.concatenate([[t_sub.min()], starts]), noise)
+        prior = prior_from_prediction(current, predicted, 0)
+        tests = mn.pass_tests(prior, current, sub, t_sub, p_sub, sigmas, noise, held_sub,
+                              Prediction(*(getattr(predicted, f)[1:] for f in ("t", "r_km", "v_kms", "covariance"))))
         detection = mn.detect(tests, current.epoch, ms)
         if detection is not None and found:  # one burn more, or the newest re-fit too short to predict?
             upto = np.zeros(len(tk), bool)

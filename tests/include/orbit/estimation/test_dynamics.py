@@ -52,6 +52,29 @@ def test_transition_matrix_and_sensitivity_match_central_differences():
     assert np.linalg.norm(traj.sens[0] - fd) < 0.02 * np.linalg.norm(fd)
 
 
+def test_a_repeated_propagation_is_the_integration_it_repeats():
+    """The last propagation's nodes are reused for the same orbit, step and nodes (a window's pass tests,
+    then its fit's first iteration), and for nothing else: each answer is what an integration of its own
+    gives, whatever was propagated just before."""
+    x0, b = _leo(), 0.03
+    times = T0 + np.array([60.0, 300.0, 3000.0])
+
+    def fresh(x, bb, variational=True, at=times):
+        dynamics._LAST[0] = None
+        return dynamics.propagate(T0, x, bb, at, variational=variational)
+
+    first = fresh(x0, b)
+    again = dynamics.propagate(T0, x0, b, times[::-1])  # same nodes, other order: reused
+    assert np.array_equal(again.x[::-1], first.x) and np.array_equal(again.phi[::-1], first.phi)
+    moved = x0 + np.array([0.0, 0.0, 0.0, 0.0, 0.01, 0.0])  # 1 cm/s faster
+    for other, expected in ((dynamics.propagate(T0, moved, b, times), fresh(moved, b)),
+                            (dynamics.propagate(T0, x0, 0.06, times), fresh(x0, 0.06)),
+                            (dynamics.propagate(T0, x0, b, times, variational=False), fresh(x0, b, False)),
+                            (dynamics.propagate(T0, x0, b, times[:2]), fresh(x0, b, at=times[:2]))):
+        assert np.array_equal(other.x, expected.x) and np.array_equal(other.phi, expected.phi)
+    assert np.linalg.norm(fresh(moved, b).x[2, :3] - first.x[2, :3]) > 10.0  # the orbits do differ (m)
+
+
 def test_teme_rotation_is_the_simulators_conversion():
     r_km, v_kms = np.array([[7000.0, 100.0, 300.0]]), np.array([[0.1, 7.5, 0.5]])
     gcrf = truth.teme_to_gcrf(r_km, v_kms, T0)[0]
