@@ -63,11 +63,12 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sda.alerts.fused import FUSED_COLUMNS
 from sda.alerts.publish import publish, publish_manoeuvres
 from sda.alerts.screening_record import newest_states, read_state, write_state
 from sda.alerts.values import aware
 from sda.lake import schemas
-from sda.lake.orbits import active_catalog, newest_element_sets, with_fused_lines
+from sda.lake.orbits import active_catalog, newest_element_sets, usable_fused, with_fused_lines
 from sda.lake.spark import observed, task_slots
 from sda.orbit import screening
 from sda.pipeline import replay as replay_plan
@@ -95,6 +96,8 @@ APPROACHES = T.StructType(
 
 # what the screening reads of each object's newest element set (sda.lake.orbits.newest_element_sets)
 SCREENED_COLUMNS = ("line1", "line2", "perigee_km", "apogee_km", "epoch")
+# what it reads of each usable fused orbit besides the assessment's FUSED_COLUMNS: the renewal rule's, the state's
+FUSED_READ = ("epoch", "lines_max_m")
 
 
 def candidates(spark: "SparkSession", catalogue: "screening.CatalogueLines", parts: list["screening.Part"],
@@ -280,6 +283,16 @@ def catalogue_lines(rows: list[dict]) -> "screening.CatalogueLines":
                                     tuple(r["line2"] for r in rows))
 
 
+def element_sets(spark: "SparkSession", settings: "Settings", screen_start: dt.datetime,
+                 screened_lines: dict[int, tuple[str, str, float]]) -> tuple[Any, list]:
+    """The element sets to screen (:func:`sda.lake.orbits.with_fused_lines`) and every usable fused orbit,
+    read once for the element sets, the objects' states and the assessment."""
+    newest = newest_element_sets(active_catalog(spark, settings), *SCREENED_COLUMNS)
+    fused = usable_fused(spark, settings, screen_start, None, *dict.fromkeys(FUSED_COLUMNS + FUSED_READ))
+    rows = newest.orderBy("norad_id").collect()
+    return with_fused_lines(spark, settings, rows, screen_start, screened_lines, fused), fused
+
+
 def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Namespace, screen_start: dt.datetime,
                 lifecycle: bool) -> dict[str, Any]:
     """One screening of [screen_start, screen_start + horizon). With ``lifecycle`` (a scheduled or
@@ -298,8 +311,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     end = start + horizon_h * 3600.0
     threshold_km, step_s = settings.screening_threshold_km, settings.screening_step_s
 
-    newest = newest_element_sets(active_catalog(spark, settings), *SCREENED_COLUMNS)
-    chosen = with_fused_lines(spark, settings, newest.orderBy("norad_id").collect(), screen_start, screened_lines)
+    chosen, fused = element_sets(spark, settings, screen_start, screened_lines)
     catalogue_rows = chosen.rows
     catalogue = catalogue_lines(catalogue_rows)
     epochs = {int(r["norad_id"]): r["epoch"] for r in catalogue_rows}
@@ -323,7 +335,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
         write_propagation_errors(spark, settings, errors, epochs, args.run_id)
 
     # re-assess (Pc, level) the new events, and the kept ones whose objects' state changed since
-    states = newest_states(spark, settings, screen_start) if lifecycle else {}
+    states = newest_states(spark, settings, screen_start, fused) if lifecycle else {}
     kept_ids = set(screening.event_keys(plan.kept))
     moved = {n for n in set(states) | set(state_refs) if states.get(n) != state_refs.get(n)}
     fresh = pd.Series([k not in kept_ids for k in screening.event_keys(events)], index=events.index, dtype=bool)
@@ -332,7 +344,7 @@ def screen_once(spark: "SparkSession", settings: "Settings", args: argparse.Name
     metrics["events_reassessed_state"] = int((~fresh & restated).sum())
     screen_end = screen_start + dt.timedelta(hours=horizon_h)
     published = publish(spark, settings, assess_now, screen_start, args.run_id, screen_end=screen_end,
-                        lifecycle=lifecycle, kept=events[~(fresh | restated)])
+                        lifecycle=lifecycle, kept=events[~(fresh | restated)], fused_rows=fused)
     runtime.progress(STAGE, "published: %d events assessed, %d kept as they were", len(assess_now),
                      len(events) - len(assess_now))
     published["events_assessed"] = published.pop("events")

@@ -121,7 +121,7 @@ def _record(spark: "SparkSession", settings: "Settings", plan: Plan) -> None:
 
 def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, screen_start: dt.datetime,
             run_id: str, *, screen_end: dt.datetime | None = None, lifecycle: bool = True,
-            kept: pd.DataFrame | None = None) -> dict[str, Any]:
+            kept: pd.DataFrame | None = None, fused_rows: list | None = None) -> dict[str, Any]:
     """Everything after the screening: assess, write ``conjunctions``, run the alert lifecycle, emit the
     outbox files, write ``alert_events`` and ``alerts``. Idempotent and crash-safe (module docstring).
 
@@ -133,6 +133,8 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     outbox from an interrupted attempt), emitted_files, red, yellow, pc_invalid (among this run's events).
     kept: the open events an incremental screening kept without re-assessing them (their alerts are
     still found, :func:`sda.alerts.plan.plan_alerts`).
+    fused_rows: every object's usable fused orbit already read (:data:`sda.alerts.fused.FUSED_COLUMNS`; None:
+    the events' objects' are read here).
     """
     screen_start = aware(screen_start)
     screen_end = aware(screen_end) if screen_end is not None else (
@@ -145,7 +147,9 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     from sda.alerts.fused import FUSED_COLUMNS, fused_orbits
 
     catalog, states, current = _read_inputs(spark, settings, ids, screen_start)
-    fused = fused_orbits(usable_fused(spark, settings, screen_start, sorted(ids), *FUSED_COLUMNS) if ids else [])
+    if fused_rows is None:
+        fused_rows = usable_fused(spark, settings, screen_start, sorted(ids), *FUSED_COLUMNS) if ids else []
+    fused = fused_orbits([r for r in fused_rows if int(r["norad_id"]) in ids])
     manoeuvred = manoeuvred_objects(spark, settings, ids, screen_start) if lifecycle else set()
     assessed = assess(events, states, catalog, settings, fused=fused, manoeuvred=manoeuvred)
 

@@ -61,15 +61,16 @@ def _state_ref(observed, rms) -> tuple[Any, Any]:
             None if rms is None else round(float(rms), 6))
 
 
-def newest_states(spark: "SparkSession", settings: "Settings", screen_start: dt.datetime
+def newest_states(spark: "SparkSession", settings: "Settings", screen_start: dt.datetime, fused: list | None = None
                   ) -> dict[int, tuple[Any, Any]]:
-    """Per object, the newest gold object_state (last_observed, residual RMS): what its Pc uses."""
+    """Per object, the newest gold object_state (last_observed, residual RMS): what its Pc uses. ``fused``:
+    the usable fused orbits already read (rows with epoch and rms; None: read here)."""
     newest = F.max_by(F.struct("last_observed", "residual_rms_m"), "last_observed")
     rows = (TABLES["object_state"].read(spark, settings).groupBy("norad_id").agg(newest.alias("s"))
             .select("norad_id", "s.last_observed", "s.residual_rms_m").collect())
     states = {int(r["norad_id"]): _state_ref(r["last_observed"], r["residual_rms_m"]) for r in rows}
     # a fused object's Pc uses its fused orbit: a new fit (its epoch and RMS) re-assesses its kept events
-    for r in usable_fused(spark, settings, screen_start, None, "epoch", "rms"):
+    for r in usable_fused(spark, settings, screen_start, None, "epoch", "rms") if fused is None else fused:
         states[int(r["norad_id"])] = _state_ref(r["epoch"], r["rms"])
     return states
 

@@ -79,15 +79,16 @@ def usable_fused(spark: "SparkSession", settings: "Settings", screen_start: dt.d
 
 
 def with_fused_lines(spark: "SparkSession", settings: "Settings", rows: list, screen_start: dt.datetime,
-                     screened: dict[int, tuple[str, str, float]] | None = None) -> Screened:
+                     screened: dict[int, tuple[str, str, float]] | None = None, fused: list | None = None) -> Screened:
     """The catalogue's newest element sets (``rows``) with, for each object that has a usable fused orbit
     (:func:`usable_fused`), the element set fitted to it instead, its ``epoch`` the fit's -- or the one the
     recorded screening (``screened``: norad_id -> (line1, line2, epoch unix) it propagated) holds, while it stays
     within ``settings.fusion_renew_m`` beyond the new set's own fit error of the new set over the horizon
-    (:func:`sda.orbit.screening.renewal.renew`)."""
+    (:func:`sda.orbit.screening.renewal.renew`). ``fused``: the usable fused orbits already read (rows with
+    line1, line2, epoch and lines_max_m; None: read here)."""
     screened = screened or {}
     start = screen_start.timestamp()
     end = start + settings.screening_horizon_h * 3600.0
-    fused = {int(r["norad_id"]): r for r in usable_fused(spark, settings, screen_start, None, "line1", "line2",
-                                                          "epoch", "lines_max_m")}
-    return renew(rows, fused, screened, start, end, settings.fusion_renew_m)
+    if fused is None:
+        fused = usable_fused(spark, settings, screen_start, None, "line1", "line2", "epoch", "lines_max_m")
+    return renew(rows, {int(r["norad_id"]): r for r in fused}, screened, start, end, settings.fusion_renew_m)
