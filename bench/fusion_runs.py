@@ -16,7 +16,8 @@ windows refitted, converged; the conjunction stage's fused objects, renewed and 
 
 With ``--warm-hours H`` the first run takes the first H hours at once (a catalogue tracked that long
 before; ``--hours`` counts them), and the runs after it are the steady state: what a run refits and renews
-once the objects are fused (``median_fuse_share``: objects refitted per run over ``--objects``).
+once the objects are fused (``median_fuse_share``: objects refitted per run over ``--objects``;
+``median_fuse_conjunction_s_per_object``: (fuse + conjunction seconds) / objects refitted, median over runs).
 
 Prints a line per run and, last, one JSON line (per-run rows, medians over the runs after the first);
 the same JSON goes to ``--out`` (default ``bench/results/fusion_runs.json``).
@@ -137,7 +138,10 @@ def main(argv=None) -> dict:
               "mean_renew_fraction": round(float(np.mean([r["renew_fraction"] for r in later])), 4),
               "runs_measured": len(later),
               "median_fuse_share": round(float(np.median([r["fuse_objects"] for r in later])) / args.objects, 4),
-              "fuse_s_per_object": round(sum(r["fuse_s"] for r in later) / objects_fitted, 3)}
+              "fuse_s_per_object": round(sum(r["fuse_s"] for r in later) / objects_fitted, 3),
+              # issue 50's figure: what a refitted object costs the fuse and conjunction stages together
+              "median_fuse_conjunction_s_per_object": round(float(np.median(
+                  [(r["fuse_s"] + r["conjunction_s"]) / max(r["fuse_objects"], 1) for r in later])), 3)}
     write_result(args.out, result)
     return result
 

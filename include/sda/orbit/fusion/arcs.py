@@ -48,7 +48,7 @@ class ArcSettings:
     arc_s: float = 6 * 3600.0
     lines_span_s: float = 30 * 3600.0
     #: a fit over a shorter span gets no screening element set: the screening does not use it
-    #: (``settings.fusion_min_span_s``, which the stage passes here), and the set costs ~0.2 s of
+    #: (``settings.fusion_min_span_s``, which the stage passes here), and the set costs ~0.1 s of
     #: numerical propagation over ``lines_span_s`` -- nine tenths of a short arc's work
     lines_min_span_s: float = 0.0
     config: OdConfig = OdConfig()
