@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make run`: start Airflow with the pipeline, feed it three hours of simulated sensors (with an
 # injected near-collision), process them end to end (orbits fused from the observations), judge the
-# alerts against the simulator's truth, print where everything landed, and keep Airflow and its
-# Spark Connect server running (Ctrl-C stops both).
+# alerts against the simulator's truth, print where everything landed, then keep the simulated sensors
+# reporting (sda.sim.feed: files land as the sensors deliver them, and each landing starts a run) with
+# Airflow and its Spark Connect server running, until Ctrl-C. A second `make run` resumes the same sky
+# where it was left (at most its last 3 hours observed; more than 3 days ago: `make clean` first).
 #
 #   SDA_EXIT_AFTER_RUN=1 bash scripts/run.sh    stop Airflow after the run; exit 0 on success, 1 on failure
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
@@ -23,6 +25,7 @@ PY="$SDAF_ROOT/.venv/bin/python"
 LOG="$AIRFLOW_HOME/airflow.log"
 PASSWORD_FILE="$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 AIRFLOW_PID=""
+FEED_PID=""
 SERVER_STARTED=0
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -44,6 +47,11 @@ stop_airflow() {
     AIRFLOW_PID=""
 }
 stop_all() {
+    if [[ -n "$FEED_PID" ]]; then  # the simulated sensors first: nothing lands while Airflow stops
+        kill -TERM "$FEED_PID" 2>/dev/null || true
+        wait "$FEED_PID" 2>/dev/null || true
+        FEED_PID=""
+    fi
     stop_airflow
     if [[ "$SERVER_STARTED" == 1 ]]; then
         "$PY" -m sda.lake.server stop || true
@@ -59,18 +67,33 @@ if curl -s -o /dev/null "$API/api/v2/monitor/health"; then
 fi
 
 # --- 1. simulated sensors ----------------------------------------------------------------------
-# Three hours of tracking or more, ending now, so that the first run fuses the objects' orbits over
-# several passes and the screening uses them (sda.sim.scenario: a fit-window boundary never leaves
-# less than two hours on both sides); the injected pair's TCA three hours ahead
-read -r SIM_START SIM_END TCA < <("$PY" -m sda.sim.scenario --hours "${SIM_HOURS:-3}")
-# --tle-age-days: the catalogue is 0.5-3 days old and wrong the way real element sets are; the sensors
-# observe the true orbits (sda.sim.tle_error). --radar-cadence: a radar frame every 20 s (the
-# simulator's default is 10 s), which halves the records of the first run and leaves a radar pass
-# dozens of measurements.
-say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
-"$PY" -m sda.sim.simulate --start "$SIM_START" --end "$SIM_END" --landing "$("$PY" -c 'from sda.config.settings import load_settings; print(load_settings().landing)')" \
-    --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 --radar-cadence "${SIM_RADAR_CADENCE_S:-20}" \
-    ${CATALOG:+--catalog "$CATALOG"}
+LANDING_DIR="$("$PY" -c 'from sda.config.settings import load_settings; print(load_settings().landing)')"
+set +e
+resumed="$("$PY" -m sda.sim.feed catch-up --max-gap-h "${SIM_HOURS:-3}")"
+feed_rc=$?
+set -e
+if [[ $feed_rc == 0 ]]; then
+    # A sky left by an earlier `make run` (the landing zone's _feed/state.json): the sensors report the
+    # time since, the lakehouse goes on from where it was, and no alert is emitted twice
+    read -r SIM_START SIM_END TCA <<<"$resumed"
+    say "resumed the simulated sky: sensors observed $SIM_START .. $SIM_END (the pair's TCA $TCA)"
+elif [[ $feed_rc == 3 ]]; then
+    # Three hours of tracking or more, ending now, so that the first run fuses the objects' orbits over
+    # several passes and the screening uses them (sda.sim.scenario: a fit-window boundary never leaves
+    # less than two hours on both sides); the injected pair's TCA three hours ahead
+    read -r SIM_START SIM_END TCA < <("$PY" -m sda.sim.scenario --hours "${SIM_HOURS:-3}")
+    # --tle-age-days: the catalogue is 0.5-3 days old and wrong the way real element sets are; the sensors
+    # observe the true orbits (sda.sim.tle_error). --radar-cadence: a radar frame every 20 s (the
+    # simulator's default is 10 s), which halves the records of the first run and leaves a radar pass
+    # dozens of measurements.
+    say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
+    "$PY" -m sda.sim.simulate --start "$SIM_START" --end "$SIM_END" --landing "$LANDING_DIR" \
+        --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 --radar-cadence "${SIM_RADAR_CADENCE_S:-20}" \
+        ${CATALOG:+--catalog "$CATALOG"}
+    "$PY" -m sda.sim.feed init || die "the simulation just written cannot be continued (see above)"
+else
+    die "cannot resume the simulated sky in $LANDING_DIR (see the message above)"
+fi
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------
 if "$PY" -m sda.lake.server status >/dev/null 2>&1; then
@@ -223,5 +246,10 @@ if [[ "$EXIT_AFTER_RUN" == 1 ]]; then
     api PATCH "/dags/$DAG_ID" '{"is_paused": true}' >/dev/null || true
     [[ "$state" == success ]] && exit 0 || exit 1
 fi
-say "Airflow keeps running (new runs every ${SDA_CADENCE_MINUTES:-15} minutes); Ctrl-C to stop"
+# --- 6. the sensors keep reporting -------------------------------------------------------------
+"$PY" -m sda.sim.feed run >>"$AIRFLOW_HOME/feed.log" 2>&1 &
+FEED_PID=$!
+say "the simulated sensors keep reporting (log: $AIRFLOW_HOME/feed.log): files land as each 5-minute chunk is
+    delivered, and each landing starts a run (at the latest every ${SDA_CADENCE_MINUTES:-15} minutes).
+    Ctrl-C stops the sensors, Airflow and Spark; the next \`make run\` resumes this sky"
 wait "$AIRFLOW_PID"

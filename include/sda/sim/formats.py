@@ -46,8 +46,10 @@ class LandingFile:
         return f"{self.kind}/{self.sensor_id}_{label}{tail}{suffix}"
 
 
-def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False) -> tuple[list[Truth], list[str]]:
-    """Write the files (sorted by path, mtimes capped at now); return their truth rows in file order and the
+def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False,
+                  cap_mtime: bool = True) -> tuple[list[Truth], list[str]]:
+    """Write the files (sorted by path, their mtimes the delivery times, capped at now unless not
+    ``cap_mtime``); return their truth rows in file order and the
     paths written (relative to ``landing``). ``tdm``: radar and optical files as CCSDS TDM under ``tdm/``
     (:mod:`sda.sim.tdm`; truth rows keep the native file and line numbers; a file with no well-formed
     record is not written)."""
@@ -72,7 +74,7 @@ def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False) ->
                 continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        mtime = min(f.mtime_ms, now_ms) / 1000.0
+        mtime = (min(f.mtime_ms, now_ms) if cap_mtime else f.mtime_ms) / 1000.0
         os.utime(path, (mtime, mtime))
         written.append(path.relative_to(landing).as_posix())
     return truth_rows, written

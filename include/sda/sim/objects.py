@@ -17,10 +17,12 @@ from sda.sim.common import hash_int
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction, design_true_conjunction
 
 
-def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, "tle_error.TleErrors | None"]:
+def load_objects(cfg, settings, write_catalog: bool = True
+                 ) -> tuple[list[CatalogEntry], Path, dict | None, "tle_error.TleErrors | None"]:
     """The observed entries (catalogue element sets), the catalogue file, the injected pair, and with
     ``cfg.tle_age_days`` the element-set errors (:mod:`sda.sim.tle_error`: the catalogue file then
-    holds the re-epoched element sets and the sensors observe the true orbits)."""
+    holds the re-epoched element sets and the sensors observe the true orbits). Without
+    ``write_catalog`` the catalogue file is named, not written (a continuation: it is there already)."""
     injected = None
     errors = None
     if cfg.catalog is not None:
@@ -63,9 +65,10 @@ def load_objects(cfg, settings) -> tuple[list[CatalogEntry], Path, dict | None, 
     entries, base_text, hidden = _hide(cfg, entries, base_text)
     if generated or injected is not None or hidden:
         catalog_file = Path(cfg.catalog_out) if cfg.catalog_out else settings.catalog_file
-        catalog_file.parent.mkdir(parents=True, exist_ok=True)
-        catalog_file.write_text(base_text)
-    elif cfg.catalog_out:
+        if write_catalog:
+            catalog_file.parent.mkdir(parents=True, exist_ok=True)
+            catalog_file.write_text(base_text)
+    elif cfg.catalog_out and write_catalog:
         Path(cfg.catalog_out).parent.mkdir(parents=True, exist_ok=True)
         Path(cfg.catalog_out).write_text(base_text)
     return entries, catalog_file, injected, errors

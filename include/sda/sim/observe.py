@@ -32,7 +32,7 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
         if n and not (assign >= 0).any():
             assign[0] = 0
 
-    rng = np.random.default_rng([cfg.seed, 1])
+    rng = np.random.default_rng([cfg.seed, 1] + ([] if getattr(cfg, "stream", None) is None else [int(cfg.stream)]))
     start_ms = int(round(cfg.start.timestamp() * 1000))
     end_ms = int(round(cfg.end.timestamp() * 1000))
     radar_step, opt_step, isl_step = (int(round(x * 1000))

@@ -17,6 +17,8 @@ import argparse
 import datetime as dt
 import math
 
+from sda.sim.common import CHUNK_MS
+
 UTC = dt.timezone.utc
 
 
@@ -47,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.hours <= 0 or args.min_fit_hours <= 0 or args.tca_hours <= 0:
         p.error("--hours, --min-fit-hours and --tca-hours must be positive")
-    now = dt.datetime.now(UTC).replace(microsecond=0)
+    # the end on a 5-minute chunk boundary: the simulator's files are per chunk, and the feed that continues
+    # the simulation (sda.sim.feed) starts at the next chunk, so no file is written twice
+    chunk_s = CHUNK_MS / 1000
+    now = dt.datetime.fromtimestamp(math.floor(dt.datetime.now(UTC).timestamp() / chunk_s) * chunk_s, UTC)
     try:
         start = window_start(now, load_settings().fusion_arc_h, args.hours, args.min_fit_hours)
     except ValueError as exc:

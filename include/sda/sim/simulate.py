@@ -141,6 +141,7 @@ class SimConfig:
     uncatalogued_share: float = 0.0  # share of the observed bodies left out of the catalogue
     launch: bool = False  # a fresh launch of several objects flying close together, in no catalogue
     format: str = "native"  # native: the project's own formats; tdm: radar and optical as CCSDS TDM (sda.sim.tdm)
+    stream: int | None = None  # a continuation block's random stream (sda.sim.feed); None: a simulation of its own
 
     def validate(self) -> None:
         for name in ("start", "end") + (("tca",) if self.tca else ()):
@@ -207,6 +208,8 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
         parts.append(cfg.truth)
     if cfg.manoeuvre_share or cfg.uncatalogued_share or cfg.launch:
         parts.append([cfg.manoeuvre_share, cfg.manoeuvre_rate, cfg.uncatalogued_share, cfg.launch])
+    if cfg.stream is not None:
+        parts.append(["stream", cfg.stream])
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
     return f"sim_{cfg.start.strftime('%Y%m%dT%H%M%SZ')}_{digest}"
 
@@ -219,23 +222,35 @@ def simulate(cfg: SimConfig) -> SimulationResult:
     settings = load_settings()
     landing = Path(cfg.landing) if cfg.landing else settings.landing
     sensors = load_sensors(cfg.sensors)
+    entries, catalog_file, injected, errors = load_objects(cfg, settings)
+    objs = Objects(entries, None if errors is None else errors.true_sats)
+    objs.truth = true_orbits(cfg, objs, injected) if cfg.truth == "numerical" else Sgp4Truth(objs.sats)
+    return observe_and_write(cfg, objs, sensors, catalog_file, injected, errors, landing, landing)
+
+
+def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file: Path, injected: dict | None, errors,
+                      files_to: Path, landing: Path, hold_mtimes: bool = False) -> SimulationResult:
+    """Observe ``objs`` over ``[cfg.start, cfg.end)``, write the files into ``files_to`` (their modification
+    times the delivery times, capped at now unless ``hold_mtimes``) and the truth into ``landing/_truth``."""
     radars = [s for s in sensors.values() if s.kind == "radar"]
     opticals = [s for s in sensors.values() if s.kind == "optical"]
     isls = [s for s in sorted(sensors.values(), key=lambda s: s.sensor_id) if s.kind == "isl"]
-    entries, catalog_file, injected, errors = load_objects(cfg, settings)
     catalog_sha = sha256_file(catalog_file)
-    objs = Objects(entries, None if errors is None else errors.true_sats)
-    objs.truth = true_orbits(cfg, objs, injected) if cfg.truth == "numerical" else Sgp4Truth(objs.sats)
     base = observe(cfg, objs, radars, opticals, isls)
-    files = apply_disorder(cfg, sensors, base, np.random.default_rng([cfg.seed, 4]))
+    files = apply_disorder(cfg, sensors, base, np.random.default_rng(stream_seed(cfg, 4)))
     sim_id = _sim_id(cfg, catalog_sha)
-    truth_rows, written = write_landing(landing, files, tdm=cfg.format == "tdm")
+    truth_rows, written = write_landing(files_to, files, tdm=cfg.format == "tdm", cap_mtime=not hold_mtimes)
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None,
                                                         _hidden(objs, catalog_file))
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, written,
                             counts, inj)
+
+
+def stream_seed(cfg, purpose: int) -> list[int]:
+    """The seed of one of a simulation's random streams; a continuation block (``cfg.stream``) has its own."""
+    return [cfg.seed, purpose] + ([] if getattr(cfg, "stream", None) is None else [int(cfg.stream)])
 
 
 def _hidden(objs: Objects, catalog_file: Path) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -100,7 +101,7 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
         "rates": {name: getattr(cfg, name) for name in RATE_NAMES + ("reorder_rate",)},
         "records": len(truth_rows), "counts": counts, "files": dict(sorted(file_counts.items())),
         "same_body": {str(k): list(v) for k, v in sorted(same_body.items())},
-        "truth_file": f"_truth/{truth_file.name}", "injected": inj,
+        "truth_file": f"_truth/{truth_file.name}", "injected": inj, "config": config_json(cfg),
     }
     if errors is not None:
         orbits_file = truth_dir / f"{sim_id}.orbits.jsonl"
@@ -118,6 +119,21 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
     summary_file = truth_dir / f"{sim_id}.summary.json"
     summary_file.write_text(json.dumps(summary, indent=2) + "\n")
     return truth_file, summary_file, counts, inj
+
+
+def config_json(cfg) -> dict:
+    """A simulation's configuration as JSON (what regenerates it; :func:`sda.sim.feed.world_config` reads it)."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(value, dt.datetime):
+            value = iso_utc(value)
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
 
 
 def _write_true_orbits(truth_dir: Path, sim_id: str, true_orbits) -> dict:
