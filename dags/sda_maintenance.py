@@ -9,7 +9,11 @@ One task, `maintenance` (`jobs/maintenance.py`), goes through every Delta table 
    `dataChange=false`, so change-feed readers skip it;
 2. **VACUUM**: deletes files that are no longer in the current snapshot and are older than the
    retention, `SDA_VACUUM_RETENTION_H` (default 168 h, and never below the table's
-   `delta.deletedFileRetentionDuration` of 7 days).
+   `delta.deletedFileRetentionDuration` of 7 days);
+3. **files beside the tables** (`include/sda/pipeline/retention.py`): landed files the ingest ledger holds
+   as done, after `SDA_LANDING_RETENTION_H` (default 72 h; bronze is the replayable log), the outbox's CDMs
+   after `SDA_OUTBOX_RETENTION_H` (720 h), Airflow's task logs after `SDA_LOG_RETENTION_H` (168 h); 0 keeps
+   them all.
 
 **Change-feed consumers.** `normalize`, `dedup` and `correlate` read their upstream table's change
 feed from the version after the one recorded in `ops.progress`. Before each VACUUM the job finds
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from airflow.configuration import conf
 from airflow.sdk import DAG
 
 from sda.config.settings import load_settings
@@ -43,6 +48,7 @@ from sda.orchestration.airflow_support import stage_kwargs
 from sda.orchestration.operators import SdaStageOperator
 
 settings = load_settings()
+LOGS = conf.get("logging", "base_log_folder")  # Airflow's task logs, pruned after SDA_LOG_RETENTION_H
 
 # In Airflow 3, "@daily" is a cron *trigger*: data_interval_start == data_interval_end (the trigger
 # time), and a manual run may have no data interval at all. The job is given the day that ends at
@@ -72,6 +78,6 @@ with DAG(
                "for a table whose change-feed consumer lags, and a table is not vacuumed while a consumer "
                "has never run.",
         job="jobs/maintenance.py",
-        application_args=["--start", RUN_START, "--end", RUN_END, "--run-id", "{{ run_id }}"],
+        application_args=["--start", RUN_START, "--end", RUN_END, "--run-id", "{{ run_id }}", "--logs", LOGS],
         **stage_kwargs(settings),
     )

@@ -66,6 +66,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -74,7 +75,7 @@ from pyspark.sql import functions as F
 from sda.config.settings import Settings
 from sda.lake.spark import temporary_conf
 from sda.lake.tables import TABLES, sync_properties
-from sda.pipeline import changefeed, runtime, sinks
+from sda.pipeline import changefeed, retention, runtime, sinks
 from sda.pipeline.arguments import stage_parser
 
 STAGE = "maintenance"
@@ -337,7 +338,39 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         "retention_widened": {n: {"hours": t["retention_h"], "stage": t["lagging_stage"]}
                               for n, t in per_table.items() if t["retention_widened"]},
         "vacuum_skipped": {n: t["vacuum_skipped"] for n, t in per_table.items() if t.get("vacuum_skipped")},
+        "files_pruned": None if args.dry_run else prune_files(spark, settings, args.logs),
     }
+
+
+def ingested_done(spark: SparkSession, settings: Settings, horizon: float) -> dict[str, tuple[int, int]]:
+    """The landed files older than ``horizon`` (epoch s) that the ledger holds as done with the size and
+    modification time they have now: relative path -> (size, mtime us). The listing goes to the server and
+    only the matches come back (the ledger holds every file ever landed)."""
+    landing = Path(settings.landing)
+    old = [(path.relative_to(landing).as_posix(), st.st_size, st.st_mtime_ns // 1000)
+           for path, st in retention.files(landing, skip_private=True) if st.st_mtime < horizon]
+    if not old:
+        return {}
+    listing = spark.createDataFrame(old, "file_path string, file_size long, file_mtime_us long")
+    done = TABLES["ingested_files"].read(spark, settings).where(F.col("status") == "done")
+    rows = listing.join(done.select("file_path", "file_size", "file_mtime_us"),
+                        ["file_path", "file_size", "file_mtime_us"], "left_semi").collect()
+    return {r["file_path"]: (int(r["file_size"]), int(r["file_mtime_us"])) for r in rows}
+
+
+def prune_files(spark: SparkSession, settings: Settings, logs: Path | None) -> dict[str, Any]:
+    """:mod:`sda.pipeline.retention`: landed files ingested, old CDMs, old task logs; counts and the bytes left."""
+    now = time.time()
+    landing = Path(settings.landing)
+    ingested = (ingested_done(spark, settings, now - settings.landing_retention_h * 3600.0)
+                if settings.landing_retention_h > 0 else {})
+    out = {"landing": len(retention.prune_landing(landing, ingested, settings.landing_retention_h, now)),
+           "outbox": retention.prune_older(Path(settings.outbox), settings.outbox_retention_h, now),
+           "logs": retention.prune_older(logs, settings.log_retention_h, now)}
+    out["bytes_left"] = {"landing": retention.disk_usage(landing),
+                         "outbox": retention.disk_usage(Path(settings.outbox)), "logs": retention.disk_usage(logs)}
+    log.info("files pruned: %s", out)
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -345,6 +378,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", type=parse_table_list, default=None,
                    help="comma-separated registered table names (default: every table)")
     p.add_argument("--dry-run", action="store_true", help="report what would be done, change nothing")
+    p.add_argument("--logs", type=Path, default=None,
+                   help="Airflow's task-log directory, pruned after SDA_LOG_RETENTION_H (default: logs are kept)")
     return p
 
 

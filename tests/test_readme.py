@@ -70,6 +70,11 @@ SETTING_DOCS = {
     "hard_body_radius_m": "combined hard-body radius used for the collision probability",
     "vacuum_retention_h": "VACUUM keeps unreferenced files at least this long "
                           "(longer when a change-feed consumer lags)",
+    "landing_retention_h": "landed files the ingest ledger holds as done are deleted this long after they "
+                           "landed (bronze keeps every record; 0 keeps them)",
+    "outbox_retention_h": "CDMs and their JSON twins are deleted from the outbox this long after they were "
+                          "written (0 keeps them)",
+    "log_retention_h": "Airflow task logs are deleted this long after their last write (0 keeps them)",
     "sim_objects": "objects in the catalogue the simulator generates "
                    "(`make run`, `sda simulate`, `sda catalog generate`; at most 29900)",
 }

@@ -255,3 +255,34 @@ def test_dry_run_changes_nothing(spark, settings):
     assert data_files(table_dir) == files
     rows = spec.read(spark, settings).select("quarantine_id").collect()
     assert sorted(r[0] for r in rows) == ["q0", "q1", "q2", "q3"]
+
+
+def test_landed_files_go_once_ingested_and_old_and_logs_by_age(spark, settings, tmp_path):
+    """Only the landed file the ledger holds as done, with its present size and time, and older than the
+    retention goes; a planned one, a young one and one the ledger does not know stay."""
+    ensure_tables(spark, settings)
+    old = (dt.datetime.now(UTC) - dt.timedelta(hours=settings.landing_retention_h + 5)).timestamp()
+    landing, logs = Path(settings.landing), tmp_path / "task-logs"
+    rows = []
+    for name, age_s, status in (("done_old", old, "done"), ("planned_old", old, "planned"),
+                                ("done_young", None, "done"), ("unknown_old", old, None)):
+        path = landing / "radar" / f"{name}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n")
+        if age_s is not None:
+            os.utime(path, (age_s, age_s))
+        st = path.stat()
+        if status:
+            rows.append((f"radar/{name}.jsonl", "0" * 64, st.st_size, "radar", 1, 0, dt.datetime.now(UTC), "r", 1,
+                         status, st.st_mtime_ns // 1000))
+    append_rows(spark, settings, "ingested_files", rows)
+    log_file = logs / "dag_id=x" / "attempt=1.log"
+    log_file.parent.mkdir(parents=True)
+    log_file.write_text("old log\n")
+    os.utime(log_file, (old - 200 * 3600, old - 200 * 3600))
+    metrics = job.main(argv("maint-prune", "--tables", "ingested_files", "--logs", str(logs)), settings=settings,
+                       spark=spark)
+    assert metrics["files_pruned"]["landing"] == 1 and metrics["files_pruned"]["logs"] == 1
+    assert sorted(p.name for p in (landing / "radar").iterdir()) == ["done_young.jsonl", "planned_old.jsonl",
+                                                                      "unknown_old.jsonl"]
+    assert not log_file.exists()

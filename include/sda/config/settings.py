@@ -55,6 +55,17 @@ def _positive_float(name: str, raw: str) -> float:
     return value
 
 
+def _non_negative_float(name: str, raw: str) -> float:
+    """A finite number >= 0 (0: a retention that keeps everything)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected a number") from None
+    if not 0 <= value < float("inf"):
+        raise SettingsError(f"{name}={raw!r}: expected a finite number >= 0 (0 keeps every file)")
+    return value
+
+
 def _optional_positive_float(name: str, raw: str) -> float | None:
     """Empty (or ``None``) is unset; anything else a positive finite number."""
     return None if raw.strip() in ("", "None") else _positive_float(name, raw)
@@ -233,6 +244,11 @@ class Settings:
     sim_objects: int = 300
     # table upkeep (jobs/maintenance.py)
     vacuum_retention_h: float = 168.0  # VACUUM keeps files this long at least (and longer for a lagging consumer)
+    # the files beside the tables (sda.pipeline.retention; 0 keeps them all): landed files once ingested,
+    # the outbox's CDMs, Airflow's task logs
+    landing_retention_h: float = 72.0
+    outbox_retention_h: float = 720.0
+    log_retention_h: float = 168.0
 
     def table_path(self, name: str) -> str:
         """The storage location of a registered table (see :mod:`sda.lake.tables`)."""
@@ -302,6 +318,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "pc_yellow": _probability,
     "hard_body_radius_m": _positive_float,
     "vacuum_retention_h": _positive_float,
+    "landing_retention_h": _non_negative_float,
+    "outbox_retention_h": _non_negative_float,
+    "log_retention_h": _non_negative_float,
     "sim_objects": _sim_objects,
 }
 
