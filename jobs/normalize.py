@@ -29,10 +29,10 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
-from sda.lake.tables import BRONZE_BY_KIND, TABLES
+from sda.lake.tables import BRONZE_BY_KIND, TABLES, table_exists
 from sda.pipeline import changefeed, faults, runtime, sinks, watermarks
 from sda.pipeline.arguments import stage_parser, with_defaults
-from sda.transforms import envelope, wire
+from sda.transforms import envelope, tdm, wire
 from sda.transforms.envelope import sensors_frame
 
 STAGE = "normalize"
@@ -58,6 +58,16 @@ def classify(ranked: DataFrame, existing: DataFrame) -> DataFrame:
     return joined.select("obs_id", "sensor_kind", status.alias("status"))
 
 
+def catalogue_names(spark: SparkSession, settings: Settings) -> dict[str, int | None]:
+    """The catalogue's object names and international designators, which a TDM may give its tracked
+    object by (:func:`sda.transforms.tdm.object_aliases`); none before the catalogue exists."""
+    if not table_exists("catalog", settings):
+        return {}
+    rows = (TABLES["catalog"].read(spark, settings)
+            .select("norad_id", "name", F.substring("line1", 1, 17).alias("line1")).distinct().collect())
+    return tdm.object_aliases((r["norad_id"], r["name"], r["line1"]) for r in rows)
+
+
 def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
     args = with_defaults(args, parser())
     metrics: dict[str, Any] = {"bronze_records": 0, "records_in": 0, "records_out": 0, "quarantined": 0,
@@ -68,7 +78,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         if first > last:
             continue
         consumed.append((spec.name, last))
-        parts.append(wire.parse_bronze(changes, kind))
+        parts.append(wire.parse_bronze(changes, kind, catalogue_names(spark, settings) if kind == "tdm" else None))
         metrics["bronze_records"] += changes.count()
         runtime.progress(STAGE, "%s: %d bronze records to parse", spec.name, metrics["bronze_records"])
     if not parts:

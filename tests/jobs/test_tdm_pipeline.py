@@ -177,7 +177,8 @@ def test_a_bad_tdm_file_is_quarantined_with_its_line_and_the_batch_lands(spark, 
     assert broken["reason"].startswith("TDM line 12: TDM refused by ccsds-ndm: "), broken["reason"]
     in_tod = rows["tdm/in_tod.kvn"]
     assert (in_tod["stage"], in_tod["record_no"]) == ("normalize", 12)
-    assert in_tod["reason"] == "TDM line 13: RADEC in REFERENCE_FRAME TOD: supported are EME2000 and ICRF"
+    assert in_tod["reason"] == ("TDM line 13: RADEC in REFERENCE_FRAME TOD: supported are EME2000, ICRF, GCRF "
+                                "and TEME")
     # the same batch: every other landed file reached bronze
     landed = {f"{kind}/{p.name}" for kind in ("tdm", "isl") for p in (settings.landing / kind).iterdir()}
     in_bronze = {r["source_file"] for table in ("tdm_messages", "isl_beacons")

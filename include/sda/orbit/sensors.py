@@ -3,6 +3,9 @@
 The embedded ``data/sensors.csv`` is the default. :func:`load_sensors` also reads the RESONAATE
 site file format (``name,type,lat,lon,...,el_mask``) so a user can simulate another network.
 
+Sensors known by other names: :func:`sensor_aliases` (a CCSDS TDM names its participants as its
+sender does): each sensor's id and registry ``name``, and the designations in ``data/sensor_aliases.csv``.
+
 The noise levels, as the correlation gate and the estimator weight measurements by them:
 :func:`sensor_sigmas` (per sensor, SI), :func:`observation_sigmas` (per observation, the registry's
 value for its sensor, else :data:`DEFAULT_SIGMAS` of its kind).
@@ -118,6 +121,29 @@ def load_sensors(path: str | Path | None = None) -> dict[str, Sensor]:
         sensor = parse(row)
         sensors.setdefault(sensor.sensor_id, sensor)  # RESONAATE lists some sites once per face
     return sensors
+
+
+def name_key(name: str) -> str:
+    """A name as compared with the names a registry or catalogue knows: upper case, each run of
+    characters other than letters and digits one blank (``Cape Cod`` = ``CAPE-COD`` = ``cape_cod``)."""
+    return re.sub(r"[^A-Z0-9]+", " ", str(name).upper()).strip()
+
+
+def sensor_aliases(sensors: Mapping[str, Sensor] | None = None) -> dict[str, str | None]:
+    """:func:`name_key` of every name a sensor is known by -> its ``sensor_id``: the ids and ``name`` of
+    ``sensors`` (None: the embedded registry) and the embedded ``data/sensor_aliases.csv`` rows of
+    sensors it holds. A name two sensors share maps to None (ambiguous: not resolved)."""
+    sensors = load_sensors() if sensors is None else sensors
+    text = resources.files("sda").joinpath("data/sensor_aliases.csv").read_text()
+    pairs = [(s.sensor_id, s.sensor_id) for s in sensors.values()] + [(s.name, s.sensor_id) for s in sensors.values()]
+    pairs += [(row["alias"], row["sensor_id"].strip()) for row in csv.DictReader(text.splitlines())
+              if row["sensor_id"].strip() in sensors]
+    out: dict[str, str | None] = {}
+    for name, sensor_id in pairs:
+        key = name_key(name)
+        if key:
+            out[key] = sensor_id if out.get(key, sensor_id) == sensor_id else None
+    return out
 
 
 # Sensor noise used when the registry has no value for an observation's sensor.

@@ -6,23 +6,36 @@ project's own formats (km, deg, hours, km/s) and with the kind of envelope it fi
 cannot be represented. :func:`parse` runs it on Spark (``mapInArrow``) in the parsed-record contract
 of :mod:`sda.transforms.wire`. Conventions (CCSDS 503.0-B-2):
 
-* TIME_SYSTEM: UTC only; any other is refused (no leap-second table is kept here).
+* TIME_SYSTEM: UTC, TAI, GPS and TT; an epoch in TAI, GPS or TT is converted to UTC with TAI - UTC
+  from ERFA's leap-second table (:func:`sda.orbit.times.utc_ns_from_scale`; GPS = TAI - 19 s,
+  TT = TAI + 32.184 s). Any other (UT1, TDB, TCB, MET, SCLK, ...) is refused, naming it.
 * PATH: one-way ``a,b`` (the receiver ``b`` measured; ``a`` is the object) or two-way ``a,b,a``
   (``a`` transmitted and received). Relayed or multi-leg paths, PATH_1/PATH_2 (single differences)
-  and a missing PATH are refused. The measuring participant must be a registry ``sensor_id``
-  (normalize's registry check), the other a NORAD catalogue number (``25544``, ``NORAD 25544`` or
-  ``NORAD-25544``), else refused.
+  and a missing PATH are refused.
+* PARTICIPANT_n: the measuring participant is a registry sensor, by its ``sensor_id`` or another name
+  the registry knows it by (:func:`sda.orbit.sensors.sensor_aliases`: ``AN/FPS-85``, ``Cape Cod``, ...);
+  a name it does not know is kept as written and refused by normalize's registry check. The other is
+  the tracked object: a NORAD catalogue number (``25544``, ``NORAD 25544`` or ``NORAD-25544``), or a
+  name or international designator (``1998-067A``) the catalogue knows (``objects``, from gold
+  ``catalog``: :func:`object_aliases`), else refused; a name two catalogue objects share is refused
+  as ambiguous. Names compare as :func:`sda.orbit.sensors.name_key` (case and punctuation aside).
 * ANGLE_TYPE AZEL: ANGLE_1 azimuth, ANGLE_2 elevation (deg) with RANGE at the same epoch -> a radar
   observation (DOPPLER_INSTANTANEOUS, when present, its range-rate in km/s). RADEC: ANGLE_1 right
-  ascension, ANGLE_2 declination (deg) -> an optical observation; REFERENCE_FRAME EME2000 or ICRF is
-  rotated to the pipeline's TEME of date (IAU 2006/2000A, no EOP: :mod:`sda.orbit.inertial`), any
-  other (TOD, the ITRFs) is refused.
+  ascension, ANGLE_2 declination (deg) -> an optical observation; REFERENCE_FRAME EME2000, ICRF or
+  GCRF (ICRF's axes; the 23 mas frame bias to EME2000 is below the optical noise) is rotated to the
+  pipeline's TEME of date (IAU 2006/2000A, no EOP: :mod:`sda.orbit.inertial`), TEME is taken as it
+  is, any other (TOD, the ITRFs, ...) is refused, naming it.
   XEYN, XSYE, angles without a range under AZEL, a range or Doppler without angles, and range or
   Doppler under RADEC (the optical envelope has no range) are refused.
-* RANGE_UNITS km (the default): the sensor-object range. ``s``: light time along the path, so the
-  range is c t / 2 on a two-way path and c t on a one-way one. RU is refused (its conversion needs
-  the ranging code). RANGE_MODULUS greater than 0 and under 100,000 km leaves the range ambiguous:
-  refused.
+* RANGE_UNITS km (the default): the sensor-object range. ``s``: the light time along the whole
+  path, so the range is c t / 2 on a two-way path and c t on a one-way one. The standard leaves it to
+  the interface control document whether a two-way range in seconds is the round-trip light time or
+  half of it (CCSDS 503.0-B-1 section 3.5.2.6, as amended in 2010; kept in 503.0-B-2's RANGE); the
+  round trip is implemented, as the keyword's name and the TDMs of the DSN read. ``RU``, range units,
+  is the ranging system's own unit: its length follows the transmit frequency (for the DSN, the uplink
+  band and the frequency ramped over the light time) and the standard defines no conversion, so a
+  range in RU is refused per measurement, saying so. RANGE_MODULUS greater than 0 and under
+  100,000 km leaves the range ambiguous: refused.
 * Light time: the envelope's radar measurement is the geometry at one instant (the reflection). A
   two-way measurement time-tagged at RECEIVE (the default TIMETAG_REF) is moved to epoch - range/c,
   one tagged at TRANSMIT to epoch + range/c. Optical epochs are kept as written (the pipeline's
@@ -38,12 +51,15 @@ of :mod:`sda.transforms.wire`. Conventions (CCSDS 503.0-B-2):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import re
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sda.orbit import inertial
+from sda.orbit import inertial, times
+from sda.orbit.sensors import name_key, sensor_aliases
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -53,7 +69,8 @@ MAX_RANGE_KM = 100_000.0  # the envelope's physical limit (sda.transforms.envelo
 EPOCH_RE = re.compile(r"^(\d{4})-(?:(\d{2})-(\d{2})|(\d{3}))T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?Z?$")
 NORAD_RE = re.compile(r"^(?:NORAD[ _-]?)?(\d{1,9})$", re.IGNORECASE)
 MEASURED = ("RANGE", "ANGLE_1", "ANGLE_2", "DOPPLER_INSTANTANEOUS")
-INERTIAL_FRAMES = ("EME2000", "ICRF")
+INERTIAL_FRAMES = ("EME2000", "ICRF", "GCRF")
+TIME_SYSTEMS = ("UTC", *times.SCALE_MINUS_TAI_NS)
 WIRE = ("range_km", "az_deg", "el_deg", "rr_km_s", "ra_hours", "dec_deg")
 
 
@@ -98,8 +115,42 @@ def _meta_number(meta: dict[str, str], key: str) -> float:
     return _number(key, meta[key]) if meta.get(key, "").strip() else 0.0
 
 
-def roles(meta: dict[str, str]) -> tuple[str, int, int]:
-    """(sensor participant name, object NORAD number, number of legs) from PARTICIPANT_n and PATH."""
+_sensor_aliases = functools.cache(sensor_aliases)  # the embedded registry's, once per process
+
+
+def object_aliases(catalog: Iterable[tuple[int, str | None, str | None]]) -> dict[str, int | None]:
+    """Catalogue rows (NORAD number, name, TLE line 1) -> :func:`~sda.orbit.sensors.name_key` of each
+    name and international designator (line 1 columns 10-17, ``98067A`` -> ``1998-067A``) -> the
+    NORAD number; a key two objects share -> None (ambiguous)."""
+    out: dict[str, int | None] = {}
+    for norad, name, line1 in catalog:
+        keys = [name_key(name)] if name else []
+        designator = (line1 or "")[9:17].strip()
+        if re.fullmatch(r"\d{5}[A-Z]{1,3}", designator):
+            year = int(designator[:2])
+            keys.append(name_key(f"{1900 + year if year >= 57 else 2000 + year}-{designator[2:]}"))
+        for key in filter(None, keys):
+            out[key] = int(norad) if out.get(key, int(norad)) == int(norad) else None
+    return out
+
+
+def _object_number(meta: dict[str, str], n: int, objects: Mapping[str, int | None]) -> int:
+    name = meta[f"PARTICIPANT_{n}"].strip()
+    m = NORAD_RE.match(name)
+    if m:
+        return int(m.group(1))
+    key = name_key(name)
+    if key in objects and objects[key] is None:
+        raise Refused(f"PARTICIPANT_{n} {name!r} (the tracked object) names more than one catalogue object")
+    if key not in objects:
+        raise Refused(f"PARTICIPANT_{n} {name!r} (the tracked object) is not a NORAD catalogue number, nor a name "
+                      "or international designator the catalogue knows")
+    return int(objects[key])
+
+
+def roles(meta: dict[str, str], objects: Mapping[str, int | None] | None = None) -> tuple[str, int, int]:
+    """(sensor id -- the participant's name as written where the registry knows no such name --, object
+    NORAD number, number of legs) from PARTICIPANT_n and PATH; ``objects``: :func:`object_aliases`."""
     if "PATH_1" in meta or "PATH_2" in meta:
         raise Refused(f"MODE {meta.get('MODE', 'SINGLE_DIFF')} with PATH_1/PATH_2 (differenced data) is not supported")
     if not meta.get("PATH"):
@@ -119,16 +170,14 @@ def roles(meta: dict[str, str]) -> tuple[str, int, int]:
     for n, name in names.items():
         if not name:
             raise Refused(f"PATH {meta['PATH']} names participant {n}, but PARTICIPANT_{n} is not given")
-    m = NORAD_RE.match(names[obj])
-    if not m:
-        raise Refused(f"PARTICIPANT_{obj} {names[obj]!r} (the tracked object) is not a NORAD catalogue number")
-    return names[sensor], int(m.group(1)), len(path) - 1
+    norad = _object_number(meta, obj, objects or {})
+    return _sensor_aliases().get(name_key(names[sensor])) or names[sensor], norad, len(path) - 1
 
 
 def _check_conventions(meta: dict[str, str], values: dict[str, float]) -> None:
     system = meta.get("TIME_SYSTEM", "").strip().upper()
-    if system != "UTC":
-        raise Refused(f"TIME_SYSTEM {system or '(none)'} is not supported: only UTC")
+    if system not in TIME_SYSTEMS:
+        raise Refused(f"TIME_SYSTEM {system or '(none)'} is not supported: {', '.join(TIME_SYSTEMS)} are")
     if meta.get("DATA_QUALITY", "").strip().upper() == "DEGRADED":
         raise Refused("DATA_QUALITY DEGRADED: the sender marks these data as degraded")
     if "RANGE" in values:
@@ -167,8 +216,11 @@ def range_km(meta: dict[str, str], value: float, legs: int) -> float:
         km, modulus = value, _meta_number(meta, "RANGE_MODULUS")
     elif units == "s":
         km, modulus = C_KM_S * value / legs, C_KM_S * _meta_number(meta, "RANGE_MODULUS") / legs
+    elif units == "RU":
+        raise Refused("RANGE_UNITS RU is not supported: range units are the ranging system's own, their length "
+                      "follows the transmit frequency, and the standard defines no conversion to km")
     else:
-        raise Refused(f"RANGE_UNITS {units} is not supported (range units need the ranging code's clock)")
+        raise Refused(f"RANGE_UNITS {units} is not supported: km and s are")
     if 0.0 < modulus < MAX_RANGE_KM:
         raise Refused(f"RANGE_MODULUS {meta['RANGE_MODULUS']} {units}: the range is ambiguous modulo {modulus:.3f} km")
     return km
@@ -204,19 +256,31 @@ def _optical(meta: dict[str, str], v: dict[str, float], epoch: int) -> dict[str,
         raise Refused("RADEC needs both ANGLE_1 and ANGLE_2 at the same epoch")
     frame = (meta.get("REFERENCE_FRAME") or "").strip().upper()
     ra, dec = v["ANGLE_1"] % 360.0, v["ANGLE_2"]
-    if frame not in INERTIAL_FRAMES:
-        raise Refused(f"RADEC in REFERENCE_FRAME {frame or '(none)'}: supported are EME2000 and ICRF")
-    ra, dec = teme_from_inertial(ra, dec, epoch)
+    if frame not in (*INERTIAL_FRAMES, "TEME"):
+        raise Refused(f"RADEC in REFERENCE_FRAME {frame or '(none)'}: supported are EME2000, ICRF, GCRF and TEME")
+    if frame != "TEME":
+        ra, dec = teme_from_inertial(ra, dec, epoch)
     return {"ra_hours": ra / 15.0, "dec_deg": dec}
 
 
-def _measurement(meta: dict[str, str], lines: list[list]) -> tuple[dict[str, Any], str, int]:
-    """(wire values, envelope kind, epoch in unix ns) of one measurement's data lines, or :class:`Refused`."""
-    legs = roles(meta)[2]
+def _utc_epoch(meta: dict[str, str], text: str) -> int:
+    """A data line's epoch in the segment's TIME_SYSTEM -> UTC unix ns."""
+    epoch, system = epoch_ns(text), meta.get("TIME_SYSTEM", "").strip().upper()
+    if system == "UTC":
+        return epoch
+    try:
+        return times.utc_ns_from_scale(epoch, system)
+    except ValueError as exc:
+        raise Refused(f"epoch {text!r} in {system}: {exc}") from None
+
+
+def _measurement(meta: dict[str, str], lines: list[list], legs: int) -> tuple[dict[str, Any], str, int]:
+    """(wire values, envelope kind, epoch in unix ns) of one measurement's data lines on a path of ``legs``
+    legs, or :class:`Refused`."""
     values = _gather(lines)
     _check_conventions(meta, values)
     values = _corrected(meta, values)
-    epoch = epoch_ns(lines[0][2])
+    epoch = _utc_epoch(meta, lines[0][2])
     angle_type = (meta.get("ANGLE_TYPE") or "").strip().upper()
     angles = {"ANGLE_1", "ANGLE_2"} & values.keys()
     if angle_type == "RADEC":
@@ -229,9 +293,10 @@ def _measurement(meta: dict[str, str], lines: list[list]) -> tuple[dict[str, Any
     raise Refused(f"ANGLE_TYPE {angle_type} is not supported: AZEL and RADEC are")
 
 
-def interpret(payload: str) -> dict[str, Any]:
+def interpret(payload: str, objects: Mapping[str, int | None] | None = None) -> dict[str, Any]:
     """One bronze TDM payload -> ``sensor_id``, ``sensor_kind`` (radar | optical; ``tdm`` when refused),
-    ``norad_id``, ``event_time`` (aware UTC datetime, microseconds), the wire values and ``parse_error``."""
+    ``norad_id``, ``event_time`` (aware UTC datetime, microseconds), the wire values and ``parse_error``.
+    ``objects``: the catalogue's names (:func:`object_aliases`) a tracked object may be given by."""
     out: dict[str, Any] = {"sensor_id": None, "sensor_kind": "tdm", "norad_id": None, "event_time": None,
                            **dict.fromkeys(WIRE), "parse_error": None}
     try:
@@ -242,8 +307,8 @@ def interpret(payload: str) -> dict[str, Any]:
         out["parse_error"] = f"unparseable TDM record ({type(exc).__name__}: {exc})"
         return out
     try:
-        out["sensor_id"], out["norad_id"], _ = roles(meta)
-        wire_values, kind, epoch = _measurement(meta, lines)
+        out["sensor_id"], out["norad_id"], legs = roles(meta, objects)
+        wire_values, kind, epoch = _measurement(meta, lines, legs)
     except Refused as exc:
         out["parse_error"] = f"{where}: {exc}"
         return out
@@ -259,12 +324,12 @@ def interpret(payload: str) -> dict[str, Any]:
 _LINEAGE = ("bronze_id", "source_file", "record_no", "payload", "ingest_time", "ingest_batch")
 
 
-def _interpret_batches(batches):
+def _interpret_batches(batches, objects: Mapping[str, int | None] | None = None):
     import pyarrow as pa
 
     for batch in batches:
         cols = {name: batch.column(name) for name in _LINEAGE}
-        rows = [interpret(p) for p in cols["payload"].to_pylist()]
+        rows = [interpret(p, objects) for p in cols["payload"].to_pylist()]
         out = {name: cols[name] for name in _LINEAGE}
         out["item_no"] = pa.nulls(len(rows), pa.int64())
         out["sensor_kind"] = pa.array([r["sensor_kind"] for r in rows], pa.string())
@@ -276,10 +341,12 @@ def _interpret_batches(batches):
         yield pa.RecordBatch.from_pydict(out)
 
 
-def parse(bronze: "DataFrame") -> "DataFrame":
+def parse(bronze: "DataFrame", objects: Mapping[str, int | None] | None = None) -> "DataFrame":
     """``tdm_messages`` rows -> one parsed measurement each (lineage, ``item_no`` null, the kind of
-    envelope it fills, ``sensor_id``, ``event_time``, wire values, ``parse_error``)."""
+    envelope it fills, ``sensor_id``, ``event_time``, wire values, ``parse_error``); ``objects``: the
+    catalogue's names (:func:`object_aliases`), shipped with the function to the workers."""
     schema = ("bronze_id string, source_file string, record_no long, payload string, ingest_time timestamp, "
               "ingest_batch long, item_no long, sensor_kind string, sensor_id string, event_time timestamp, "
               + ", ".join(f"{name} double" for name in WIRE) + ", parse_error string")
-    return bronze.select(*_LINEAGE).mapInArrow(_interpret_batches, schema)
+    return bronze.select(*_LINEAGE).mapInArrow(functools.partial(_interpret_batches, objects=dict(objects or {})),
+                                               schema)

@@ -5,6 +5,26 @@ Ingest's half (plain Python, on the driver). The whole message is first parsed a
 structure); a file it refuses goes to quarantine whole, with the parser's reason and the line
 (1-based, as an editor shows it; the quarantine's ``record_no`` is that line, 0-based).
 
+The parser is stricter than the standard in places, so a KVN message is first brought to the form it
+accepts (:func:`normalise`), keeping a map from its lines to the landed file's, so every reason names
+the line of the file as landed:
+
+* blank lines are left out of the text validated (the parser refuses one between META_STOP and
+  DATA_START; the standard allows them anywhere); the text read keeps every line;
+* blanks before and after the content of a line are removed. The KVN syntax of CCSDS 503.0-B-2 (as
+  of 502.0) lets blanks precede and follow keywords, values and whole lines without meaning anything;
+  ``ccsds-ndm`` 0.0.9 refuses an indented header line and a block marker followed by blanks;
+* tabs are read as blanks. KVN has none (only printable ASCII and blanks), but files indented with
+  tabs are common: such a file is read *leniently* -- :func:`read` says so, and ingest counts it in
+  the run report -- and so is one starting with a UTF-8 byte-order mark, which is removed;
+* ``REFERENCE_FRAME`` values outside the parser's list (version 2.0 takes them from the SANA registry:
+  GCRF, TEME, ...) are validated as if ``EME2000`` and kept as written in the records: normalize
+  refuses per measurement the frames it cannot rotate, naming them.
+
+COMMENT lines in the header, metadata and data, blank lines, versions 1.0 and 2.0 and day-of-year
+epochs the parser takes as the standard does. An XML message is validated as landed (XML has its own
+white-space rules), except for the frame names.
+
 An accepted message is split into one bronze record per *measurement*: the data lines of one
 segment that share an epoch (a radar's RANGE, ANGLE_1, ANGLE_2 and DOPPLER_INSTANTANEOUS at one
 instant are one measurement, as one detection in the project's radar format). Each record carries
@@ -33,6 +53,10 @@ from xml.parsers import expat
 KVN_LINE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*=\s*(.*?)\s*$")
 HEADER_KEYS = ("CCSDS_TDM_VERS", "CREATION_DATE", "ORIGINATOR", "MESSAGE_ID")
 LINE_RE = re.compile(r"at line (\d+)")
+# the frames ccsds-ndm 0.0.9 takes (version 1.0's list); others are validated as EME2000, see normalise
+PARSER_FRAMES = ("EME2000", "ICRF", "ITRF2000", "ITRF-93", "ITRF-97", "TOD")
+KVN_FRAME = re.compile(r"^(REFERENCE_FRAME\s*=\s*)(\S+)$")
+XML_FRAME = re.compile(r"(<REFERENCE_FRAME>)\s*([^<]*?)\s*(</REFERENCE_FRAME>)")
 
 
 @dataclass
@@ -52,24 +76,67 @@ def detect_format(text: str) -> str:
     return "XML" if text.lstrip("\ufeff \t\r\n").startswith("<") else "KVN"
 
 
-def validate(text: str, fmt: str) -> tuple[str, int] | None:
-    """(reason, 0-based line) when ``ccsds-ndm`` refuses the message, None when it accepts it."""
+def _lines_text(numbers: list[int]) -> str:
+    """0-based line numbers -> "line 3" / "lines 2-9" / "lines 2-9, 12 and 3 more" (1-based)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [f"{a + 1}" if a == b else f"{a + 1}-{b + 1}" for a, b in runs]
+    more = f" and {len(parts) - 3} more" if len(parts) > 3 else ""
+    return ("line " if len(numbers) == 1 else "lines ") + ", ".join(parts[:3]) + more
+
+
+def normalise(text: str, fmt: str) -> tuple[str, str, list[int] | None, str | None]:
+    """(the text to read, the text to validate, the 0-based landed line of each line validated -- None:
+    the same --, what was read leniently or None): see the module's docstring. The text to read has
+    the landed text's lines, one for one."""
+    lenient = []
+    if text.startswith("\ufeff"):
+        text = text[1:]
+        lenient.append("a UTF-8 byte-order mark before line 1 (removed)")
+    if fmt == "XML":
+        checked = XML_FRAME.sub(lambda m: m.group(0) if m.group(2) in PARSER_FRAMES
+                                else m.group(1) + "EME2000" + m.group(3), text)
+        return text, checked, None, "; ".join(lenient) or None
+    lines = text.split("\n")
+    tabs = [no for no, line in enumerate(lines) if "\t" in line]
+    if tabs:
+        lenient.append(f"tabs read as blanks on {_lines_text(tabs)} (KVN allows blanks only)")
+    clean = [line.replace("\t", " ").strip(" \r") for line in lines]
+    kept = [no for no, line in enumerate(clean) if line]
+    checked = [KVN_FRAME.sub(lambda m: m.group(0) if m.group(2) in PARSER_FRAMES else m.group(1) + "EME2000",
+                             clean[no]) for no in kept]
+    return "\n".join(clean), "\n".join(checked), kept, "; ".join(lenient) or None
+
+
+def validate(text: str, fmt: str, line_map: list[int] | None = None) -> tuple[str, int] | None:
+    """(reason, 0-based line) when ``ccsds-ndm`` refuses the message, None when it accepts it.
+    ``line_map``: the landed line of each line of ``text`` (:func:`normalise`), for the reason."""
     import ccsds_ndm
+
+    def landed(no: int) -> int:  # 0-based, in text -> 0-based, in the landed file
+        return line_map[no] if line_map and 0 <= no < len(line_map) else no
 
     try:
         ccsds_ndm.Tdm.from_str(text, fmt.lower())
     except Exception as exc:  # the library raises ValueError subclasses; any refusal is the file's
         message = " ".join(str(exc).split())
-        return f"TDM refused by ccsds-ndm: {message}", _error_line(text, message)
+        message = LINE_RE.sub(lambda m: f"at line {landed(int(m.group(1)) - 1) + 1}", message)
+        return f"TDM refused by ccsds-ndm: {message}", landed(_error_line(text, message, line_map))
     return None
 
 
-def _error_line(text: str, message: str) -> int:
-    """The 0-based line a parser message points at: its own "at line N", else the first line holding a
-    token the message quotes (a field name or a value), else 0."""
+def _error_line(text: str, message: str, line_map: list[int] | None = None) -> int:
+    """The 0-based line of ``text`` a parser message points at: its own "at line N" (already a landed
+    line number where ``line_map`` is given), else the first line holding a token the message quotes
+    (a field name or a value), else 0."""
     found = LINE_RE.search(message)
     if found:
-        return max(0, int(found.group(1)) - 1)
+        landed = max(0, int(found.group(1)) - 1)
+        return line_map.index(landed) if line_map and landed in line_map else landed
     lines = text.split("\n")
     for token in re.findall(r"['\"`]([^'\"`]{1,80})['\"`]", message):
         for no, line in enumerate(lines):
@@ -173,26 +240,29 @@ def measurements(message: Message) -> list[tuple[int, str, str]]:
     return out
 
 
-def read(data: bytes) -> tuple[list[tuple[int, str, str]], tuple[str, int] | None]:
-    """A landed TDM file -> (its measurements as :func:`measurements`, None), or ([], (reason, 0-based
-    line)) when the whole file is refused. Never raises: a file this cannot read is refused with why."""
+def read(data: bytes) -> tuple[list[tuple[int, str, str]], tuple[str, int] | None, str | None]:
+    """A landed TDM file -> (its measurements as :func:`measurements`, None, what was read leniently or
+    None), or ([], (reason, 0-based line), None) when the whole file is refused. Never raises: a file
+    this cannot read is refused with why."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[:exc.start].count(b"\n")
-        return [], (f"TDM line {line + 1}: not valid UTF-8", line)
+        return [], (f"TDM line {line + 1}: not valid UTF-8", line), None
     fmt = detect_format(text)
-    refused = validate(text, fmt)
+    text, checked, line_map, lenient = normalise(text, fmt)
+    refused = validate(checked, fmt, line_map)
     if refused:
         reason, line = refused
-        return [], (f"TDM line {line + 1}: {reason}", line)
+        return [], (f"TDM line {line + 1}: {reason}", line), None
     try:
         message = read_kvn(text) if fmt == "KVN" else read_xml(text)
     except expat.ExpatError as exc:
-        return [], (f"TDM line {exc.lineno}: not well-formed XML ({expat.errors.messages[exc.code]})", exc.lineno - 1)
+        return [], (f"TDM line {exc.lineno}: not well-formed XML ({expat.errors.messages[exc.code]})",
+                    exc.lineno - 1), None
     except Exception as exc:  # noqa: BLE001 -- a file this code cannot split must not stop the batch
-        return [], (f"TDM line 1: could not be split into records ({type(exc).__name__}: {exc})", 0)
+        return [], (f"TDM line 1: could not be split into records ({type(exc).__name__}: {exc})", 0), None
     records = measurements(message)
     if not records:
-        return [], ("TDM line 1: the message holds no data lines", 0)
-    return records, None
+        return [], ("TDM line 1: the message holds no data lines", 0), None
+    return records, None, lenient

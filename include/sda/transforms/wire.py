@@ -57,6 +57,7 @@ class Record:
     text: str | None  # decoded payload when accepted
     reason: str | None  # why it is quarantined, None when accepted
     ident: str | None = None  # what identifies the record in its file when the line alone does not (TDM XML)
+    lenient: str | None = None  # what of its file was read leniently, not as the standard writes it (TDM)
 
 
 def split_lines(data: bytes) -> list[tuple[int, bytes]]:
@@ -97,14 +98,14 @@ def file_records(kind: str, data: bytes) -> list[Record]:
 
 
 def _tdm_records(data: bytes) -> list[Record]:
-    """A TDM file's measurements (:mod:`sda.transforms.tdm_read`); a refused file is one record: all its
-    bytes, at the line the reason names."""
+    """A TDM file's measurements (:mod:`sda.transforms.tdm_read`), each saying what of the file was read
+    leniently; a refused file is one record: all its bytes, at the line the reason names."""
     from sda.transforms import tdm_read
 
-    records, refused = tdm_read.read(data)
+    records, refused, lenient = tdm_read.read(data)
     if refused:
         return [Record(refused[1], data, None, refused[0])]
-    return [Record(no, b"", payload, None, ident) for no, ident, payload in records]
+    return [Record(no, b"", payload, None, ident, lenient) for no, ident, payload in records]
 
 
 def check_record(kind: str, text: str) -> str | None:
@@ -337,16 +338,18 @@ def parse_isl(bronze: "DataFrame") -> "DataFrame":
     return _contract(rows.withColumn("parse_error", _first_error(checks)))
 
 
-def parse_tdm(bronze: "DataFrame") -> "DataFrame":
+def parse_tdm(bronze: "DataFrame", objects: dict[str, int | None] | None = None) -> "DataFrame":
     from sda.transforms import tdm
 
-    return _contract(tdm.parse(bronze))
+    return _contract(tdm.parse(bronze, objects))
 
 
 PARSERS = {"radar": parse_radar, "optical": parse_optical, "isl": parse_isl, "tdm": parse_tdm}
 
 
-def parse_bronze(bronze: "DataFrame", kind: str) -> "DataFrame":
+def parse_bronze(bronze: "DataFrame", kind: str, objects: dict[str, int | None] | None = None) -> "DataFrame":
     """Bronze rows of one kind -> one row per measurement: lineage, ``item_no`` (detection index in a
-    radar frame, else null), ``sensor_id``, ``event_time``, the wire values, ``parse_error``."""
-    return PARSERS[kind](bronze)
+    radar frame, else null), ``sensor_id``, ``event_time``, the wire values, ``parse_error``.
+    ``objects``: the catalogue names a TDM may give its tracked object by
+    (:func:`sda.transforms.tdm.object_aliases`)."""
+    return parse_tdm(bronze, objects) if kind == "tdm" else PARSERS[kind](bronze)

@@ -39,3 +39,24 @@ def test_reads_the_resonaate_site_file(shared_data):
     assert eglin.kind == "radar" and abs(eglin.lat_deg - 30.57222) < 1e-6
     assert abs(eglin.sigma_range_m - 30.0) < 1e-9 and abs(eglin.sigma_angle_deg - 0.0154) < 1e-9
     assert any(s.kind == "optical" for s in sensors.values())
+
+
+def test_sensor_aliases_resolve_ids_registry_names_and_designations():
+    from sda.orbit.sensors import name_key, sensor_aliases
+
+    aliases = sensor_aliases()
+    assert name_key("Cape Cod") == name_key("CAPE-COD") == name_key(" cape_cod ") == "CAPE COD"
+    for name, sensor_id in [("EGLIN", "EGLIN"), ("Eglin AN/FPS-85", "EGLIN"), ("AN/FPS-85", "EGLIN"),
+                            ("Cape Cod", "CAPECOD"), ("GEODSS Socorro", "SOCORRO"), ("Pituffik", "THULE"),
+                            ("isl-01", "ISL-01")]:
+        assert aliases[name_key(name)] == sensor_id, name
+    assert name_key("DSS-25") not in aliases
+
+
+def test_a_name_two_sensors_share_is_not_resolved():
+    from sda.orbit.sensors import name_key, sensor_aliases
+
+    registry = {"A": Sensor("A", "radar", "Twin Site"), "B": Sensor("B", "radar", "Twin Site")}
+    aliases = sensor_aliases(registry)
+    assert aliases[name_key("Twin Site")] is None and aliases["A"] == "A"
+    assert name_key("Eglin") not in aliases  # the embedded aliases of sensors this registry lacks

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sda.orbit import times
 from sda.orbit.times import as_utc, parse_utc, unix, unix_seconds, utc
 
 Y2K = 946_684_800.0
@@ -46,3 +47,27 @@ def test_parse_utc_accepts_the_iso_forms(text):
 def test_parse_utc_refuses_what_is_no_time():
     with pytest.raises(ValueError):
         parse_utc("yesterday")
+
+
+# 2026-11-21T06:00:00Z is unix 1,795,240,800 s (20,778 days after 1970-01-01, plus 6 h); TAI - UTC has
+# been 37 s since 2017-01-01 (IERS Bulletin C), 36 s during 2016.
+NOV21_06 = 1_795_240_800 * 10**9
+
+
+@pytest.mark.parametrize("written, scale, utc_ns", [
+    (NOV21_06 + 37 * 10**9, "TAI", NOV21_06),  # 06:00:37 TAI
+    (NOV21_06 + 18 * 10**9, "GPS", NOV21_06),  # GPS = TAI - 19 s: 06:00:18 GPS
+    (NOV21_06 + 69_184 * 10**6, "TT", NOV21_06),  # TT = TAI + 32.184 s: 06:01:09.184 TT
+    (NOV21_06 + 37 * 10**9 + 123_456_789, "TAI", NOV21_06 + 123_456_789),
+    # 2016-12-31T12:00:36 TAI: before the leap second TAI - UTC was 36 s -> 12:00:00 UTC (unix 1,483,185,600)
+    (1_483_185_636 * 10**9, "TAI", 1_483_185_600 * 10**9),
+    # 2017-01-01T00:00:37 TAI, just after it: 00:00:00 UTC (unix 1,483,228,800)
+    (1_483_228_837 * 10**9, "TAI", 1_483_228_800 * 10**9),
+])
+def test_utc_from_tai_gps_and_tt(written, scale, utc_ns):
+    assert times.utc_ns_from_scale(written, scale) == utc_ns
+
+
+def test_no_tai_minus_utc_before_1960():
+    with pytest.raises(ValueError, match="before 1960"):
+        times.utc_ns_from_scale(-400 * 365 * 86_400 * 10**9, "TAI")

@@ -44,7 +44,8 @@ def test_e16_optical_kvn_is_one_record_per_epoch_with_its_lines_as_written():
 def test_e16_track_number_is_not_a_catalogue_object():
     out = tdm.interpret(records("e16_optical.kvn")[0].text)
     assert out["parse_error"] == ("TDM line 18: PARTICIPANT_2 'TRACK_NUMBER_001' (the tracked object) is not a "
-                                  "NORAD catalogue number")
+                                  "NORAD catalogue number, nor a name or international designator the catalogue "
+                                  "knows")
     assert out["sensor_kind"] == "tdm" and out["event_time"] is None
 
 
@@ -122,8 +123,10 @@ def _variant(name: str, index: int, **meta) -> str:
 
 
 @pytest.mark.parametrize("meta, reason", [
-    ({"TIME_SYSTEM": "TAI"}, "TIME_SYSTEM TAI is not supported: only UTC"),
-    ({"RANGE_UNITS": "RU"}, "RANGE_UNITS RU is not supported"),
+    ({"TIME_SYSTEM": "TDB"}, "TIME_SYSTEM TDB is not supported: UTC, TAI, GPS, TT are"),
+    ({"TIME_SYSTEM": "UT1"}, "TIME_SYSTEM UT1 is not supported: UTC, TAI, GPS, TT are"),
+    ({"RANGE_UNITS": "RU"}, "RANGE_UNITS RU is not supported: range units are the ranging system's own, their "
+                            "length follows the transmit frequency, and the standard defines no conversion to km"),
     ({"RANGE_MODULUS": "32768"}, "RANGE_MODULUS 32768 km: the range is ambiguous modulo 32768.000 km"),
     ({"ANGLE_TYPE": "XSYE"}, "ANGLE_TYPE XSYE is not supported: AZEL and RADEC are"),
     ({"ANGLE_TYPE": None}, "ANGLE_1/ANGLE_2 without an ANGLE_TYPE"),
@@ -150,7 +153,7 @@ def test_range_without_angles_and_ancillary_only_are_refused():
 def test_radec_outside_eme2000_and_icrf_is_refused():
     text = _variant("e16_optical.kvn", 0, PARTICIPANT_1="SOCORRO", PARTICIPANT_2="25544", REFERENCE_FRAME="TOD")
     assert tdm.interpret(text)["parse_error"] == (
-        "TDM line 18: RADEC in REFERENCE_FRAME TOD: supported are EME2000 and ICRF")
+        "TDM line 18: RADEC in REFERENCE_FRAME TOD: supported are EME2000, ICRF, GCRF and TEME")
 
 
 def test_radec_eme2000_is_rotated_to_teme_as_astropy_does():
