@@ -12,6 +12,12 @@ Quirks tolerated:
 * RELATIVE_VELOCITY_R/T/N labelled ``[m]`` (CARA's synthetic CDMs): read as m/s, unit
   rewritten to ``m/s`` and a note added to ``Cdm.warnings``.
 * a byte-order mark / stray invisible character before a keyword, blank lines, CRLF.
+
+Frames (:func:`pc_from_cdm`): states in an inertial REF_FRAME (EME2000, GCRF, ICRF; what
+:func:`sda.alerts.outbox.build_cdm` writes) are used as written. ITRF states are taken to TEME
+(:func:`sda.orbit.frames.ecef_to_teme`: PEF at UT1 = UTC, polar motion neglected, the same rotation for both
+objects) and their covariances, on the R/T/N axes of the ITRF state as the standard defines them, are carried
+to the R/T/N axes of the TEME state through the full linear map (Earth rotation's ``w x r`` term included).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import re
 import numpy as np
 
 from sda.alerts.cdm_model import Cdm, CdmError, CdmObject, CdmSection, Entry
-from sda.orbit.pc import Pc2DResult, pc2d_foster_rtn, rtn_basis
+from sda.orbit import frames
+from sda.orbit.pc import Pc2DResult, inertial_to_rtn, pc2d_foster_rtn, rtn_basis, rtn_to_inertial
 
 __all__ = [
     "parse_cdm",
@@ -166,20 +173,31 @@ def new_cdm(*, tca: str, originator: str, message_id: str, creation_date: str,
     return cdm
 
 
+def _inertial(o: CdmObject, unix_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(r m, v m/s, RTN covariance) of an object section in an inertial frame (module docstring)."""
+    frame = (o.ref_frame or "").upper()
+    if frame in _INERTIAL_FRAMES:
+        return o.position_m, o.velocity_ms, o.cov_rtn
+    if frame != "ITRF":
+        raise CdmError(f"{o.name}: REF_FRAME {o.ref_frame!r} not supported "
+                       f"(need ITRF or an inertial frame: {sorted(_INERTIAL_FRAMES)})")
+    s = o.state_km
+    r, v = frames.ecef_to_teme(s[:3], s[3:], unix_s)
+    r, v = r * 1000.0, v * 1000.0
+    unit = np.eye(6)  # the map ITRF -> TEME is linear in (r, v): its matrix column by column
+    jac = np.vstack([np.r_[frames.ecef_to_teme(u[:3], u[3:], unix_s)] for u in unit]).T
+    cart = jac @ rtn_to_inertial(o.cov_rtn, o.position_m, o.velocity_ms) @ jac.T
+    return r, v, inertial_to_rtn(cart, r, v)
+
+
 def pc_from_cdm(cdm: Cdm, hbr_m: float | None = None, *, check_validity: bool = True,
                 **kwargs) -> Pc2DResult:
     """2-D Pc (:func:`sda.orbit.pc.pc2d_foster_rtn`) from the states and RTN covariances as written in the
     CDM (CARA's "Pc2D_NoAdj": no re-search of the TCA). ``hbr_m`` overrides the CDM's HBR comment.
-    Both objects' states must be in an inertial REF_FRAME."""
+    States in an inertial REF_FRAME or in ITRF (module docstring)."""
     hbr = hbr_m if hbr_m is not None else cdm.hbr_m
     if hbr is None:
         raise CdmError("no hard-body radius in the CDM (COMMENT HBR = ...); pass hbr_m")
-    states = []
-    for o in cdm.objects:
-        frame = (o.ref_frame or "").upper()
-        if frame not in _INERTIAL_FRAMES:
-            raise CdmError(f"{o.name}: REF_FRAME {o.ref_frame!r} not supported "
-                           f"(need an inertial frame: {sorted(_INERTIAL_FRAMES)})")
-        states += [o.position_m, o.velocity_ms, o.cov_rtn]
-    r1, v1, cov1, r2, v2, cov2 = states
+    t = cdm.tca.timestamp()
+    (r1, v1, cov1), (r2, v2, cov2) = (_inertial(o, t) for o in cdm.objects)
     return pc2d_foster_rtn(r1, v1, cov1, r2, v2, cov2, hbr, check_validity=check_validity, **kwargs)

@@ -8,17 +8,26 @@ and ``CDM-<alert_id>-v<version>.json`` (the row itself), both written atomically
 adopts a version emitted by an interrupted attempt); :func:`row_from_json` and
 :func:`teme_states_from_cdm` invert the writers.
 
-CDM conventions (:func:`build_cdm`): REF_FRAME = ITRF (TEME, SGP4's frame, is not a CDM frame):
-states at TCA rotated with :func:`sda.orbit.frames.teme_to_ecef` (PEF at UT1 = UTC, polar motion neglected;
-the same rotation for both objects, so the relative geometry is exact). The covariance is the
-uncertainty model's, diagonal in each object's RTN frame built from its *inertial* (TEME) state
-(COVARIANCE_METHOD = DEFAULT: a model, not an orbit-determination covariance); MANEUVERABLE = YES for an
-object the row flags (``p_maneuverable`` / ``s_maneuverable``: a manoeuvre in gold ``manoeuvres`` burnt at
-or before the CDM's CREATION_DATE, :func:`sda.alerts.publish.publish`), else N/A; MISS_DISTANCE,
-RELATIVE_SPEED and RELATIVE_POSITION/VELOCITY_R/T/N are the inertial values (secondary relative to
-primary, primary's RTN frame). COLLISION_PROBABILITY with COLLISION_PROBABILITY_METHOD = FOSTER-1992
-only when the 2-D method is valid; otherwise a COMMENT says why it is absent. The hard-body radius
-is a CARA-style ``COMMENT HBR = 20.0 [m]``. ORIGINATOR and the MESSAGE_ID prefix: ``settings.cdm_originator``.
+CDM conventions (:func:`build_cdm`): everything in one frame the standard names, REF_FRAME = EME2000 (TEME,
+SGP4's and the estimator's frame, is not a CDM frame). The TEME states at TCA are rotated to EME2000 with
+:func:`sda.orbit.inertial.eme2000_to_teme` (IAU 2006/2000A, ERFA; the rotation's own rate, precession and
+nutation, moves a LEO velocity by ~1e-4 m/s and is left out). Each covariance is re-expressed on the RTN axes
+of the EME2000 state as written (``C' = R C R^T``, R the rotation from the TEME state's R/T/N triad to the
+EME2000 state's: the identity to rounding, as both frames are inertial, so R/T/N components do not change), so
+a receiver that builds R/T/N from the written state, as the standard defines them, uses the axes the
+covariance is on. MISS_DISTANCE, RELATIVE_SPEED and RELATIVE_POSITION_R/T/N are the alert row's (secondary
+minus primary, on the primary's R/T/N axes, from the TEME states): lengths and R/T/N components do not change
+between inertial frames, so they are those of the written states to rounding (~1e-9 m);
+RELATIVE_VELOCITY_R/T/N are computed from the written states. The covariance is the orbit determination's for
+a fused object (COVARIANCE_METHOD = CALCULATED, full 6x6) or the uncertainty model's, diagonal on R/T/N
+(DEFAULT); COLLISION_PROBABILITY is the 2-D Pc (Foster 1992, ``sda.orbit.pc``) the alert computed from the
+same states and covariances in TEME (a rotation of both changes no Pc) and ``HBR``, given only when the 2-D
+method is valid; otherwise a COMMENT says why it is absent. CDM 1.0 has no hard-body radius keyword: it is a
+CARA-style ``COMMENT HBR = 20.0 [m]`` in the relative metadata. MANEUVERABLE = YES for an object the row flags
+(``p_maneuverable`` / ``s_maneuverable``: a manoeuvre in gold ``manoeuvres`` burnt at or before the CDM's
+CREATION_DATE, :func:`sda.alerts.publish.publish`), else N/A. Every number is written with the shortest text
+that reads back to the same double (up to 17 significant digits). ORIGINATOR and the MESSAGE_ID prefix:
+``settings.cdm_originator``.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from sda.alerts.cdm_model import Cdm, Entry
 from sda.alerts.values import aware, flag, iso, missing
 from sda.config.settings import Settings
 from sda.lake import schemas
-from sda.orbit import frames
+from sda.orbit import frames, inertial
 from sda.orbit.pc import rtn_basis
 
 #: the ``alerts`` row (and the JSON twin's body): every column of gold ``alerts``
@@ -80,15 +89,21 @@ def kvn_value(text: str) -> str:
     return " ".join(str(text).replace("[", "(").replace("]", ")").split())
 
 
-def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
-    """The CCSDS CDM (508.0-B-1) of one alert version, a pure function of its alerts row."""
-    tca = aware(row["tca"])
-    t = tca.timestamp()
-    teme = {o: _states_km(row, o) for o in ("p", "s")}
-    itrf = {}
-    for o, s in teme.items():
-        r, v = frames.teme_to_ecef(s[:3], s[3:], t)
-        itrf[o] = np.r_[r, v]
+def _unix_ns(t: dt.datetime) -> int:
+    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1) * 1000
+
+
+def to_eme2000(teme_km: np.ndarray, cov_rtn: np.ndarray, unix_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """A TEME state [km, km/s] and its covariance on that state's R/T/N axes -> (the EME2000 state, the
+    covariance on the EME2000 state's R/T/N axes): ``C' = R C R^T``, R the rotation between the triads."""
+    q = inertial.eme2000_to_teme(unix_ns).T  # TEME of date -> EME2000
+    r, v = q @ teme_km[:3], q @ teme_km[3:]
+    turn = rtn_basis(r, v).T @ q @ rtn_basis(teme_km[:3], teme_km[3:])
+    big = np.kron(np.eye(2), turn)
+    return np.r_[r, v], big @ np.asarray(cov_rtn, float) @ big.T
+
+
+def _objects(row: Mapping) -> dict[int, dict]:
     objects = {}
     for n, o in ((1, "p"), (2, "s")):
         norad = int(row["primary_id" if o == "p" else "secondary_id"])
@@ -97,23 +112,29 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
         objects[n] = {"OBJECT_DESIGNATOR": f"{norad:05d}", "OBJECT_NAME": name, "INTERNATIONAL_DESIGNATOR": intl,
                       "COVARIANCE_METHOD": "CALCULATED" if _full_cov(row, o) is not None else "DEFAULT",
                       "MANEUVERABLE": "YES" if maneuverable(row, o) else "N/A"}
-    cov = {o: _full_cov(row, o) if _full_cov(row, o) is not None else np.diag(_sigmas(row, o) ** 2)
-           for o in ("p", "s")}
+    return objects
+
+
+def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
+    """The CCSDS CDM (508.0-B-1) of one alert version, a pure function of its alerts row."""
+    tca = aware(row["tca"])
+    eme, cov = {}, {}
+    for o in ("p", "s"):
+        full = _full_cov(row, o)
+        eme[o], cov[o] = to_eme2000(_states_km(row, o), full if full is not None else np.diag(_sigmas(row, o) ** 2),
+                                    _unix_ns(tca))
+    objects = _objects(row)
     cdm = new_cdm(tca=_epoch(tca), originator=originator,
                   message_id=f"{originator}-{row['alert_id']}-V{int(row['version'])}",
                   creation_date=_epoch(row["cdm_created"]),
-                  state1_km=itrf["p"], cov1_rtn=cov["p"], state2_km=itrf["s"], cov2_rtn=cov["s"],
-                  object1=objects[1], object2=objects[2], ref_frame="ITRF")
+                  state1_km=eme["p"], cov1_rtn=cov["p"], state2_km=eme["s"], cov2_rtn=cov["s"],
+                  object1=objects[1], object2=objects[2], ref_frame="EME2000")
     rel = cdm.relative
-    # the relative quantities of the inertial (TEME) states, as the alert row has them
+    # the alert's own values (TEME states): lengths and R/T/N components, the same in EME2000 to rounding
     rel.set("MISS_DISTANCE", float(row["miss_m"]), "m")
     rel.set("RELATIVE_SPEED", float(row["rel_speed_ms"]), "m/s")
     for axis, key in zip("RTN", ("r_m", "t_m", "n_m")):
         rel.set(f"RELATIVE_POSITION_{axis}", float(row[key]), "m")
-    p, s = teme["p"] * 1000.0, teme["s"] * 1000.0
-    dv_rtn = rtn_basis(p[:3], p[3:]).T @ (s[3:] - p[3:])
-    for axis, val in zip("RTN", dv_rtn):
-        rel.set(f"RELATIVE_VELOCITY_{axis}", float(val), "m/s")
     comments = [
         f"{originator} alert {row['alert_id']} version {int(row['version'])}: status {row['status'].upper()}, "
         f"level {row['level'].upper()}",
@@ -124,29 +145,33 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
     if row["pc_valid"] and not missing(row.get("pc")):
         rel.set("COLLISION_PROBABILITY", float(row["pc"]))
         rel.set("COLLISION_PROBABILITY_METHOD", "FOSTER-1992")
+        comments.append("COLLISION_PROBABILITY: 2-D Pc of the states, covariances and HBR of this message")
     else:
         comments.append(f"COLLISION_PROBABILITY not given: the 2-D Pc method is invalid for this encounter "
                         f"({row.get('pc_flag') or 'invalid geometry'})")
-    comments.append("relative position/velocity: secondary minus primary, inertial (TEME) states, primary's RTN frame")
+    comments.append("relative position/velocity: secondary minus primary, primary's RTN frame (the same "
+                    "in EME2000 and in TEME, where the alert computed them)")
     comments.append(f"HBR = {float(row['hbr_m'])!r} [m]")
     rel.entries[0:0] = [Entry("COMMENT", c) for c in comments]
     for n, o in ((1, "p"), (2, "s")):
-        obj = cdm.object(n)
-        origin = "the fused orbit's numerical prediction" if _full_cov(row, o) is not None else "SGP4"
-        _insert_comment_before(obj, "X", f"state at TCA: {origin} (TEME) rotated to ITRF, approximated by PEF at "
-                                         "UT1 = UTC with polar motion neglected")
-        sig = _sigmas(row, o)
-        source = row[f"{o}_cov_source"]
-        how = (f"orbit determination ({source}: jobs/fuse.py), propagated to TCA with drag-consider and process "
-               f"noise (sda.orbit.estimation.predict), full 6x6 in the RTN frame of the fused state"
-               if _full_cov(row, o) is not None else
-               f"modelled ({source}, sda.orbit.uncertainty), diagonal in the RTN frame of the inertial (TEME) state")
-        _insert_comment_before(obj, "CR_R",
-                               f"covariance: {how}; sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
-        if maneuverable(row, o):
-            _insert_comment_before(obj, "MANEUVERABLE", "MANEUVERABLE = YES: a manoeuvre of this object burnt at or "
-                                                        "before CREATION_DATE is in gold manoeuvres (its OPM: outbox)")
+        _object_comments(cdm.object(n), row, o)
     return cdm
+
+
+def _object_comments(obj, row: Mapping, o: str) -> None:
+    fused = _full_cov(row, o) is not None
+    origin = "the fused orbit's numerical prediction" if fused else "SGP4"
+    _insert_comment_before(obj, "X", f"state at TCA: {origin} (TEME of date) rotated to EME2000 (IAU 2006/2000A)")
+    sig = _sigmas(row, o)
+    source = row[f"{o}_cov_source"]
+    how = (f"orbit determination ({source}: jobs/fuse.py), propagated to TCA with drag-consider and process "
+           f"noise (sda.orbit.estimation.predict), full 6x6" if fused else
+           f"modelled ({source}, sda.orbit.uncertainty), diagonal")
+    _insert_comment_before(obj, "CR_R", f"covariance: {how}, on the R/T/N axes of the state above; "
+                                        f"sigma R/T/N = {sig[0]:.1f}/{sig[1]:.1f}/{sig[2]:.1f} m")
+    if maneuverable(row, o):
+        _insert_comment_before(obj, "MANEUVERABLE", "MANEUVERABLE = YES: a manoeuvre of this object burnt at or "
+                                                    "before CREATION_DATE is in gold manoeuvres (its OPM: outbox)")
 
 
 def maneuverable(row: Mapping, o: str) -> bool:
@@ -198,12 +223,16 @@ def row_from_json(text: str) -> dict:
 
 
 def teme_states_from_cdm(cdm: Cdm) -> tuple[np.ndarray, np.ndarray]:
-    """(primary, secondary) TEME states [m, m/s] of a CDM written by :func:`build_cdm` (ITRF -> TEME)."""
-    t = cdm.tca.timestamp()
+    """(primary, secondary) TEME states [m, m/s] of a CDM written by :func:`build_cdm` (EME2000 -> TEME;
+    ITRF, as older messages were written, through :func:`sda.orbit.frames.ecef_to_teme`)."""
     out = []
     for o in cdm.objects:
         s = o.state_km
-        r, v = frames.ecef_to_teme(s[:3], s[3:], t)
+        if (o.ref_frame or "").upper() == "ITRF":
+            r, v = frames.ecef_to_teme(s[:3], s[3:], cdm.tca.timestamp())
+        else:
+            q = inertial.eme2000_to_teme(_unix_ns(cdm.tca))
+            r, v = q @ s[:3], q @ s[3:]
         out.append(np.r_[r, v] * 1000.0)
     return out[0], out[1]
 

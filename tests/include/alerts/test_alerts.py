@@ -368,7 +368,28 @@ def test_cdm_of_a_real_name_with_brackets(assessed, settings):
     assert cdm.objects[0]["OBJECT_NAME"] == "STARLINK-11353 (DTC)"
 
 
+def _astropy_eme2000(teme_km: np.ndarray, when: dt.datetime) -> np.ndarray:
+    """An independent TEME -> EME2000: astropy's TEME -> GCRS (bundled IERS data, nothing downloaded), then
+    the IAU 2006 frame bias GCRS -> J2000 mean (a constant matrix)."""
+    import erfa
+    from astropy import units as u
+    from astropy.coordinates import GCRS, TEME, CartesianDifferential, CartesianRepresentation
+    from astropy.time import Time
+    from astropy.utils import iers
+
+    with iers.conf.set_temp("auto_download", False), iers.conf.set_temp("auto_max_age", None):
+        t = Time(when.replace(tzinfo=None), scale="utc")
+        rep = CartesianRepresentation(teme_km[:3] * u.km, differentials=CartesianDifferential(teme_km[3:] * u.km / u.s))
+        g = TEME(rep, obstime=t).transform_to(GCRS(obstime=t)).cartesian
+        r, v = g.xyz.to(u.km).value, g.differentials["s"].d_xyz.to(u.km / u.s).value
+    bias = np.asarray(erfa.bp06(2451545.0, 0.0)[0])
+    return np.r_[bias @ r, bias @ v]
+
+
 def test_cdm_parses_back_to_the_row(assessed, settings):
+    """The CDM is in one frame: EME2000 states (checked against astropy's TEME -> GCRS and the frame bias),
+    covariances on the R/T/N axes of those states, the alert row's relative position (the same in both
+    inertial frames: checked against the written states), and the row's Pc recomputed from the message."""
     row = _row(assessed, settings)
     text = cdm_text(row)
     assert cdm_text(row) == text  # deterministic bytes
@@ -381,21 +402,27 @@ def test_cdm_parses_back_to_the_row(assessed, settings):
     np.testing.assert_array_equal(cdm.relative_position_rtn_m, [row["r_m"], row["t_m"], row["n_m"]])
     assert cdm.collision_probability == row["pc"] and cdm.relative.get("COLLISION_PROBABILITY_METHOD") == "FOSTER-1992"
     assert cdm.hbr_m == 20.0
-    t = row["tca"].timestamp()
     for n, o, norad in ((1, "p", 101), (2, "s", 102)):
         obj = cdm.object(n)
-        assert obj.designator == f"{norad:05d}" and obj.object_name == f"OBJ {norad}" and obj.ref_frame == "ITRF"
+        assert obj.designator == f"{norad:05d}" and obj.object_name == f"OBJ {norad}" and obj.ref_frame == "EME2000"
         assert obj.get("COVARIANCE_METHOD") == "DEFAULT"
         teme = np.array([row[f"{o}_{c}"] for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")]) / 1000.0
-        r, v = frames.teme_to_ecef(teme[:3], teme[3:], t)
-        np.testing.assert_array_equal(obj.state_km, np.r_[r, v])
+        expected = _astropy_eme2000(teme, row["tca"])
+        np.testing.assert_allclose(obj.state_km[:3], expected[:3], rtol=0, atol=1e-5)  # 1 cm
+        np.testing.assert_allclose(obj.state_km[3:], expected[3:], rtol=0, atol=1e-6)  # 1 mm/s
         sig = np.array([row[f"{o}_sigma_{c}"] for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms")])
-        np.testing.assert_array_equal(obj.cov_rtn, np.diag(sig ** 2))
+        # R/T/N components do not change between inertial frames: the modelled diagonal, to rounding
+        np.testing.assert_allclose(obj.cov_rtn, np.diag(sig ** 2), rtol=0, atol=1e-12 * np.max(sig ** 2))
     # relative velocity in the primary's (inertial) RTN frame
     p = np.array([row[f"p_{c}"] for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")])
     s = np.array([row[f"s_{c}"] for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")])
-    np.testing.assert_allclose(cdm.relative_velocity_rtn_ms, rtn_basis(p[:3], p[3:]).T @ (s[3:] - p[3:]), rtol=1e-15)
-    # and the Pc recomputed from the message as written (ITRF back to TEME, RTN covariances)
+    np.testing.assert_allclose(cdm.relative_velocity_rtn_ms, rtn_basis(p[:3], p[3:]).T @ (s[3:] - p[3:]), atol=1e-6)
+    o1, o2 = cdm.objects
+    dr = o2.position_m - o1.position_m
+    np.testing.assert_allclose(rtn_basis(o1.position_m, o1.velocity_ms).T @ dr, cdm.relative_position_rtn_m, atol=1e-6)
+    assert np.linalg.norm(dr) == pytest.approx(cdm.miss_distance_m, abs=1e-6)
+    # and the Pc recomputed from the message as written, in EME2000 and back in TEME
+    assert cdm_mod.pc_from_cdm(cdm).pc == pytest.approx(row["pc"], rel=1e-8)
     p2, s2 = teme_states_from_cdm(cdm)
     np.testing.assert_allclose(p2, p, rtol=1e-12, atol=1e-6)
     res = pc2d_foster_rtn(p2[:3], p2[3:], cdm.object1.cov_rtn, s2[:3], s2[3:], cdm.object2.cov_rtn, cdm.hbr_m)

@@ -1,0 +1,92 @@
+"""An independent reading of a CDM and its 2-D Pc, for tests: nothing here comes from ``sda``.
+
+* :func:`read_cdm` parses a CCSDS CDM (508.0-B-1, KVN) with ``ccsds-ndm-py``, another implementation
+  of the standard than the project's ``sda.alerts.cdm``, and takes the hard-body radius from a CARA-style
+  ``COMMENT HBR = <x> [m]`` (CDM 1.0 has no HBR keyword; CARA and this project write it as a comment).
+* :func:`pc2d` is NASA CARA's 2-D Pc ("Pc2D_Foster" without TCA adjustment): the two objects' position
+  covariances (inertial) are summed, projected on the encounter plane (perpendicular to the relative
+  velocity) and the 2-D Gaussian centred at the miss distance is integrated over the hard-body disc,
+  here by adaptive quadrature in polar coordinates (:func:`scipy.integrate.dblquad`), not by the
+  error-function series the pipeline uses. As CARA's ``Pc2D_Foster.m``, the Gaussian's centre is the whole
+  miss distance ``|r|`` on the encounter plane's x axis (a state given slightly off TCA has a small part
+  of ``r`` along the relative velocity; CARA's expected Pc of real CDMs need that convention).
+* The covariance's R/T/N axes are built from the state as written, as a receiver builds them:
+  R along r, N along r x v, T = N x R.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+from scipy import integrate
+
+INERTIAL = {"EME2000", "GCRF", "ICRF"}
+_HBR = re.compile(r"^\s*HBR\s*=\s*([-+0-9.eE]+)\s*\[m\]\s*$")
+
+
+def rtn_axes(r, v) -> np.ndarray:
+    """Columns R, T, N of the frame of a state, in the state's frame."""
+    r, v = np.asarray(r, float), np.asarray(v, float)
+    radial = r / np.linalg.norm(r)
+    normal = np.cross(r, v) / np.linalg.norm(np.cross(r, v))
+    return np.column_stack([radial, np.cross(normal, radial), normal])
+
+
+def read_cdm(text: str) -> dict:
+    """The numbers of a KVN CDM as ``ccsds-ndm-py`` reads them: per object ``r``, ``v`` (m, m/s), ``cov_rtn``
+    (6x6, m-units), ``frame``, ``method``; and ``pc`` (or None), ``hbr`` (m, or None), ``miss``, ``rel_rtn``."""
+    import ccsds_ndm
+
+    cdm = ccsds_ndm.Cdm.from_str(text, "kvn")
+    rel = cdm.body.relative_metadata_data
+    hbr = None
+    for comment in rel.comment:
+        m = _HBR.match(comment)
+        if m:
+            hbr = float(m.group(1))
+    objects = []
+    for seg in cdm.body.segments:
+        state = np.asarray(seg.data.state_vector_numpy, float) * 1000.0  # km, km/s -> m, m/s
+        cov = np.asarray(seg.data.covariance_matrix_numpy, float)[:6, :6]
+        objects.append({"r": state[:3], "v": state[3:], "cov_rtn": cov, "frame": str(seg.metadata.ref_frame).upper(),
+                        "method": str(seg.metadata.covariance_method).upper(),
+                        "designator": seg.metadata.object_designator})
+    rsv = rel.relative_state_vector
+    return {"objects": objects, "pc": rel.collision_probability, "hbr": hbr, "miss": rel.miss_distance,
+            "speed": rel.relative_speed,
+            "rel_r": np.array([rsv.relative_position_r, rsv.relative_position_t, rsv.relative_position_n]),
+            "rel_v": np.array([rsv.relative_velocity_r, rsv.relative_velocity_t, rsv.relative_velocity_n])}
+
+
+def pc2d(r1, v1, cov1, r2, v2, cov2, hbr: float) -> float:
+    """CARA's 2-D Pc of two objects (inertial states, 3x3 inertial position covariances, one unit system)."""
+    r = np.asarray(r2, float) - np.asarray(r1, float)
+    v = np.asarray(v2, float) - np.asarray(v1, float)
+    c = np.asarray(cov1, float)[:3, :3] + np.asarray(cov2, float)[:3, :3]
+    y = v / np.linalg.norm(v)  # CARA's encounter frame: y along v, z along r x v, x = y x z
+    z = np.cross(r, v) / np.linalg.norm(np.cross(r, v))
+    plane = np.array([np.cross(y, z), z])
+    mean = np.array([np.linalg.norm(r), 0.0])  # as CARA: the whole miss, not only its in-plane part
+    cp = plane @ c @ plane.T
+    inv, det = np.linalg.inv(cp), np.linalg.det(cp)
+    norm = 1.0 / (2.0 * math.pi * math.sqrt(det))
+
+    def density(rho: float, theta: float) -> float:  # dblquad's inner variable first
+        d = np.array([rho * math.cos(theta), rho * math.sin(theta)]) - mean
+        return norm * math.exp(-0.5 * d @ inv @ d) * rho
+
+    value, _ = integrate.dblquad(density, 0.0, 2.0 * math.pi, 0.0, float(hbr), epsabs=0.0, epsrel=1e-10)
+    return float(value)
+
+
+def pc_of_cdm(cdm: dict, hbr: float | None = None) -> float:
+    """The 2-D Pc of a :func:`read_cdm` message from its contents alone (inertial REF_FRAME only)."""
+    inertial = []
+    for o in cdm["objects"]:
+        assert o["frame"] in INERTIAL, f"REF_FRAME {o['frame']}: not an inertial frame"
+        axes = rtn_axes(o["r"], o["v"])
+        inertial.append((o["r"], o["v"], axes @ o["cov_rtn"][:3, :3] @ axes.T))
+    (r1, v1, c1), (r2, v2, c2) = inertial
+    return pc2d(r1, v1, c1, r2, v2, c2, cdm["hbr"] if hbr is None else hbr)
