@@ -1,11 +1,16 @@
 """The catalogue out: CCSDS OMM (mean elements, KVN and XML) and OEM (ephemerides with covariance).
 
-What is exported comes from an :class:`OrbitSource`: the orbits the pipeline screens with. Today that
-is :class:`TleSource` -- the newest element set per object of ``gold.catalog`` (SGP4 mean elements in
-TEME), its covariance the screening's own growth model (:mod:`sda.orbit.uncertainty`, diagonal in
-RTN). A later fused-orbit source plugs in by implementing the same two methods: ``element_sets``
-(what an OMM says; a source without mean elements returns none) and ``ephemeris`` (states and,
-where one exists, covariance at given times).
+What is exported comes from an :class:`OrbitSource`, which implements two methods: ``element_sets``
+(what an OMM says) and ``ephemeris`` (states and, where one exists, covariance at given times). Here
+:class:`TleSource` -- the newest element set per object of ``gold.catalog`` (SGP4 mean elements in TEME),
+its covariance the screening's own growth model (:mod:`sda.orbit.uncertainty`, diagonal in RTN);
+:class:`sda.orbit.fusion.source.FusedSource` puts the fused orbits in front of it. What a source says about
+where an orbit comes from goes into the message as COMMENT lines.
+
+An OEM declares how to interpolate between its states: LAGRANGE of :data:`INTERPOLATION_DEGREE` 7 (eight
+neighbouring states), which reproduces the source's own propagation between states of a 60 s step
+(``sda export``'s default) to well under a millimetre in LEO, and within 1 m up to steps of about
+:data:`MAX_STEP_1M_S` seconds (tests/include/pipeline/test_ndm_export.py).
 
 Every message is written as KVN text here and then read, validated and (for XML) re-written by
 ``ccsds-ndm`` (CCSDS 502.0-B-3): a file this module writes is one the parser accepts. The OMM's
@@ -23,6 +28,10 @@ from typing import Protocol
 import numpy as np
 
 ORIGINATOR = "SDA-FUSION"
+INTERPOLATION = "LAGRANGE"
+INTERPOLATION_DEGREE = 7
+#: the largest OEM step (s) at which a LEO orbit's declared interpolation stays within 1 m of it at mid-step
+MAX_STEP_1M_S = 180.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +42,7 @@ class ElementSet:
     object_id: str  # international designator, YYYY-NNNP
     epoch: str  # ISO-8601 UTC, microseconds
     fields: dict[str, str]  # OMM keyword -> value text
+    comments: tuple[str, ...] = ()  # where the element set comes from
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +55,7 @@ class Ephemeris:
     r_km: np.ndarray  # [n, 3]
     v_km_s: np.ndarray  # [n, 3]
     cov_rtn: np.ndarray | None  # [n, 6, 6] or None
+    comments: tuple[str, ...] = ()  # where the states come from
 
 
 class OrbitSource(Protocol):
@@ -120,7 +131,8 @@ def _header(kind: str, created: dt.datetime) -> list[str]:
 
 
 def omm_kvn(es: ElementSet, created: dt.datetime) -> str:
-    lines = _header("OMM", created) + [
+    header = _header("OMM", created)  # the comments in the header: KVN has no marker for the OMM's metadata
+    lines = header[:1] + [f"COMMENT {c}" for c in es.comments] + header[1:] + [
         f"OBJECT_NAME = {es.name}", f"OBJECT_ID = {es.object_id}", "CENTER_NAME = EARTH", "REF_FRAME = TEME",
         "TIME_SYSTEM = UTC", "MEAN_ELEMENT_THEORY = SGP4", f"EPOCH = {es.epoch}",
     ]
@@ -149,12 +161,17 @@ def _number(x: float) -> str:
 
 
 def oem_kvn(eph: Ephemeris, created: dt.datetime) -> str:
-    """An OEM (one segment): states in TEME, covariance (where given) in RTN, km and km/s."""
-    lines = _header("OEM", created) + [
-        "META_START", f"OBJECT_NAME = {eph.name}", f"OBJECT_ID = {eph.object_id}", "CENTER_NAME = EARTH",
+    """An OEM (one segment): states in TEME, covariance (where given) in RTN, km and km/s; interpolation
+    LAGRANGE of degree :data:`INTERPOLATION_DEGREE` (lower when there are fewer states)."""
+    degree = min(INTERPOLATION_DEGREE, len(eph.times) - 1)
+    lines = _header("OEM", created) + ["META_START"] + [f"COMMENT {c}" for c in eph.comments] + [
+        f"OBJECT_NAME = {eph.name}", f"OBJECT_ID = {eph.object_id}", "CENTER_NAME = EARTH",
         "REF_FRAME = TEME", "TIME_SYSTEM = UTC", f"START_TIME = {_iso(eph.times[0])}",
-        f"STOP_TIME = {_iso(eph.times[-1])}", "META_STOP",
+        f"STOP_TIME = {_iso(eph.times[-1])}",
     ]
+    if degree >= 1:
+        lines += [f"INTERPOLATION = {INTERPOLATION}", f"INTERPOLATION_DEGREE = {degree}"]
+    lines.append("META_STOP")
     for t, r, v in zip(eph.times, eph.r_km, eph.v_km_s):
         lines.append(" ".join([_iso(t), *(_number(x) for x in (*r, *v))]))
     if eph.cov_rtn is not None:
@@ -175,7 +192,7 @@ def write_oem(eph: Ephemeris, fmt: str, created: dt.datetime) -> str:
     return text if fmt == "kvn" else message.to_str("xml")
 
 
-# --- today's source: the catalogue's element sets -------------------------------------------------------
+# --- the catalogue's element sets -------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class CatalogRow:
@@ -195,7 +212,9 @@ class TleSource:
         self.rows = {r.norad_id: r for r in rows}
 
     def element_sets(self) -> list[ElementSet]:
-        return [element_set(r.norad_id, r.name or "", r.line1, r.line2) for _, r in sorted(self.rows.items())]
+        return [dataclasses.replace(element_set(r.norad_id, r.name or "", r.line1, r.line2),
+                                    comments=("element set: the catalogue's newest for this object",))
+                for _, r in sorted(self.rows.items())]
 
     def ephemeris(self, norad_id: int, times: Sequence[dt.datetime]) -> Ephemeris:
         from sgp4.api import Satrec
@@ -218,7 +237,9 @@ class TleSource:
         cov = np.array([uncertainty.covariance_rtn6(ref, t, ri * 1000.0) * np.outer(scale, scale)
                         for t, ri in zip(times, r_km)])
         es = element_set(norad_id, row.name or "", row.line1, row.line2)
-        return Ephemeris(norad_id, es.name, es.object_id, list(times), r_km, v_km, cov)
+        return Ephemeris(norad_id, es.name, es.object_id, list(times), r_km, v_km, cov, (
+            f"states: SGP4 on the catalogue's element set of epoch {es.epoch}; covariance: the screening's "
+            "growth model from that epoch (sda.orbit.uncertainty), diagonal in RTN",))
 
 
 def _julian(t: dt.datetime) -> tuple[float, float]:
