@@ -2,11 +2,18 @@
 
     python jobs/ingest.py --start ISO --end ISO --run-id ID
 
-Landing layout: ``<landing>/<kind>/**/<name><suffix>`` (suffixes in ``schemas.LANDING_SUFFIX``);
-other top-level directories (``_truth/``) and temporary files (``.name``, ``*.tmp``) are ignored.
+Landing layout: ``<landing>/<kind>/**/<name><suffix>`` (:mod:`sda.pipeline.landing`); other
+top-level directories (``_truth/``) and temporary files (``.name``, ``*.tmp``) are ignored.
 A file is taken when its mtime is <= ``--end`` and its (relative path, sha256) is not in the
 ``ingested_files`` ledger yet. A file whose (relative path, size, mtime) the ledger already holds is
 known without being read or hashed: a run's cost follows the new files, not the landing zone's size.
+
+Every record is accounted for, per file: the ledger row's ``records`` (to bronze) + ``quarantined``
+are the file's records. A file refused whole before it is read (a symlink leading out of the landing
+zone, a FIFO: :func:`sda.pipeline.landing.refusal`) is one quarantine row with the reason and no
+bytes, and a ledger row whose ``file_sha256`` is that of the reason (its content is never read). A
+TDM read leniently (tabs, a byte-order mark: :mod:`sda.transforms.tdm_read`) is named in the metrics
+(``lenient_reads``: file -> what), which the run report shows.
 
 Exactly once, through a crash at any point:
 
@@ -35,7 +42,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -46,6 +52,7 @@ from sda.lake import schemas
 from sda.lake.tables import BRONZE_BY_KIND, TABLES
 from sda.pipeline import faults, runtime, sinks
 from sda.pipeline.arguments import stage_parser, with_defaults
+from sda.pipeline.landing import discover, discover_stat, inside, is_candidate, refusal  # noqa: F401 (ingest's API)
 from sda.transforms import wire
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,85 +84,39 @@ class ParsedFile:
     size: int
     mtime_us: int | None
     accepted: "pa.Table"  # bronze_id, record_no, payload of the records bronze takes, in file order
-    refused: list[tuple[int, str, bytes]]  # (record number, reason, the line as landed): quarantine
+    refused: list[tuple[int | None, str, bytes]]  # (record number, reason, the line as landed): quarantine
+    lenient: str | None = None  # what of the file was read leniently, not as its standard writes it
 
 
 def parse_file(f: LandedFile) -> ParsedFile:
     import pyarrow as pa
 
-    nos, ids, payloads, refused = [], [], [], []
+    nos, ids, payloads, refused, lenient = [], [], [], [], None
     for rec in wire.file_records(f.kind, f.data):
         if rec.reason is None:
             nos.append(rec.record_no)
             ids.append(bronze_id(f.sha256, rec.record_no if rec.ident is None else rec.ident))
             payloads.append(rec.text)
+            lenient = lenient or rec.lenient
         else:
             refused.append((rec.record_no, rec.reason, rec.raw))
     accepted = pa.table({"bronze_id": pa.array(ids, pa.string()),
                          "record_no": pa.array(nos, pa.int64()), "payload": pa.array(payloads, pa.string())})
-    return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused)
+    return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused, lenient)
+
+
+def refused_file(rel: str, kind: str, size: int, mtime_us: int, reason: str) -> ParsedFile:
+    """A file refused whole before it is read: no bronze record, one quarantine row (no record number,
+    no bytes), keyed in the ledger by the sha256 of the reason: what was refused, never the content."""
+    import pyarrow as pa
+
+    empty = pa.table({"bronze_id": pa.array([], pa.string()), "record_no": pa.array([], pa.int64()),
+                      "payload": pa.array([], pa.string())})
+    return ParsedFile(rel, kind, hashlib.sha256(reason.encode()).hexdigest(), size, mtime_us, empty,
+                      [(None, reason, b"")])
 
 
 # --- pure helpers ----------------------------------------------------------------------------------
-
-def is_candidate(rel: Path, kind: str) -> bool:
-    """Whether a file under ``<landing>/<kind>/`` is a landed sensor file (not a temp file)."""
-    return all(not part.startswith((".", "_")) for part in rel.parent.parts) and _candidate_name(rel.name, kind)
-
-
-def _candidate_name(name: str, kind: str) -> bool:
-    return not name.startswith((".", "_")) and name.endswith(schemas.LANDING_SUFFIX[kind]) and not name.endswith(".tmp")
-
-
-def discover(landing: Path, end: dt.datetime) -> list[tuple[str, str, Path]]:
-    """(relative path, kind, absolute path) of the files landed by ``end``, sorted by path."""
-    return [(rel, kind, Path(path)) for rel, kind, path, _ in discover_stat(landing, end)]
-
-
-def discover_stat(landing: Path, end: dt.datetime) -> list[tuple[str, str, str, os.stat_result]]:
-    """:func:`discover` with each file's ``stat`` (size and mtime: the ledger's fast check), the
-    absolute path as a string.
-
-    One ``os.walk`` (scandir) per kind, one ``stat`` per file, and a symlink resolved only where there
-    is one -- the listing is the one part of a run that grows with the landing zone, so it is kept to
-    what the kernel must do (10,000 files: about 0.1 s). Symlinked directories are not descended into
-    (as ``Path.rglob``); a file that is a symlink, or a kind directory that is one, is taken only if it
-    resolves inside the landing zone."""
-    found = []
-    landing_real = Path(os.path.realpath(landing))
-    for kind in schemas.SENSOR_KINDS:
-        root = landing / kind
-        if not root.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = [d for d in dirnames if not d.startswith((".", "_"))]  # never candidates
-            prefix = Path(dirpath).relative_to(landing).as_posix() + "/"
-            dir_inside = Path(os.path.realpath(dirpath)).is_relative_to(landing_real)
-            for name in filenames:
-                if not _candidate_name(name, kind):  # its directories were checked on the way down
-                    continue
-                path = os.path.join(dirpath, name)
-                try:
-                    stat = os.stat(path)
-                except OSError:  # a dangling symlink, or removed since listed
-                    continue
-                if not S_ISREG(stat.st_mode):
-                    continue
-                if not (dir_inside and (not os.path.islink(path) or _inside(landing, Path(path)))):
-                    log.warning("landing file %s is a symlink to %s, outside the landing zone %s: not ingested",
-                                prefix + name, Path(path).resolve(), landing)
-                    continue
-                # a file still being written has a fresh mtime: it waits for the interval that covers it
-                if stat.st_mtime > end.timestamp():
-                    continue
-                found.append((prefix + name, kind, path, stat))
-    return sorted(found, key=lambda f: f[0])
-
-
-def _inside(landing: Path, path: Path) -> bool:
-    """Whether ``path``, symlinks resolved, lies inside the landing zone."""
-    return path.resolve().is_relative_to(landing.resolve())
-
 
 def bronze_id(file_sha256: str, record_no: int | str) -> str:
     return hashlib.sha256(f"{file_sha256}:{record_no}".encode()).hexdigest()
@@ -302,9 +263,8 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
 
 def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
     path = landing / rel
-    if not _inside(landing, path):  # swapped for a symlink leading out since it was listed or planned
-        log.warning("landing file %s resolves to %s, outside the landing zone %s: not read", rel, path.resolve(),
-                    landing)
+    if refusal(landing, path):  # swapped for a symlink leading out (or a FIFO) since it was listed or planned
+        log.warning("landing file %s in %s: %s", rel, landing, refusal(landing, path))
         return None
     try:
         mtime_us = path.stat().st_mtime_ns // 1000
@@ -325,7 +285,7 @@ def replay_planned(spark: SparkSession, settings: Settings,
                       key=lambda r: r["file_path"])
         files, kept = [], []
         for row in plan:
-            f = load_file(settings.landing, row["file_path"], row["sensor_kind"])
+            f = _landed(settings.landing, row["file_path"], row["sensor_kind"])
             if f is None or f.sha256 != row["file_sha256"]:
                 # The content planned is gone: whatever of it was appended stays; a changed file is a
                 # new (path, sha256) and is ingested as such by the planning step.
@@ -333,7 +293,7 @@ def replay_planned(spark: SparkSession, settings: Settings,
                 write_ledger(spark, settings, [{**row, "status": "vanished"}])
                 totals["files_vanished"] += 1
                 continue
-            files.append(parse_file(f))
+            files.append(f if isinstance(f, ParsedFile) else parse_file(f))
             kept.append(row)
         if kept:
             metrics = execute_batch(spark, settings, kept, files)
@@ -355,10 +315,12 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
 
     # a file whose (path, size, mtime) the ledger holds is not read again (a rewritten file has a new
     # mtime, or a new size, and is read, hashed and judged by its content)
-    listing = discover_stat(settings.landing, args.end)
+    refused: list[tuple[str, str, str, os.stat_result, str]] = []  # refused before reading, with why
+    listing = discover_stat(settings.landing, args.end, refused)
+    reasons = {rel: reason for rel, _, _, _, reason in refused}
+    listing += [entry[:4] for entry in refused]
     unseen, known = unseen_files(spark, settings, listing)
-    metrics["files_new"] = 0
-    metrics["batches"] = list(replayed_batches)
+    metrics.update(files_new=0, files_refused_unread=0, lenient_reads={}, batches=list(replayed_batches))
     limit = settings.ingest_batch_mb * 1e6
     batch_id = None  # the last batch id written, read from the ledger when the first batch is
 
@@ -381,15 +343,15 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         if new_files and size + stat.st_size > limit:  # this batch is full: written before reading on
             write(new_files)
             new_files, size = [], 0
-        f = load_file(settings.landing, rel, kind)
+        f = _landed(settings.landing, rel, kind, reasons.get(rel))
         if f is None:  # removed between listing and reading
             continue
         metrics["files_seen"] += 1
         if (f.path, f.sha256) in known:
             metrics["files_already_ingested"] += 1
             touched.append({**known[(f.path, f.sha256)], "file_mtime_us": f.mtime_us})
-        else:
-            new_files.append(parse_file(f))  # its bytes are let go: the batch keeps its records only
+        else:  # a read file's bytes are let go: the batch keeps its records only
+            new_files.append(f if isinstance(f, ParsedFile) else parse_file(f))
             size += f.size
     if new_files:
         write(new_files)
@@ -399,7 +361,23 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     return metrics
 
 
-def _ingest_batch(spark: SparkSession, settings: Settings, run_id: str, files: list[LandedFile],
+def _landed(landing: Path, rel: str, kind: str, reason: str | None = None) -> LandedFile | ParsedFile | None:
+    """A listed file read (:func:`load_file`), or refused before reading (``reason``, or a refusal found
+    as it is opened: swapped for a symlink leading out since it was listed or planned), or None when
+    it is gone."""
+    if reason is None:
+        f = load_file(landing, rel, kind)
+        reason = refusal(landing, landing / rel) if f is None else None
+        if reason is None:
+            return f
+    try:
+        st = os.lstat(landing / rel)
+    except OSError:
+        return None
+    return refused_file(rel, kind, st.st_size, st.st_mtime_ns // 1000, reason)
+
+
+def _ingest_batch(spark: SparkSession, settings: Settings, run_id: str, files: list[ParsedFile],
                   batch_id: int, metrics: dict[str, Any]) -> None:
     """Plan ``files`` as ledger batch ``batch_id`` and write it (steps 1-4); adds to ``metrics``."""
     ingest_time = dt.datetime.now(dt.timezone.utc)
@@ -415,6 +393,8 @@ def _ingest_batch(spark: SparkSession, settings: Settings, run_id: str, files: l
     for key, value in batch.items():
         metrics[key] += value
     metrics["files_new"] += len(files)
+    metrics["files_refused_unread"] += sum(1 for f in files if f.refused and f.refused[0][0] is None)
+    metrics["lenient_reads"].update({f.path: f.lenient for f in files if f.lenient})
     metrics["batches"].append(batch_id)
     runtime.progress(STAGE, "batch %d: %d files, %d records", batch_id, len(files), batch["records_in"])
 

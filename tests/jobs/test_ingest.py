@@ -40,6 +40,9 @@ BAD_HEADER_FILE = b"stn,time,ra,dec\n" + OPTICAL_OK.encode() + b"\n"
 
 ISL_OK = "BCN|src=ISL-01|seq=1|t_ms=1795240801250|x_m=7000000|y_m=0|z_m=0|vx_ms=0|vy_ms=7500|vz_ms=0"
 ISL_FILE = "\n".join([ISL_OK, "BCN|src=ISL-01|seq=2|t_ms=1795240802250", "HELLO"]).encode() + b"\n"
+# a TDM indented with tabs (read leniently): one measurement, its first data line on line 18
+TDM_TABS = (PROJECT_ROOT / "tests/include/transforms/tdm_corpus/v1_tabs_radar.kvn").read_bytes()
+TDM_LENIENT = "tabs read as blanks on lines 2-4, 6-14, 17-21 (KVN allows blanks only)"
 
 
 def _land(landing: Path, rel: str, data: bytes) -> Path:
@@ -51,7 +54,25 @@ def _land(landing: Path, rel: str, data: bytes) -> Path:
 
 @pytest.fixture
 def landed(settings):
-    return _land_all(settings.landing)
+    return _land_hostile(_land_all(settings.landing))
+
+
+def _land_hostile(land: Path) -> Path:
+    """Files refused whole before they are read -- a symlink leading out of the landing zone, a FIFO
+    (opening it would block) -- and a TDM read leniently."""
+    secret = land.parent / "outside" / "secret.jsonl"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_bytes(RADAR_OK_0.encode() + b"\n")
+    (land / "radar" / "leak.jsonl").symlink_to(secret)
+    os.mkfifo(land / "optical" / "pipe.csv")
+    _land(land, "tdm/tabs.kvn", TDM_TABS)
+    return land
+
+
+def _refusals(land: Path) -> dict[str, str]:
+    secret = (land.parent / "outside" / "secret.jsonl").resolve()
+    return {"radar/leak.jsonl": f"refused before reading: a symlink to {secret}, outside the landing zone",
+            "optical/pipe.csv": "refused before reading: a FIFO, not a regular file"}
 
 
 def _land_all(land: Path) -> Path:
@@ -112,10 +133,18 @@ def _expected_bronze():
     }
 
 
-def _assert_ingested_once(spark, settings):
+def _assert_ingested_once(spark, settings, hostile=True):
+    """Every landed record once in bronze or quarantine, per file (the ledger's records + quarantined);
+    ``hostile``: with the files of :func:`_land_hostile`."""
     for kind, rows in _expected_bronze().items():
         assert _bronze(spark, settings, kind) == rows
-    assert _quarantine(spark, settings) == EXPECTED_QUARANTINE
+    refusals = _refusals(settings.landing) if hostile else {}
+    # refused before reading: no record number, no bytes
+    unread = [(path, None, reason, b"") for path, reason in refusals.items()]
+    assert _quarantine(spark, settings) == sorted(EXPECTED_QUARANTINE + unread)
+    if hostile:
+        assert [r[:3] for r in _bronze(spark, settings, "tdm")] == [
+            ("tdm/tabs.kvn", 17, _sha(f"{_sha(TDM_TABS)}:17".encode()))]
     ledger = sorted(
         (r["file_path"], r["file_sha256"], r["records"], r["quarantined"], r["status"])
         for r in TABLES["ingested_files"].read(spark, settings).collect()
@@ -125,7 +154,8 @@ def _assert_ingested_once(spark, settings):
         ("optical/o.csv", _sha(OPTICAL_FILE), 1, 2, "done"),
         ("optical/bad_header.csv", _sha(BAD_HEADER_FILE), 0, 2, "done"),
         ("isl/b.bcn", _sha(ISL_FILE), 1, 2, "done"),
-    ])
+    ] + ([("tdm/tabs.kvn", _sha(TDM_TABS), 1, 0, "done")] if hostile else [])
+      + [(f, _sha(r.encode()), 0, 1, "done") for f, r in refusals.items()])
 
 
 # --- wire checks (pure Python) -------------------------------------------------------------------
@@ -204,9 +234,11 @@ def test_candidate_files():
 def test_ingest_conserves_records_and_keeps_reasons_and_bytes(spark, settings, landed):
     metrics = _run(spark, settings, "run-1")
 
-    assert metrics["files_new"] == 4
+    assert metrics["files_new"] == 7
+    # 13 records of the four plain files, the TDM's measurement, the two files refused before reading
     assert (metrics["records_in"], metrics["records_out"], metrics["quarantined"],
-            metrics["duplicates"]) == (13, 4, 9, 0)
+            metrics["duplicates"]) == (16, 5, 11, 0)
+    assert metrics["files_refused_unread"] == 2 and metrics["lenient_reads"] == {"tdm/tabs.kvn": TDM_LENIENT}
     assert metrics["records_in"] == metrics["records_out"] + metrics["quarantined"] + metrics["duplicates"]
     _assert_ingested_once(spark, settings)
     bronze = TABLES["radar_frames"].read(spark, settings).collect()
@@ -221,9 +253,10 @@ def test_rerun_ingests_nothing_new_and_later_files_wait_for_their_interval(spark
     os.utime(late, (end_ts + 3600, end_ts + 3600))
 
     first = _run(spark, settings, "run-1", end="2096-10-02T07:06:40Z")
-    assert first["files_new"] == 4  # late.jsonl's mtime is after --end
+    assert first["files_new"] == 7  # late.jsonl's mtime is after --end
     again = _run(spark, settings, "run-2", end="2096-10-02T07:06:40Z")
-    assert (again["files_new"], again["records_in"], again["files_already_ingested"]) == (0, 0, 4)
+    # the refused files too: known to the ledger, not quarantined again
+    assert (again["files_new"], again["records_in"], again["files_already_ingested"]) == (0, 0, 7)
     _assert_ingested_once(spark, settings)
 
     later = _run(spark, settings, "run-3")
@@ -239,20 +272,20 @@ def test_known_files_are_not_read_again_and_a_touched_file_is_judged_by_content(
     monkeypatch.setattr(ingest, "load_file", lambda landing, rel, kind: read.append(rel) or load(landing, rel, kind))
     _land(landed, "isl/new.bcn", ISL_FILE.replace(b"seq=1", b"seq=5"))
     metrics = _run(spark, settings, "run-2")
-    assert read == ["isl/new.bcn"]  # the four known files: not opened
-    assert (metrics["files_seen"], metrics["files_new"], metrics["files_already_ingested"]) == (5, 1, 4)
+    assert read == ["isl/new.bcn"]  # the known files: not opened
+    assert (metrics["files_seen"], metrics["files_new"], metrics["files_already_ingested"]) == (8, 1, 7)
     # same bytes, new mtime: read and hashed again, and known by its content
     touched = landed / "radar" / "a.jsonl"
     os.utime(touched, (touched.stat().st_atime, touched.stat().st_mtime + 10))
     read.clear()
     metrics = _run(spark, settings, "run-3")
     assert read == ["radar/a.jsonl"]
-    assert (metrics["files_new"], metrics["records_in"], metrics["files_already_ingested"]) == (0, 0, 5)
+    assert (metrics["files_new"], metrics["records_in"], metrics["files_already_ingested"]) == (0, 0, 8)
     read.clear()
     _run(spark, settings, "run-4")
     assert read == []  # the ledger learnt the new mtime
     ledger = [(r["file_path"], r["file_sha256"]) for r in TABLES["ingested_files"].read(spark, settings).collect()]
-    assert sorted(ledger) == sorted({(r[0], r[1]) for r in ledger}) and len(ledger) == 5  # one row per file
+    assert sorted(ledger) == sorted({(r[0], r[1]) for r in ledger}) and len(ledger) == 8  # one row per file
     assert [r[1] for r in _bronze(spark, settings, "radar")] == [0, 3]  # a.jsonl's two good records, once
 
 
@@ -276,7 +309,7 @@ def test_crash_before_ledger_done_then_rerun_neither_loses_nor_duplicates(spark,
     monkeypatch.undo()
 
     metrics = _run(spark, settings, "run-1-retry")
-    assert (metrics["files_replayed"], metrics["files_new"], metrics["records_in"]) == (4, 0, 13)
+    assert (metrics["files_replayed"], metrics["files_new"], metrics["records_in"]) == (7, 0, 16)
     _assert_ingested_once(spark, settings)
     # the replayed rows are the planned ones: same ingest time and run id as the crashed attempt
     assert {r["run_id"] for r in TABLES["isl_beacons"].read(spark, settings).collect()} == {"run-1"}
@@ -334,6 +367,6 @@ def test_a_backlog_larger_than_a_batch_goes_in_several_batches_exactly_once(spar
 
     metrics = _run(spark, settings, "run-1-retry")
     assert metrics["batches"] == [2, 3, 4] and (metrics["files_replayed"], metrics["files_new"]) == (1, 2)
-    _assert_ingested_once(spark, settings)
+    _assert_ingested_once(spark, settings, hostile=False)
     batches = {r["file_path"]: r["batch_id"] for r in TABLES["ingested_files"].read(spark, settings).collect()}
     assert batches == {"isl/b.bcn": 1, "radar/a.jsonl": 2, "optical/o.csv": 3, "optical/bad_header.csv": 4}
