@@ -7,7 +7,9 @@ page: the job ``jobs/quality.py`` writes it after each gate (a failed gate inclu
 says why the run stopped). It shows
 
 - **counts per stage**: a bar chart of records in / out / quarantined / duplicates / late from
-  ``ops.run_metrics``, with each stage's duration, watermark and upstream lag below it;
+  ``ops.run_metrics``, with each stage's duration, watermark and upstream lag below it, and the landed
+  files ingest refused whole before reading them or read leniently (from its ``metrics_json``:
+  ``files_refused_unread``, ``lenient_reads``; their quarantine rows say why);
 - **data quality**: every check of ``ops.data_quality`` for the run, by layer and table, with its
   severity and outcome, and a link to the table's Great Expectations validation page (Data Docs);
 - **correlation calibration**: per orbit regime, the RMS of the correlated observations' residuals in
@@ -34,6 +36,7 @@ quality tasks' "Run report" extra link points at a run's page.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 from pathlib import Path
@@ -147,7 +150,24 @@ def _metrics_section(metrics: list[dict[str, Any]]) -> str:
                     + f'<td>{"" if m.get("conserved") is None else ("✓" if m["conserved"] else "✗ broken")}</td></tr>')
     head = "".join(f"<th>{h}</th>" for h in ("stage", "mode", "in", "out", "quarantined", "duplicates", "late",
                                               "seconds", "watermark", "upstream lag", "in = out + …"))
-    return f'{chart}<table class="metrics"><tr>{head}</tr>{"".join(rows)}</table>'
+    return f'{chart}<table class="metrics"><tr>{head}</tr>{"".join(rows)}</table>' + _landing_notes(metrics)
+
+
+def _landing_notes(metrics: list[dict[str, Any]]) -> str:
+    """What ingest said of the landed files beyond the counts: refused whole before reading, read leniently."""
+    ingest = next((m for m in metrics if m["stage"] == "ingest"), None)
+    figures = json.loads(ingest.get("metrics_json") or "{}") if ingest else {}
+    refused, lenient = figures.get("files_refused_unread") or 0, figures.get("lenient_reads") or {}
+    out = ""
+    if refused:
+        out += (f'<p data-refused-unread="{refused}">{refused} landed file(s) refused whole before reading (a symlink '
+                "leading out of the landing zone, not a regular file): one row each in <code>ops.quarantine</code>, "
+                "with why.</p>")
+    if lenient:
+        items = "".join(f'<li data-lenient="{_e(path)}"><code>{_e(path)}</code>: {_e(what)}</li>'
+                        for path, what in sorted(lenient.items()))
+        out += f"<p>{len(lenient)} file(s) read leniently, not as their standard writes them:</p><ul>{items}</ul>"
+    return out
 
 
 def _quality_section(checks: list[dict[str, Any]], page_dir: Path) -> str:

@@ -133,3 +133,18 @@ def test_each_alert_says_which_orbit_each_object_was_screened_on(tmp_path):
     marked = dict(re.findall(r'data-alert="(\w)" data-orbits="([\w/]+)"', page))
     assert marked == {"a": "fused/catalogue", "b": "catalogue/fused", "c": "catalogue/catalogue", "d": "fused/fused"}
     assert "orbits screened: 11 fused, 22 catalogue" in page
+
+
+def test_ingest_says_which_files_it_refused_unread_or_read_leniently(tmp_path):
+    ingest = {"stage": "ingest", "mode": "incremental", "records_in": 3, "records_out": 1, "quarantined": 2,
+              "duplicates": 0, "late": None, "seconds": 1.0, "conserved": True,
+              "metrics_json": '{"files_refused_unread": 2, "lenient_reads": {"tdm/a.kvn": "tabs read as blanks on '
+                              'line 2 (KVN allows blanks only)"}}'}
+    base = {"run_id": "r", "interval": None, "metrics": [ingest], "checks": [], "calibration": None, "fusion": None,
+            "built": "now", "alerts": []}
+    page = report.render(base, tmp_path, 5000.0)
+    assert 'data-refused-unread="2"' in page
+    assert re.findall(r'<li data-lenient="([^"]+)"><code>[^<]+</code>: ([^<]+)</li>', page) == [
+        ("tdm/a.kvn", "tabs read as blanks on line 2 (KVN allows blanks only)")]
+    quiet = report.render({**base, "metrics": [{**ingest, "metrics_json": "{}"}]}, tmp_path, 5000.0)
+    assert "data-refused-unread" not in quiet and "data-lenient" not in quiet
