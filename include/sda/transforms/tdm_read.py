@@ -16,13 +16,14 @@ the line of the file as landed:
   ``ccsds-ndm`` 0.0.9 refuses an indented header line and a block marker followed by blanks;
 * tabs are read as blanks. KVN has none (only printable ASCII and blanks), but files indented with
   tabs are common: such a file is read *leniently* -- :func:`read` says so, and ingest counts it in
-  the run report -- and so is one starting with a UTF-8 byte-order mark, which is removed;
+  the run report -- and so is one starting with a UTF-8 byte-order mark, which is removed (an XML
+  message may start with one: removed, not counted);
 * ``REFERENCE_FRAME`` values outside the parser's list (version 2.0 takes them from the SANA registry:
   GCRF, TEME, ...) are validated as if ``EME2000`` and kept as written in the records: normalize
   refuses per measurement the frames it cannot rotate, naming them.
 
-COMMENT lines in the header, metadata and data, blank lines, versions 1.0 and 2.0 and day-of-year
-epochs the parser takes as the standard does. An XML message is validated as landed (XML has its own
+COMMENT lines in the header, metadata and data, versions 1.0 and 2.0 and day-of-year epochs the
+parser takes as the standard does. An XML message is validated as landed (XML has its own
 white-space rules), except for the frame names.
 
 An accepted message is split into one bronze record per *measurement*: the data lines of one
@@ -96,7 +97,8 @@ def normalise(text: str, fmt: str) -> tuple[str, str, list[int] | None, str | No
     lenient = []
     if text.startswith("\ufeff"):
         text = text[1:]
-        lenient.append("a UTF-8 byte-order mark before line 1 (removed)")
+        if fmt == "KVN":
+            lenient.append("a UTF-8 byte-order mark before line 1 (removed)")
     if fmt == "XML":
         checked = XML_FRAME.sub(lambda m: m.group(0) if m.group(2) in PARSER_FRAMES
                                 else m.group(1) + "EME2000" + m.group(3), text)

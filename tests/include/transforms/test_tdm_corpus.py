@@ -156,3 +156,13 @@ def test_an_unknown_sensor_name_is_kept_for_the_registry_check():
     record["metadata"]["PARTICIPANT_1"] = "DSS-25"
     out = tdm.interpret(json.dumps(record))
     assert (out["sensor_id"], out["parse_error"]) == ("DSS-25", None)  # normalize: "unknown sensor id DSS-25"
+
+
+def test_an_xml_message_in_gcrf_and_with_a_byte_order_mark_is_read():
+    xml = (Path(__file__).parent / "tdm_examples" / "e6_four_way.xml").read_text()
+    xml = xml.replace("<ANGLE_TYPE>AZEL</ANGLE_TYPE>",
+                      "<ANGLE_TYPE>RADEC</ANGLE_TYPE><REFERENCE_FRAME>GCRF</REFERENCE_FRAME>", 1)
+    recs = records("", b"\xef\xbb\xbf" + xml.encode())
+    # XML may start with a byte-order mark: not lenient; the records are those of the file as it was
+    assert [(r.record_no, r.reason, r.lenient) for r in recs] == [(26, None, None), (38, None, None)]
+    assert json.loads(recs[0].text)["metadata"]["REFERENCE_FRAME"] == "GCRF"
