@@ -15,7 +15,8 @@ chunks, so no landing file is written twice) is observed on the true trajectorie
 truth ephemeris (:func:`sda.sim.dynamics.extend`: one integration, never restarted, so a block boundary is
 invisible in the orbits), with a random stream of its own (``SimConfig.stream``). A block's truth is the
 simulator's usual ``_truth/<sim_id>.jsonl`` and summary; its ephemeris file covers the last
-:data:`KEEP_TRUTH_H` hours (older blocks' ephemerides are deleted: the newest covers them).
+:data:`KEEP_TRUTH_H` hours (older blocks' ephemerides are deleted: the newest covers them), and a block's
+truth goes when its files have (``SDA_LANDING_RETENTION_H`` after it was written: :func:`prune_truth`).
 
 **Delivered when due.** ``run`` writes a block's files to ``landing/_feed/pending/`` with their delivery
 times as modification times (regular files 30-420 s after their chunk, re-deliveries 10-25 min, the late
@@ -190,6 +191,28 @@ def release(landing: Path, now: float | None = None) -> list[str]:
     return moved
 
 
+def prune_truth(landing: Path, retention_h: float, keep: Path, now: float | None = None) -> int:
+    """Delete the truth files of the feed's blocks (summaries with a ``stream``) written more than
+    ``retention_h`` ago (the landing retention: their files are gone by then), never ``keep``'s; how many."""
+    if retention_h <= 0:
+        return 0
+    horizon = (time.time() if now is None else now) - retention_h * 3600.0
+    deleted = 0
+    for path in (landing / "_truth").glob("*.summary.json"):
+        if path == keep or path.stat().st_mtime >= horizon:
+            continue
+        summary = json.loads(path.read_text())
+        if (summary.get("config") or {}).get("stream") is None:
+            continue  # a simulation of its own (the world): its owner's
+        for name in (summary.get("truth_file"), (summary.get("tle_error") or {}).get("orbits_file"),
+                     (summary.get("events") or {}).get("file")):
+            if name:
+                (landing / name).unlink(missing_ok=True)
+        path.unlink()
+        deleted += 1
+    return deleted
+
+
 def init(settings) -> dict:
     """The state of a new feed: the newest simulation of its own in the landing zone is the world."""
     landing = Path(settings.landing)
@@ -222,8 +245,10 @@ def run(settings, poll_s: float, stop: list) -> None:
             started = time.monotonic()
             start = max(feed.observed_until, end - dt.timedelta(hours=MAX_BLOCK_H))
             n = feed.observe(start, end, hold=True)
+            pruned = prune_truth(landing, settings.landing_retention_h, feed.truth_summary)
             print(f"feed: {iso_utc(start)} .. {iso_utc(end)} observed, {n} files pending "
-                  f"({time.monotonic() - started:.1f} s)", flush=True)
+                  f"({time.monotonic() - started:.1f} s){f'; {pruned} old blocks truth deleted' if pruned else ''}",
+                  flush=True)
         moved = release(landing)
         if moved:
             print(f"feed: {len(moved)} files landed ({', '.join(moved[:3])}{', ...' if len(moved) > 3 else ''})",

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,3 +160,24 @@ def test_bad_arguments_are_refused(capsys):
 def test_a_simulation_records_what_regenerates_it(sky):
     cfg = feed.world_config(sky["world_summary"]["config"])
     assert cfg.start == sky["start"] and cfg.seed == 3 and cfg.tle_age_days == (0.5, 3.0) and cfg.stream is None
+
+
+def test_old_blocks_truth_goes_with_their_files(tmp_path):
+    truth = tmp_path / "landing" / "_truth"
+    truth.mkdir(parents=True)
+    now = time.time()
+
+    def summary(name: str, stream, age_h: float) -> Path:
+        (truth / f"{name}.jsonl").write_text("{}\n")
+        path = truth / f"{name}.summary.json"
+        path.write_text(json.dumps({"config": {"stream": stream}, "truth_file": f"_truth/{name}.jsonl"}))
+        os.utime(path, (now - age_h * 3600, now - age_h * 3600))
+        return path
+
+    world, old, young = summary("world", None, 100), summary("old", 3, 100), summary("young", 9, 1)
+    keep = summary("kept", 2, 100)
+    assert feed.prune_truth(tmp_path / "landing", 72, keep, now) == 1
+    assert sorted(p.name for p in truth.iterdir()) == sorted(
+        f"{n}.{ext}" for n in ("world", "young", "kept") for ext in ("jsonl", "summary.json"))
+    assert world.is_file() and young.is_file() and not old.exists()
+    assert feed.prune_truth(tmp_path / "landing", 0, keep, now) == 0
