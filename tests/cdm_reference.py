@@ -90,3 +90,34 @@ def pc_of_cdm(cdm: dict, hbr: float | None = None) -> float:
         inertial.append((o["r"], o["v"], axes @ o["cov_rtn"][:3, :3] @ axes.T))
     (r1, v1, c1), (r2, v2, c2) = inertial
     return pc2d(r1, v1, c1, r2, v2, c2, cdm["hbr"] if hbr is None else hbr)
+
+
+def check_outbox(outbox, min_pc: float = 1e-10, rel: float = 1e-3) -> dict:
+    """Every CDM of an outbox read with ccsds-ndm-py and checked against itself and its JSON twin (the alert row
+    as emitted): both objects in EME2000; RELATIVE_POSITION/VELOCITY_R/T/N and MISS_DISTANCE equal to the
+    written states' (on the primary's R/T/N axes built from its written state); COLLISION_PROBABILITY and the
+    HBR comment equal to the alert's; and for every Pc >= ``min_pc`` the 2-D Pc recomputed from the message
+    alone within ``rel`` of the alert's. Returns the counts, the covariance methods seen and the largest
+    relative difference (assertion errors name the file)."""
+    import json
+    from pathlib import Path
+
+    files = sorted(Path(outbox).glob("CDM-*.cdm"))
+    methods, compared, worst = set(), 0, 0.0
+    for f in files:
+        cdm = read_cdm(f.read_text())
+        row = json.loads(f.with_suffix(".json").read_text())
+        p, s = cdm["objects"]
+        assert (p["frame"], s["frame"]) == ("EME2000", "EME2000"), f.name
+        methods |= {p["method"], s["method"]}
+        dr, axes = s["r"] - p["r"], rtn_axes(p["r"], p["v"])
+        assert np.allclose(axes.T @ dr, cdm["rel_r"], rtol=0, atol=1e-3), f.name
+        assert np.allclose(axes.T @ (s["v"] - p["v"]), cdm["rel_v"], rtol=0, atol=1e-6), f.name
+        assert abs(np.linalg.norm(dr) - cdm["miss"]) < 1e-3, f.name
+        assert cdm["pc"] == row["pc"] and cdm["hbr"] == row["hbr_m"], f.name
+        if row["pc"] is None or row["pc"] < min_pc:
+            continue
+        relative = abs(pc_of_cdm(cdm) / row["pc"] - 1.0)
+        assert relative < rel, (f.name, row["pc"], relative)
+        compared, worst = compared + 1, max(worst, relative)
+    return {"cdms": len(files), "compared": compared, "worst": worst, "methods": methods}

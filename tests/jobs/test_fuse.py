@@ -233,3 +233,17 @@ def test_a_refit_renews_the_screened_element_set_only_when_it_strays(spark, runs
         # over the test's 3-hour horizon, within the rule's bound (which the stage checks over 24 h)
         assert np.max(np.linalg.norm(r[0] - r[1], axis=-1)) * 1000.0 <= f["lines_max_m"] + 500.0, norad
     assert kept == c["fused_kept"] and kept > 0
+
+
+def test_every_cdm_of_the_runs_gives_its_pc_from_its_contents_alone(runs):
+    """Every CDM the runs wrote (both lakehouses), read with the independent reader ccsds-ndm-py: one inertial
+    frame the standard names, the relative position on the primary's R/T/N axes built from the written states,
+    and NASA CARA's 2-D Pc recomputed from the message alone (tests/cdm_reference.py: the HBR of its
+    ``COMMENT HBR = ...``, CDM 1.0 having no HBR keyword) within 1e-3 of the alert's Pc for every Pc >= 1e-10.
+    These alerts' covariances are fused (CALCULATED); tests/test_end_to_end.py checks modelled ones."""
+    from tests.cdm_reference import check_outbox
+
+    found = [check_outbox(settings.outbox) for settings in runs[:2]]
+    print("CDM Pc agreement:", found)
+    assert "CALCULATED" in set().union(*(f["methods"] for f in found))
+    assert sum(f["compared"] for f in found) >= 2
