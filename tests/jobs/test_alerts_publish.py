@@ -18,7 +18,7 @@ from sda.alerts.plan import CLOSE_TCA_PASSED
 from sda.alerts.publish import publish
 from sda.lake import schemas
 from sda.lake.tables import TABLES, ensure_tables
-from sda.orbit import frames, screening
+from sda.orbit import frames, inertial, screening
 from sda.orbit.pc import pc2d_foster, rtn_basis
 from sda.pipeline import faults
 from tests.seed import append_rows, catalog_row
@@ -95,13 +95,15 @@ def check_cdm(settings, row):
     np.testing.assert_array_equal(cdm.relative_position_rtn_m, [row["r_m"], row["t_m"], row["n_m"]])
     assert cdm.collision_probability == row["pc"]
     assert f"status {row['status'].upper()}" in " ".join(cdm.header.comments + cdm.relative.comments)
-    t = aware(row["tca"]).timestamp()
+    to_eme2000 = inertial.eme2000_to_teme(int(round(aware(row["tca"]).timestamp() * 1e6)) * 1000).T
     for n, o in ((1, "p"), (2, "s")):
         teme = np.array([row[f"{o}_{c}"] for c in ("x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")]) / 1000.0
-        r, v = frames.teme_to_ecef(teme[:3], teme[3:], t)
-        np.testing.assert_array_equal(cdm.object(n).state_km, np.r_[r, v])
+        assert cdm.object(n).ref_frame == "EME2000"
+        np.testing.assert_allclose(cdm.object(n).state_km, np.r_[to_eme2000 @ teme[:3], to_eme2000 @ teme[3:]],
+                                   rtol=1e-14, atol=1e-12)
         sig = np.array([row[f"{o}_sigma_{c}"] for c in ("r_m", "t_m", "n_m", "rdot_ms", "tdot_ms", "ndot_ms")])
-        np.testing.assert_array_equal(cdm.object(n).cov_rtn, np.diag(sig ** 2))
+        np.testing.assert_allclose(cdm.object(n).cov_rtn, np.diag(sig ** 2), rtol=0, atol=1e-12 * np.max(sig ** 2))
+    assert cdm_mod.pc_from_cdm(cdm).pc == pytest.approx(row["pc"], rel=1e-9)
     body = row_from_json((settings.outbox / row["json_file"]).read_text())
     assert {k: body[k] for k in ("alert_id", "version", "status", "miss_m", "pc", "content_hash")} == {
         k: row[k] for k in ("alert_id", "version", "status", "miss_m", "pc", "content_hash")}
