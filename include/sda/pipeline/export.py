@@ -59,11 +59,13 @@ def _time(text: str) -> dt.datetime:
 def add_parser(sub) -> None:
     exp = sub.add_parser("export", help="the screened orbits as CCSDS OMM, or chosen objects as OEM ephemerides")
     kinds = exp.add_subparsers(dest="kind", required=True)
-    omm = kinds.add_parser("omm", help="every object's element set as an OMM (SGP4 mean elements, TEME): the one "
-                                       "fitted to its fused orbit where it has one, else the catalogue's newest")
-    oem = kinds.add_parser("oem", help="chosen objects' ephemerides (TEME) with covariance (RTN) as OEMs: the fused "
-                                       "orbit's numerical propagation where the object has one usable at --start, "
-                                       "else SGP4 on the catalogue's element set (a COMMENT says which)")
+    omm_help = ("every object's element set as an OMM (SGP4 mean elements, TEME): the one fitted to its fused orbit "
+                "where it has one, else the catalogue's newest (a COMMENT says which)")
+    oem_help = ("chosen objects' ephemerides (TEME) with covariance (RTN) as OEMs: the fused orbit's numerical "
+                "propagation where the object has one usable at --start, else SGP4 on the catalogue's element set "
+                "(a COMMENT says which)")
+    omm = kinds.add_parser("omm", help=omm_help, description=omm_help)
+    oem = kinds.add_parser("oem", help=oem_help, description=oem_help)
     oem.add_argument("--objects", required=True, help="comma-separated NORAD numbers")
     oem.add_argument("--start", required=True, type=_time, help="ISO-8601 (UTC if no offset)")
     oem.add_argument("--stop", required=True, type=_time, help="ISO-8601 (UTC if no offset)")
