@@ -76,7 +76,7 @@ if [[ $feed_rc == 0 ]]; then
     # A sky left by an earlier `make run` (the landing zone's _feed/state.json): the sensors report the
     # time since, the lakehouse goes on from where it was, and no alert is emitted twice
     read -r SIM_START SIM_END TCA <<<"$resumed"
-    say "resumed the simulated sky: sensors observed $SIM_START .. $SIM_END (the pair's TCA $TCA)"
+    say "resumed the simulated sky of the last \`make run\`: observed up to $SIM_END (since $SIM_START: the time it was stopped, up to SIM_HOURS); the pair's TCA $TCA"
 elif [[ $feed_rc == 3 ]]; then
     # Three hours of tracking or more, ending now, so that the first run fuses the objects' orbits over
     # several passes and the screening uses them (sda.sim.scenario: a fit-window boundary never leaves

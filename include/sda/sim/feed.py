@@ -186,7 +186,10 @@ def release(landing: Path, now: float | None = None) -> list[str]:
             print(f"feed: {rel} is already in the landing zone; left pending", file=sys.stderr)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
+        early = path.stat().st_mtime > time.time()  # landed before it was due (a resume): it lands now
         os.replace(path, target)
+        if early:
+            os.utime(target, (time.time(), time.time()))
         moved.append(rel.as_posix())
     return moved
 

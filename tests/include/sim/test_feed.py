@@ -119,6 +119,9 @@ def test_pending_files_land_when_due_and_keep_their_delivery_time(tmp_path):
     (landing / "optical" / "B.csv").write_text("already here\n")
     assert feed.release(landing, now=math.inf) == []  # a name already landed is never overwritten
     assert later.is_file() and (landing / "optical" / "B.csv").read_text() == "already here\n"
+    (landing / "optical" / "B.csv").unlink()
+    assert feed.release(landing, now=math.inf) == ["optical/B.csv"]  # a resume lands it before it is due:
+    assert (landing / "optical" / "B.csv").stat().st_mtime <= time.time()  # it lands now, not in the future
 
 
 def test_a_resumed_feed_observes_only_what_is_new(sky, monkeypatch):
