@@ -381,6 +381,18 @@ def test_injected_conjunction_is_alerted_and_published(data, summary, tables):
     assert any(p.is_file() for p in data["outbox"].rglob("*")), "no alert message in the outbox"
 
 
+def test_every_cdm_gives_its_pc_from_its_contents_alone(data, pipeline_run):
+    """Every CDM of the run read with the independent reader ccsds-ndm-py (tests/cdm_reference.py): in EME2000,
+    relative position from the written states, and NASA CARA's 2-D Pc recomputed from the message alone within
+    1e-3 of the alert's for every Pc >= 1e-10. Five minutes of observations fuse no orbit, so these covariances
+    are modelled (DEFAULT); tests/jobs/test_fuse.py checks fused ones."""
+    from tests.cdm_reference import check_outbox
+
+    found = check_outbox(data["outbox"])
+    print("CDM Pc agreement:", found)
+    assert "DEFAULT" in found["methods"] and found["compared"] >= 1
+
+
 # --- the run report, from the UI's link, in a browser ------------------------------------------------
 
 def test_run_report_link_opens_the_runs_report_in_a_browser(airflow, pipeline_run, data):
