@@ -160,6 +160,20 @@ def _fused_accuracy_rows(result: dict) -> list[Row]:
     return rows
 
 
+def _service_disk_rows() -> list[tuple]:
+    """bench/service_disk.py: each part's growth, its size after 24 h, and the level its retention holds it at."""
+    rows: list[tuple] = [("minutes sampled beside a live `make run`", ("minutes_sampled",), "{:.0f} min", "")]
+    for part, what, pruned in (("landing", "landed sensor files", True), ("truth", "the simulator's truth", True),
+                               ("lakehouse", "the lakehouse", False), ("outbox", "the outbox", True),
+                               ("task_logs", "Airflow's task logs", True),
+                               ("airflow_other", "Airflow's database and own log", False)):
+        rows += [(f"{what}: growth", ("parts", part, "mb_per_hour"), "{:.1f} MB/h", ""),
+                 (f"{what}: after 24 h of running", ("parts", part, "after_24h_mb"), "{:,.0f} MB", "")]
+        if pruned:
+            rows.append((f"{what}: level under its retention", ("parts", part, "steady_mb"), "{:,.0f} MB", "bounded"))
+    return rows + [("all of it after 24 h of running", ("total", "after_24h_mb"), "{:,.0f} MB", "")]
+
+
 def _od_rows(result: dict) -> list[Row]:
     """Per regime: fits that converged, fit time, and the fused orbit against the catalogue's at the arc's
     end and 24 h later, with the fused covariance's realism."""
@@ -263,6 +277,7 @@ SPECS: dict[str, dict[str, Any]] = {
             ("full recompute; bronze ~100,000 rows", ("full_small_s",), "{:.1f} s", ""),
         ],
     },
+    "service_disk": {"command": "bench/service_disk.py --minutes 30", "rows": _service_disk_rows()},
     "accuracy": {"command": "bench/accuracy.py", "rows": _accuracy_rows},
     "od": {"command": "bench/od.py --seed 4 --fits 60 --others 12", "rows": _od_rows},
 }
