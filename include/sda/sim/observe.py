@@ -9,6 +9,7 @@ import numpy as np
 from sda.orbit import frames
 from sda.sim import tle_error
 from sda.sim.common import CHUNK_MS, MU, hash_int, iso_ms
+from sda.sim.sky import heavy_noise, light_time_position
 from sda.sim.truth import Record, Truth
 
 OPTICAL_EXPOSURE_S = 2.0
@@ -69,6 +70,19 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
     return base
 
 
+def _sky(objs, sensor):
+    """The harsh sky (:class:`sda.sim.sky.Sky`) and this sensor's errors, or (None, None) in the kinder sky."""
+    sky = getattr(objs, "sky", None)
+    return (None, None) if sky is None else (sky, sky.errors.get(sensor.sensor_id))
+
+
+def _as_measured(R, V, col, dt_s, err, sensor, t_s):
+    """The state a sensor measures for time tags ``t_s``: at its clock's time (its time-tag bias) and one light
+    time before (:func:`sda.sim.sky.light_time_position`)."""
+    r, v = _state_at(R, V, col, dt_s + err.bias("time_ms", t_s) / 1000.0)
+    return light_time_position(r, v, frames.site_teme(sensor.lat_deg, sensor.lon_deg, sensor.alt_m, t_s)), v
+
+
 def _state_at(R, V, idx, dt_s):
     """Second-order step from grid states R/V [n, g, 3] at grid columns ``idx`` by ``dt_s`` [n, k]."""
     r0, v0 = R[:, idx], V[:, idx]
@@ -106,11 +120,19 @@ def _radar_records(objs, sensor, s_idx, chunk_ms, frame_ms, R, V, valid, col, rn
     t_s = t_ms / 1000.0
     r, v = _state_at(R, V, col, (t_ms - frame_ms[None, :]) / 1000.0)
     errors = _errors(cat, col, (t_ms - frame_ms[None, :]) / 1000.0, r)
+    sky, err = _sky(objs, sensor)
+    if err is not None:
+        r, v = _as_measured(R, V, col, (t_ms - frame_ms[None, :]) / 1000.0, err, sensor, t_s)
     r_e, v_e = frames.teme_to_ecef(r, v, t_s)
     rng_km, az, el, rr = frames.razel(r_e, v_e, sensor.lat_deg, sensor.lon_deg, sensor.alt_m)
     ok = valid[:, col] & np.isfinite(rng_km)
     vis = ok & sensor.in_field_of_regard(np.where(ok, az, 0.0), np.where(ok, el, -1.0), np.where(ok, rng_km, np.inf))
     noise = rng.standard_normal((5, n, k))
+    if err is not None:  # the sensor's true noise and its biases (sda.sim.sky)
+        noise[:4] = err.noise_scale * heavy_noise(sky.rng, (4, n, k), err.tail_dof)
+        rng_km = rng_km + err.bias("range_m", t_s) / 1000.0
+        az = az + np.deg2rad(err.bias("az_deg", t_s))
+        el = el + np.deg2rad(err.bias("el_deg", t_s))
     sig_r = (sensor.sigma_range_m or 20.0) / 1000.0
     sig_a = sensor.sigma_angle_deg or 0.015
     sig_rr = (sensor.sigma_range_rate_ms or 2.0) / 1000.0
@@ -151,6 +173,9 @@ def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng, cat
     t_s = t_ms / 1000.0
     r, v = _state_at(R, V, col, (t_ms - base_ms[None, :]) / 1000.0)
     errors = _errors(cat, col, (t_ms - base_ms[None, :]) / 1000.0, r)
+    sky, err = _sky(objs, sensor)
+    if err is not None:
+        r, v = _as_measured(R, V, col, (t_ms - base_ms[None, :]) / 1000.0, err, sensor, t_s)
     ok = valid[:, col] & np.all(np.isfinite(r), axis=-1)
     r = np.where(ok[..., None], r, 1.0e5)
     v = np.where(ok[..., None], v, 0.0)
@@ -163,6 +188,10 @@ def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng, cat
     vis = ok & dark & sunlit & sensor.in_field_of_regard(az, el, rng_km)
     ra, dec = frames.radec(r, sensor.lat_deg, sensor.lon_deg, sensor.alt_m, t_s)
     noise = rng.standard_normal((3, n, k))
+    if err is not None:  # the sensor's true noise and its biases (sda.sim.sky)
+        noise[:2] = err.noise_scale * heavy_noise(sky.rng, (2, n, k), err.tail_dof)
+        dec = dec + np.deg2rad(err.bias("dec_arcsec", t_s) / 3600.0)
+        ra = ra + np.deg2rad(err.bias("ra_arcsec", t_s) / 3600.0) / np.maximum(np.cos(dec), 1e-3)
     sig = sensor.sigma_angle_deg or 0.00028
     m_dec = np.rad2deg(dec) + sig * noise[1]
     m_ra_deg = np.mod(np.rad2deg(ra) + sig * noise[0] / np.maximum(np.cos(dec), 1e-3), 360.0)
@@ -192,13 +221,18 @@ def _isl_records(objs, isl_sensors, assign, chunk_ms, base_ms, R, V, valid, col,
         return []
     off_ms = (5 + (np.arange(n) * 13) % 500).astype(np.int64)
     t_ms = base_ms[None, :] + off_ms[:, None]
-    r, v = _state_at(R, V, col, (t_ms - base_ms[None, :]) / 1000.0)
-    errors = _errors(cat, col, (t_ms - base_ms[None, :]) / 1000.0, r)
+    dt_s = (t_ms - base_ms[None, :]) / 1000.0
+    r, v = _state_at(R, V, col, dt_s)
+    errors = _errors(cat, col, dt_s, r)
     noise = rng.standard_normal((6, n, k))
     ok = valid[:, col] & np.all(np.isfinite(r), axis=-1) & (assign[:, None] >= 0)
     out: list[Record] = []
     for s_idx, sensor in enumerate(isl_sensors):
         sp, sv = sensor.sigma_pos_m or 50.0, sensor.sigma_vel_ms or 0.05
+        sky, err = _sky(objs, sensor)
+        if err is not None:  # the relay's time tag and true noise (sda.sim.sky); a beacon has no light time
+            r, v = _state_at(R, V, col, dt_s + err.bias("time_ms", t_ms / 1000.0) / 1000.0)
+            noise = err.noise_scale * heavy_noise(sky.rng, (6, n, k), err.tail_dof)
         jj, kk = np.nonzero(ok & (assign[:, None] == s_idx))
         order = np.lexsort((objs.norad[jj], t_ms[jj, kk]))
         for j, c in zip(jj[order], kk[order]):

@@ -96,6 +96,7 @@ from sda.sim.disorder import UNKNOWN_IDS, apply_disorder
 from sda.sim.formats import write_landing
 from sda.sim.objects import Objects, Sgp4Truth, load_objects, sha256_file, true_orbits
 from sda.sim.observe import ISL_FRACTION, OPTICAL_EXPOSURE_S, observe
+from sda.sim.sky import SKIES, Sky
 from sda.sim.tle_error import MAX_AGE_DAYS, parse_age
 from sda.sim.truth import Record, Truth, write_truth
 
@@ -142,6 +143,7 @@ class SimConfig:
     launch: bool = False  # a fresh launch of several objects flying close together, in no catalogue
     format: str = "native"  # native: the project's own formats; tdm: radar and optical as CCSDS TDM (sda.sim.tdm)
     stream: int | None = None  # a continuation block's random stream (sda.sim.feed); None: a simulation of its own
+    sky: str = "kind"  # harsh: sensor biases, true noise with a heavy tail, light time (sda.sim.sky)
 
     def validate(self) -> None:
         for name in ("start", "end") + (("tca",) if self.tca else ()):
@@ -177,6 +179,8 @@ class SimConfig:
             raise ValueError(f"--manoeuvre-rate {self.manoeuvre_rate}: expected 0..50 burns per body and day")
         if (self.manoeuvre_share or self.launch) and self.truth != "numerical":
             raise ValueError("--manoeuvre-share and --launch need --truth numerical")
+        if self.sky not in SKIES:
+            raise ValueError(f"--sky {self.sky!r}: expected one of {', '.join(SKIES)}")
         if self.truth not in TRUTH_MODELS:
             raise ValueError(f"--truth {self.truth!r}: expected one of {', '.join(TRUTH_MODELS)}")
         if self.tca is not None and abs(self.tca - self.start) > MAX_SPAN:
@@ -210,6 +214,8 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
         parts.append([cfg.manoeuvre_share, cfg.manoeuvre_rate, cfg.uncatalogued_share, cfg.launch])
     if cfg.stream is not None:
         parts.append(["stream", cfg.stream])
+    if cfg.sky != "kind":
+        parts.append(["sky", cfg.sky])
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
     return f"sim_{cfg.start.strftime('%Y%m%dT%H%M%SZ')}_{digest}"
 
@@ -236,6 +242,7 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
     opticals = [s for s in sensors.values() if s.kind == "optical"]
     isls = [s for s in sorted(sensors.values(), key=lambda s: s.sensor_id) if s.kind == "isl"]
     catalog_sha = sha256_file(catalog_file)
+    objs.sky = Sky(sensors.values(), cfg.seed, cfg.stream) if cfg.sky == "harsh" else None
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng(stream_seed(cfg, 4)))
     sim_id = _sim_id(cfg, catalog_sha)
@@ -244,6 +251,9 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None,
                                                         _hidden(objs, catalog_file))
+    if objs.sky is not None:  # what the sensors added, in the truth (never read by the pipeline)
+        summary_file.write_text(json.dumps({**json.loads(summary_file.read_text()), "sky": objs.sky.as_json()},
+                                           indent=2) + "\n")
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, written,
                             counts, inj)
 
@@ -345,6 +355,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of the observed bodies left out of the catalogue (default 0)")
     p.add_argument("--launch", action="store_true",
                    help="a fresh launch of 6 objects (99911-99916) flying close together, in no catalogue")
+    p.add_argument("--sky", choices=SKIES, default="kind",
+                   help="harsh: sensor biases that drift, true noise off the registry's with a heavy tail, light "
+                        "time (sda.sim.sky; recorded in the truth summary); kind (default): white noise at the "
+                        "registry's sigmas")
     p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",
                    help="what the sensors observe: numerical (default) trajectories of a force model the pipeline "
                         "does not share (sda.sim.dynamics), or sgp4: the true element sets' own SGP4 trajectories, a "
@@ -376,6 +390,7 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
         truth=args.truth, format=args.format, manoeuvre_share=args.manoeuvre_share,
         manoeuvre_rate=args.manoeuvre_rate, uncatalogued_share=args.uncatalogued_share, launch=args.launch,
+        sky=args.sky,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
     )
     try:
