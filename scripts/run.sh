@@ -10,6 +10,8 @@
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
 #   SIM_HOURS=3                                  hours of simulated tracking before the first run (default 3)
 #   SIM_RADAR_CADENCE_S=20                       seconds between a simulated radar's frames (default 20)
+#   SIM_SKY=harsh                                sensors with biases, heavy-tailed noise and light time (default
+#                                                kind: white noise at the registry's sigmas; docs/simulator.md)
 #   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
 #                                                generated one); either way it is copied to SDA_CATALOG_FILE
 set -euo pipefail
@@ -89,7 +91,7 @@ elif [[ $feed_rc == 3 ]]; then
     say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
     "$PY" -m sda.sim.simulate --start "$SIM_START" --end "$SIM_END" --landing "$LANDING_DIR" \
         --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 --radar-cadence "${SIM_RADAR_CADENCE_S:-20}" \
-        ${CATALOG:+--catalog "$CATALOG"}
+        --sky "${SIM_SKY:-kind}" ${CATALOG:+--catalog "$CATALOG"}
     "$PY" -m sda.sim.feed init || die "the simulation just written cannot be continued (see above)"
 else
     die "cannot resume the simulated sky in $LANDING_DIR (see the message above)"
