@@ -89,7 +89,9 @@ def test_the_block_observes_the_world_on_its_trajectories(sky):
     block_files = {t["file"] for t in truth}
     assert block_files and not block_files & set(sky["first"])
     assert all(files[name] == data for name, data in sky["first"].items())  # nothing of the first run rewritten
-    assert all(_unix(t["event_time"]) >= sky["end"].timestamp() for t in truth if t["disorder"] != "malformed")
+    early_s = {"reprocessed": 0.05}  # a reprocessed copy's time is shifted by up to 50 ms (sda.sim.disorder)
+    assert all(_unix(t["event_time"]) >= sky["end"].timestamp() - early_s.get(t["disorder"], 0.0)
+               for t in truth if t["disorder"] != "malformed")
     with np.load(landing / summary["truth"]["ephemeris_file"]) as data:
         times = float(data["t0"]) + float(data["step"]) * np.arange(data["states"].shape[1])
         bodies = {int(n): TrueBody(times, data["states"][i]) for i, n in enumerate(data["norad"])}
