@@ -277,7 +277,7 @@ SPECS: dict[str, dict[str, Any]] = {
             ("full recompute; bronze ~100,000 rows", ("full_small_s",), "{:.1f} s", ""),
         ],
     },
-    "service_disk": {"command": "bench/service_disk.py --minutes 30", "rows": _service_disk_rows()},
+    "service_disk": {"command": "bench/service_disk.py --minutes 15", "rows": _service_disk_rows()},
     "accuracy": {"command": "bench/accuracy.py", "rows": _accuracy_rows},
     "od": {"command": "bench/od.py --seed 4 --fits 60 --others 12", "rows": _od_rows},
 }
