@@ -16,6 +16,11 @@ RATE_NAMES = ("dup_rate", "reprocess_rate", "late_rate", "malformed_rate", "impo
 MU = synthetic.MU_WGS72
 
 
+def stream_seed(cfg, purpose: int) -> list[int]:
+    """The seed of one of a simulation's random streams; a continuation block (``cfg.stream``) has its own."""
+    return [cfg.seed, purpose] + ([] if getattr(cfg, "stream", None) is None else [int(cfg.stream)])
+
+
 def iso_utc(value: dt.datetime) -> str:
     return value.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
 

@@ -95,13 +95,10 @@ def continued_truth(summary_file: Path, until_unix: float, keep_from_unix: float
     or before ``keep_from_unix`` (:class:`sda.sim.objects.TrueOrbits`)."""
     from sda.sim import dynamics
     from sda.sim.objects import TrueOrbits
+    from sda.sim.truth import body_params, load_truth_files
 
-    summary_file = Path(summary_file)
-    info = json.loads(summary_file.read_text())["truth"]
-    root = summary_file.parent.parent
-    eph, last = dynamics.Ephemeris.load(root / info["ephemeris_file"], "last_gcrf")
-    bodies = json.loads((root / info["bodies_file"]).read_text())
-    params = [dynamics.BodyParams(b["cd"], b["cr"], b["area_to_mass_m2_kg"]) for b in bodies]
+    eph, last, bodies = load_truth_files(summary_file)
+    params = body_params(bodies)
     start = np.array([[np.nan if x is None else x for x in b["start_gcrf_m"]] for b in bodies], dtype=float)
     eph, last = dynamics.extend(eph, last, params, until_unix)
     drop = max(0, int(math.floor((keep_from_unix - eph.t0) / eph.step)) - dynamics.LAGRANGE_POINTS)

@@ -8,7 +8,7 @@ import numpy as np
 
 from sda.orbit import frames
 from sda.sim import tle_error
-from sda.sim.common import CHUNK_MS, MU, hash_int, iso_ms
+from sda.sim.common import CHUNK_MS, MU, hash_int, iso_ms, stream_seed
 from sda.sim.sky import heavy_noise, light_time_position
 from sda.sim.truth import Record, Truth
 
@@ -33,7 +33,7 @@ def observe(cfg, objs, radars, opticals, isls) -> dict[tuple[str, str], dict[int
         if n and not (assign >= 0).any():
             assign[0] = 0
 
-    rng = np.random.default_rng([cfg.seed, 1] + ([] if getattr(cfg, "stream", None) is None else [int(cfg.stream)]))
+    rng = np.random.default_rng(stream_seed(cfg, 1))
     start_ms = int(round(cfg.start.timestamp() * 1000))
     end_ms = int(round(cfg.end.timestamp() * 1000))
     radar_step, opt_step, isl_step = (int(round(x * 1000))

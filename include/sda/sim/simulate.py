@@ -90,6 +90,7 @@ from sda.sim.common import (
     iso_us,
     iso_utc,
     parse_time,
+    stream_seed,
 )
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, closest_approach, design_conjunction, rv_to_elements
 from sda.sim.disorder import UNKNOWN_IDS, apply_disorder
@@ -242,7 +243,7 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
     opticals = [s for s in sensors.values() if s.kind == "optical"]
     isls = [s for s in sorted(sensors.values(), key=lambda s: s.sensor_id) if s.kind == "isl"]
     catalog_sha = sha256_file(catalog_file)
-    objs.sky = Sky(sensors.values(), cfg.seed, cfg.stream) if cfg.sky == "harsh" else None
+    objs.sky = Sky(sensors.values(), cfg) if cfg.sky == "harsh" else None
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng(stream_seed(cfg, 4)))
     sim_id = _sim_id(cfg, catalog_sha)
@@ -256,11 +257,6 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
                                            indent=2) + "\n")
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, written,
                             counts, inj)
-
-
-def stream_seed(cfg, purpose: int) -> list[int]:
-    """The seed of one of a simulation's random streams; a continuation block (``cfg.stream``) has its own."""
-    return [cfg.seed, purpose] + ([] if getattr(cfg, "stream", None) is None else [int(cfg.stream)])
 
 
 def _hidden(objs: Objects, catalog_file: Path) -> list[int]:

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from sda.sim.common import MU, hash_int
+from sda.sim.common import MU, hash_int, stream_seed
 
 C_KM_S = 299_792.458
 SKIES = ("kind", "harsh")
@@ -117,9 +117,9 @@ def light_time_position(r_km: np.ndarray, v_kms: np.ndarray, site_km: np.ndarray
 class Sky:
     """The harsh sky of one simulation: the sensors' errors and the stream their noise is drawn from."""
 
-    def __init__(self, sensors, seed: int, stream: int | None = None):
-        self.errors = draw(sensors, seed)
-        self.rng = np.random.default_rng([int(seed), 9] + ([] if stream is None else [int(stream)]))
+    def __init__(self, sensors, cfg):
+        self.errors = draw(sensors, cfg.seed)
+        self.rng = np.random.default_rng(stream_seed(cfg, 9))
 
     def as_json(self) -> dict:
         return {"model": "harsh", "tail_dof": TAIL_DOF, "noise_spread": NOISE_SPREAD,

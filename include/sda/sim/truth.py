@@ -151,10 +151,7 @@ def load_ephemeris(summary_file: Path, until_unix: float | None = None, norad_id
     extended with the same force model and each body's recorded parameters to cover ``until_unix``
     (e.g. the end of the screening horizon) when that is past its end; with ``norad_ids``, of those bodies
     only (those the truth has), which costs less to extend."""
-    summary_file = Path(summary_file)
-    info = json.loads(summary_file.read_text())["truth"]
-    root = summary_file.parent.parent
-    eph, last = dynamics.Ephemeris.load(root / info["ephemeris_file"], "last_gcrf")
+    eph, last, bodies = load_truth_files(summary_file)
     rows = list(range(len(eph.norad)))
     if norad_ids is not None:
         wanted = {int(n) for n in norad_ids}
@@ -162,6 +159,18 @@ def load_ephemeris(summary_file: Path, until_unix: float | None = None, norad_id
         eph, last = eph.subset(rows), last[rows]
     if until_unix is None or until_unix <= eph.t_end - (dynamics.LAGRANGE_POINTS // 2) * eph.step:
         return eph
-    bodies = json.loads((root / info["bodies_file"]).read_text())
-    params = [dynamics.BodyParams(bodies[i]["cd"], bodies[i]["cr"], bodies[i]["area_to_mass_m2_kg"]) for i in rows]
-    return dynamics.extend(eph, last, params, until_unix)[0]
+    return dynamics.extend(eph, last, body_params([bodies[i] for i in rows]), until_unix)[0]
+
+
+def load_truth_files(summary_file: Path) -> tuple:
+    """A simulation's true ephemeris, its last grid states (GCRF) and its bodies' rows (:meth:`TrueOrbits.rows`)."""
+    summary_file = Path(summary_file)
+    info = json.loads(summary_file.read_text())["truth"]
+    root = summary_file.parent.parent
+    eph, last = dynamics.Ephemeris.load(root / info["ephemeris_file"], "last_gcrf")
+    return eph, last, json.loads((root / info["bodies_file"]).read_text())
+
+
+def body_params(bodies: list[dict]) -> list[dynamics.BodyParams]:
+    """The force parameters of bodies' rows."""
+    return [dynamics.BodyParams(b["cd"], b["cr"], b["area_to_mass_m2_kg"]) for b in bodies]

@@ -54,6 +54,20 @@ def _measured_range(body, sensor, t: float, time_bias_s: float) -> float:
     return rng
 
 
+def _clean(harsh, kind: str):
+    """(truth row, parsed record, the sensor's recorded errors, its biases at the time, registry sensor) of every
+    clean ``kind`` record of the harsh simulation."""
+    landing, summary, truth, _ = harsh
+    files = _load_files(landing)
+    for t in truth:
+        if t["kind"] != kind or t["disorder"] != "none":
+            continue
+        rec = parse_line(kind, files[t["file"]].split(b"\n")[t["record_no"]])
+        e = summary["sky"]["sensors"][t["sensor_id"]]
+        drift = {k: sky.Drifting(**b).at(_unix(t["event_time"])) for k, b in e["biases"].items()}
+        yield t, rec, e, drift, SENSORS[t["sensor_id"]]
+
+
 def test_light_time_on_a_circular_orbit_against_a_solved_equation():
     """Hand case: a circular orbit r(t) = a (cos wt, sin wt, 0); the light-time equation |r(t - tau) - s| = c tau
     solved by bisection, against the first-order position the simulator uses (under a millimetre)."""
@@ -74,19 +88,13 @@ def test_light_time_on_a_circular_orbit_against_a_solved_equation():
 
 
 def test_radar_ranges_carry_the_recorded_bias_light_time_and_a_heavy_tail(harsh):
-    landing, summary, truth, bodies = harsh
-    files = _load_files(landing)
-    errors = summary["sky"]["sensors"]
+    bodies = harsh[3]
     residual = []
-    for t in truth:
-        if t["kind"] != "radar" or t["disorder"] != "none":
-            continue
-        det = parse_line("radar", files[t["file"]].split(b"\n")[t["record_no"]])["dets"][t["det_index"]]
-        e = errors[t["sensor_id"]]
+    for t, frame, e, drift, sensor in _clean(harsh, "radar"):
+        det = frame["dets"][t["det_index"]]
         when = _unix(t["event_time"])
-        drift = {k: sky.Drifting(**b).at(when) for k, b in e["biases"].items()}
-        expected = _measured_range(bodies[t["norad_id"]], SENSORS[t["sensor_id"]], when, drift["time_ms"] / 1000.0)
-        sigma_km = e["noise_scale"] * SENSORS[t["sensor_id"]].sigma_range_m / 1000.0
+        expected = _measured_range(bodies[t["norad_id"]], sensor, when, drift["time_ms"] / 1000.0)
+        sigma_km = e["noise_scale"] * sensor.sigma_range_m / 1000.0
         residual.append((det["range_km"] - expected - drift["range_m"] / 1000.0) / sigma_km)
     z = np.asarray(residual)
     assert len(z) > 500
@@ -100,17 +108,10 @@ def test_radar_ranges_carry_the_recorded_bias_light_time_and_a_heavy_tail(harsh)
 def test_optical_angles_carry_the_recorded_bias_light_time_and_noise(harsh):
     """Astrometric angles: towards where the object was one light time before the clock's time, plus the
     recorded RA/Dec biases, with the sensor's own noise (RA residuals on the sky, times cos dec)."""
-    landing, summary, truth, bodies = harsh
-    files = _load_files(landing)
-    errors = summary["sky"]["sensors"]
+    bodies = harsh[3]
     residual = []
-    for t in truth:
-        if t["kind"] != "optical" or t["disorder"] != "none":
-            continue
-        row = parse_line("optical", files[t["file"]].split(b"\n")[t["record_no"]])
-        e, sensor = errors[t["sensor_id"]], SENSORS[t["sensor_id"]]
+    for t, row, e, drift, sensor in _clean(harsh, "optical"):
         when = _unix(t["event_time"])
-        drift = {k: sky.Drifting(**b).at(when) for k, b in e["biases"].items()}
         t_rx = when + drift["time_ms"] / 1000.0
         site = _rot(_site_ecef(sensor.lat_deg, sensor.lon_deg, sensor.alt_m), -gstime(2440587.5 + t_rx / 86400.0))
         tau = 0.0
