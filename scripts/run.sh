@@ -10,7 +10,8 @@
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
 #   SIM_HOURS=3                                  hours of simulated tracking before the first run (default 3)
 #   SIM_RADAR_CADENCE_S=20                       seconds between a simulated radar's frames (default 20)
-#   SIM_SKY=harsh                                sensors with biases, heavy-tailed noise and light time (default
+#   SIM_SKY=harsh|storm                          sensor biases, heavy-tailed noise, light time, space weather
+#                                                and tumbling debris; storm: with a geomagnetic storm (default
 #                                                kind: white noise at the registry's sigmas; docs/simulator.md)
 #   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
 #                                                generated one); either way it is copied to SDA_CATALOG_FILE

@@ -141,7 +141,7 @@ def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str, b
     return sat, line1, line2, err * 1000.0
 
 
-def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float, seed: int) -> dict:
+def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float, seed: int, weather=None) -> dict:
     """The pair of :func:`design_conjunction` made true: its states at the TCA (``miss_m`` apart, the
     relative velocity across the miss) are integrated back to ``start`` with the simulator's force model
     and the pair's own parameters; the element sets written to the catalogue are fitted to those true
@@ -160,7 +160,7 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     gcrf_tca = dynamics.teme_to_gcrf(r[:, 0], v[:, 0], t_ca)
     gcrf0 = gcrf_tca if t_ca == t0 else dynamics.integrate(gcrf_tca, t_ca, 1, params, step=t0 - t_ca)[:, 1]
     r0, v0 = dynamics.gcrf_to_teme(gcrf0[:, None, :], np.array([t0]))
-    eph, _ = dynamics.propagate(ids, gcrf0, t0, max(t_ca + 60.0, t0 + MATCH_ARC_S), params)
+    eph, _ = dynamics.propagate(ids, gcrf0, t0, max(t_ca + 60.0, t0 + MATCH_ARC_S), params, weather=weather)
     tle, sats = [], []
     for k, (norad, name, intl) in enumerate(zip(ids, names, ("99001A", "99001B"))):
         sat, _, _, _ = fit_element_set(norad, t0, r0[k, 0], v0[k, 0], intl)

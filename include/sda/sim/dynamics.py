@@ -46,6 +46,7 @@ import numpy as np
 from sda.orbit import frames
 from sda.orbit.estimation.brahe_setup import brahe as _brahe
 from sda.sim.ephemeris import LAGRANGE_POINTS, Ephemeris
+from sda.sim.weather import SEGMENT_S
 
 STEP_S = 120.0
 GRAVITY_DEGREE = 20
@@ -58,29 +59,49 @@ MODEL = (f"brahe numerical: EGM2008 {GRAVITY_DEGREE}x{GRAVITY_DEGREE}, NRLMSISE-
 
 @dataclasses.dataclass(frozen=True)
 class BodyParams:
-    """A body's own force parameters: drag coefficient, reflectivity coefficient, area-to-mass (m^2/kg)."""
+    """A body's own force parameters: drag coefficient, reflectivity coefficient, area-to-mass (m^2/kg), and for
+    tumbling debris in the harsher skies how its area-to-mass varies (:meth:`area_scale`)."""
 
     cd: float
     cr: float
     area_to_mass: float
+    tumble: tuple = ()  # (amplitude, period s, phase) terms of log(area-to-mass / its mean)
 
-    def vector(self) -> np.ndarray:
-        """brahe's parameter vector [mass, drag area, Cd, SRP area, Cr] for a 1 kg body."""
-        return np.array([1.0, self.area_to_mass, self.cd, self.area_to_mass, self.cr])
+    def area_scale(self, unix_s: float) -> float:
+        """The area-to-mass over its mean at ``unix_s``: ``exp(sum a sin(2 pi t / P + phase))``."""
+        return math.exp(sum(a * math.sin(2.0 * math.pi * unix_s / p + ph) for a, p, ph in self.tumble))
+
+    def vector(self, drag_factor: float = 1.0, area_scale: float = 1.0) -> np.ndarray:
+        """brahe's parameter vector [mass, drag area, Cd, SRP area, Cr] for a 1 kg body; ``drag_factor`` scales
+        the drag (the harsher skies' density over NRLMSISE-00's, :mod:`sda.sim.weather`), ``area_scale`` both
+        areas (a tumbling body's cross-section)."""
+        area = self.area_to_mass * area_scale
+        return np.array([1.0, area * drag_factor, self.cd, area, self.cr])
 
 
-def draw_params(norad_ids, names, seed: int) -> list[BodyParams]:
+TUMBLE_TERMS, TUMBLE_AMPLITUDE, TUMBLE_PERIOD_H = 2, (0.1, 0.25), (2.0, 12.0)
+
+
+def draw_params(norad_ids, names, seed: int, sky: str = "kind") -> list[BodyParams]:
     """Each body's parameters, drawn from its own stream (seed, catalogue number): the same body gets
     the same values whatever else is simulated. Area-to-mass is log-uniform: payloads 0.005-0.03,
-    rocket bodies 0.005-0.015, debris 0.02-0.3 m^2/kg; Cd uniform 2.0-2.6; Cr uniform 1.0-1.8."""
+    rocket bodies 0.005-0.015, debris 0.02-0.3 m^2/kg; Cd uniform 2.0-2.6; Cr uniform 1.0-1.8. In the harsher
+    skies a debris body tumbles: its area-to-mass varies as the exponential of two sinusoids (amplitude
+    0.1-0.25, period 2-12 h; a stream of its own, (seed, 10, number)), so by up to about +-40 %."""
     out = []
     for norad, name in zip(norad_ids, names):
         rng = np.random.default_rng([int(seed), 6, int(norad)])
         upper = str(name).upper()
         lo, hi = (0.02, 0.3) if "DEB" in upper else (0.005, 0.015) if "R/B" in upper else (0.005, 0.03)
         am = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        tumble: tuple = ()
+        if sky != "kind" and "DEB" in upper:
+            t_rng = np.random.default_rng([int(seed), 10, int(norad)])
+            tumble = tuple((round(float(t_rng.uniform(*TUMBLE_AMPLITUDE)), 4),
+                            round(float(t_rng.uniform(*TUMBLE_PERIOD_H)) * 3600.0, 1),
+                            round(float(t_rng.uniform(0.0, 2.0 * math.pi)), 4)) for _ in range(TUMBLE_TERMS))
         out.append(BodyParams(cd=round(float(rng.uniform(2.0, 2.6)), 4), cr=round(float(rng.uniform(1.0, 1.8)), 4),
-                              area_to_mass=round(am, 6)))
+                              area_to_mass=round(am, 6), tumble=tumble))
     return out
 
 
@@ -139,11 +160,18 @@ def gcrf_to_teme(states: np.ndarray, unix_s: np.ndarray) -> tuple[np.ndarray, np
     return frames.ecef_to_teme(r_i / 1000.0, v_i / 1000.0, np.asarray(unix_s, float)[None, :])
 
 
-def _propagator(state: np.ndarray, t: float, params: BodyParams):
+def _propagator(state: np.ndarray, t: float, params: BodyParams, weather=None):
+    """A body's propagator from ``state`` at ``t``, its drag and area those of the segment ``t`` is in
+    (:data:`sda.sim.weather.SEGMENT_S`; constant over it) when the sky has ``weather`` or the body tumbles."""
     bh = _brahe()
     hp = _perigee_km(np.asarray(state, float).reshape(1, 6))[0]
+    factor, scale = 1.0, 1.0
+    if weather is not None or params.tumble:
+        mid = (math.floor(t / SEGMENT_S + 1e-9) + 0.5) * SEGMENT_S
+        factor = 1.0 if weather is None else weather.factor(mid, float(hp))
+        scale = params.area_scale(mid)
     prop = bh.NumericalOrbitPropagator(_epochs(t)[0], np.asarray(state, float), _config(),
-                                       _force(bool(hp < DRAG_PERIGEE_KM)), params.vector())
+                                       _force(bool(hp < DRAG_PERIGEE_KM)), params.vector(factor, scale))
     prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
     return prop
 
@@ -157,7 +185,7 @@ def rtn_to_gcrf(state: np.ndarray, dv_rtn: np.ndarray) -> np.ndarray:
 
 
 def _burn(props: list, alive: np.ndarray, params: list[BodyParams], burns, t_lo: float, t_hi: float,
-          record: list) -> None:
+          record: list, weather=None) -> None:
     """Apply the burns (row, unix time, delta-v RTN m/s) timed in (t_lo, t_hi]: the body is taken to the
     burn's time, its velocity changed, and its integration restarted from there; (row, time, GCRF state
     before, after) goes to ``record``."""
@@ -169,8 +197,37 @@ def _burn(props: list, alive: np.ndarray, params: list[BodyParams], burns, t_lo:
             before = np.array(props[j].current_state(), float)
             state = before.copy()
             state[3:] += rtn_to_gcrf(state, dv)
-            props[j] = _propagator(state, t_burn, params[int(row)])
+            props[j] = _propagator(state, t_burn, params[int(row)], weather)
             record.append((int(row), float(t_burn), before, state))
+
+
+def _advance(props: list, t: float) -> set[int]:
+    """Every propagator to ``t`` (brahe's thread pool); the indices of those that failed."""
+    bh = _brahe()
+    try:
+        bh.par_propagate_to(props, _epochs(t)[0])
+        return set()
+    except Exception:  # one body's failure stops the batch: find it, go on with the others
+        failed = set()
+        for j, prop in enumerate(props):
+            try:
+                prop.propagate_to(_epochs(t)[0])
+            except Exception:
+                failed.add(j)
+        return failed
+
+
+def _new_segment(props: list, alive: np.ndarray, params: list[BodyParams], t: float, weather) -> set[int]:
+    """At a segment boundary ``t``: the bodies whose drag or area varies (the sky's weather, a tumble) taken
+    there and restarted with the next segment's; the indices that failed on the way."""
+    varying = [j for j, row in enumerate(alive) if weather is not None or params[int(row)].tumble]
+    if not varying:
+        return set()
+    failed = _advance(props, t)
+    for j in varying:
+        if j not in failed:
+            props[j] = _propagator(np.array(props[j].current_state(), float), t, params[int(alive[j])], weather)
+    return failed
 
 
 def _perigee_km(states: np.ndarray) -> np.ndarray:
@@ -185,35 +242,38 @@ def _perigee_km(states: np.ndarray) -> np.ndarray:
 
 
 def integrate(initial_gcrf: np.ndarray, t0: float, steps: int, params: list[BodyParams],
-              step: float = STEP_S, burns=(), record: list | None = None) -> np.ndarray:
+              step: float = STEP_S, burns=(), record: list | None = None, weather=None) -> np.ndarray:
     """GCRF states [n, steps + 1, 6] (m, m/s) on the grid ``t0 + k * step`` from ``initial_gcrf`` [n, 6] at
     ``t0``, all bodies in parallel (brahe's thread pool). A body that re-enters, or that the integrator
     cannot carry on, is NaN from the first grid time it fails at. ``burns``: impulsive manoeuvres as
     (row, unix time, delta-v on the body's radial / along-track / cross-track axes in m/s); each applied
-    one goes to ``record`` as (row, time, GCRF state before, after)."""
-    bh = _brahe()
+    one goes to ``record`` as (row, time, GCRF state before, after). ``weather`` (:class:`sda.sim.weather.Weather`,
+    the harsher skies) and tumbling bodies: drag and area constant over each segment of
+    :data:`sda.sim.weather.SEGMENT_S` (boundaries on multiples of it), the integration restarted at each."""
     record = [] if record is None else record
     n = len(initial_gcrf)
     out = np.full((n, steps + 1, 6), np.nan)
     out[:, 0] = initial_gcrf
     alive = np.flatnonzero(np.isfinite(initial_gcrf).all(axis=1)
                            & (np.linalg.norm(initial_gcrf[:, :3], axis=1) > DECAY_RADIUS_KM * 1000.0))
-    props = [_propagator(initial_gcrf[i], t0, params[i]) for i in alive]
+    props = [_propagator(initial_gcrf[i], t0, params[i], weather) for i in alive]
     burns = sorted(burns, key=lambda b: b[1])
+    segments = weather is not None or any(p.tumble for p in params)
     for k in range(1, steps + 1):
-        target = _epochs(t0 + k * step)[0]
+        lo, hi = t0 + (k - 1) * step, t0 + k * step
+        failed: set[int] = set()
+        if segments:
+            for boundary in SEGMENT_S * np.arange(math.floor(lo / SEGMENT_S) + 1, math.floor(hi / SEGMENT_S) + 1):
+                if burns:
+                    _burn(props, alive, params, burns, lo, float(boundary), record, weather)
+                    lo = float(boundary)
+                if boundary < hi:
+                    failed |= _new_segment(props, alive, params, float(boundary), weather)
         if burns:
-            _burn(props, alive, params, burns, t0 + (k - 1) * step, t0 + k * step, record)
-        try:
-            bh.par_propagate_to(props, target)
-            failed = set()
-        except Exception:  # one body's failure stops the batch: find it, go on with the others
-            failed = set()
-            for j, prop in enumerate(props):
-                try:
-                    prop.propagate_to(target)
-                except Exception:
-                    failed.add(j)
+            _burn(props, alive, params, burns, lo, hi, record, weather)
+        failed |= _advance(props, hi)
+        if segments and hi % SEGMENT_S == 0.0:
+            failed |= _new_segment(props, alive, params, hi, weather)
         states = np.array([p.current_state() for p in props]).reshape(-1, 6)
         ok = np.array([j not in failed for j in range(len(props))], dtype=bool)
         ok &= np.isfinite(states).all(axis=1) & (np.linalg.norm(states[:, :3], axis=1) > DECAY_RADIUS_KM * 1000.0)
@@ -271,13 +331,13 @@ def match_mean_motion(initial_gcrf: np.ndarray, t0: float, reference_teme_km: np
 
 
 def propagate(norad, initial_gcrf: np.ndarray, t0: float, t_end: float, params: list[BodyParams],
-              step: float = STEP_S, burns=()) -> tuple[Ephemeris, np.ndarray]:
+              step: float = STEP_S, burns=(), weather=None) -> tuple[Ephemeris, np.ndarray]:
     """The true ephemeris of bodies ``norad`` from GCRF states at ``t0`` to at least ``t_end`` (the grid
     runs :data:`LAGRANGE_POINTS` / 2 steps past it, so interpolation there is centred), and the last grid
     states in GCRF (what :func:`extend` continues from)."""
     steps = int(math.ceil((t_end - t0) / step - 1e-9)) + LAGRANGE_POINTS // 2
     record: list = []
-    gcrf = integrate(np.asarray(initial_gcrf, float).reshape(-1, 6), t0, steps, params, step, burns, record)
+    gcrf = integrate(np.asarray(initial_gcrf, float).reshape(-1, 6), t0, steps, params, step, burns, record, weather)
     times = t0 + step * np.arange(steps + 1)
     r, v = gcrf_to_teme(gcrf, times)
     teme_burns = []
@@ -289,10 +349,10 @@ def propagate(norad, initial_gcrf: np.ndarray, t0: float, t_end: float, params: 
 
 
 def extend(eph: Ephemeris, last_gcrf: np.ndarray, params: list[BodyParams],
-           t_end: float) -> tuple[Ephemeris, np.ndarray]:
+           t_end: float, weather=None) -> tuple[Ephemeris, np.ndarray]:
     """``eph`` continued from its last grid states ``last_gcrf`` [n, 6] (GCRF, m, m/s) to cover ``t_end``."""
     if t_end <= eph.t_end - (LAGRANGE_POINTS // 2) * eph.step:
         return eph, last_gcrf
-    more, last = propagate(eph.norad, last_gcrf, eph.t_end, t_end, params, eph.step)
+    more, last = propagate(eph.norad, last_gcrf, eph.t_end, t_end, params, eph.step, weather=weather)
     states = np.concatenate([eph.states, more.states[:, 1:]], axis=1)
     return Ephemeris(eph.norad, eph.t0, eph.step, states, list(eph.burns)), last

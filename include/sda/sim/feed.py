@@ -68,7 +68,7 @@ def world_config(config: dict):
     from sda.sim.simulate import SimConfig
 
     kwargs = dict(config)
-    for name in ("start", "end", "tca"):
+    for name in ("start", "end", "tca", "storm_onset"):
         if kwargs.get(name):
             kwargs[name] = parse_time(kwargs[name])
     for name in ("landing", "catalog", "catalog_out", "sensors"):
@@ -95,12 +95,12 @@ def continued_truth(summary_file: Path, until_unix: float, keep_from_unix: float
     or before ``keep_from_unix`` (:class:`sda.sim.objects.TrueOrbits`)."""
     from sda.sim import dynamics
     from sda.sim.objects import TrueOrbits
-    from sda.sim.truth import body_params, load_truth_files
+    from sda.sim.truth import body_params, load_truth_files, weather_of
 
     eph, last, bodies = load_truth_files(summary_file)
     params = body_params(bodies)
     start = np.array([[np.nan if x is None else x for x in b["start_gcrf_m"]] for b in bodies], dtype=float)
-    eph, last = dynamics.extend(eph, last, params, until_unix)
+    eph, last = dynamics.extend(eph, last, params, until_unix, weather_of(summary_file))
     drop = max(0, int(math.floor((keep_from_unix - eph.t0) / eph.step)) - dynamics.LAGRANGE_POINTS)
     if drop:
         burns = [b for b in eph.burns if b[1] >= eph.t0 + drop * eph.step]

@@ -15,6 +15,7 @@ from sda.orbit.catalog import CatalogEntry, latest_by_object, load_catalog, pars
 from sda.sim import dynamics, events, tle_error
 from sda.sim.common import hash_int
 from sda.sim.conjunction import PRIMARY_ID, SECONDARY_ID, design_conjunction, design_true_conjunction
+from sda.sim.weather import Weather
 
 
 def load_objects(cfg, settings, write_catalog: bool = True
@@ -49,7 +50,7 @@ def load_objects(cfg, settings, write_catalog: bool = True
     if cfg.inject_conjunction:
         tca = cfg.tca or cfg.start + dt.timedelta(hours=2)
         if getattr(cfg, "truth", "numerical") == "numerical":
-            injected = design_true_conjunction(cfg.start, tca, cfg.miss_m, cfg.seed)
+            injected = design_true_conjunction(cfg.start, tca, cfg.miss_m, cfg.seed, Weather.of(cfg))
         else:
             injected = design_conjunction(tca, cfg.miss_m, cfg.seed)
         extra = synthetic.format_tle(injected["tle"])
@@ -149,6 +150,7 @@ class TrueOrbits:
     def rows(self) -> list[dict]:
         """One truth row per body: its parameters and initial state (what regenerates its trajectory)."""
         return [{"norad_id": int(n), "cd": p.cd, "cr": p.cr, "area_to_mass_m2_kg": p.area_to_mass,
+                 **({"tumble": [list(term) for term in p.tumble]} if p.tumble else {}),
                  "start_gcrf_m": [None if not np.isfinite(x) else float(x) for x in s]}
                 for n, p, s in zip(self.ephemeris.norad, self.params, self.start_gcrf)]
 
@@ -174,7 +176,7 @@ def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
     ``cfg.end`` with the simulator's force model (:mod:`sda.sim.dynamics`)."""
     t0 = cfg.start.timestamp()
     _, r, v = frames.propagate(objs.sats, np.array([t0]))
-    params = dynamics.draw_params(objs.norad, objs.names, cfg.seed)
+    params = dynamics.draw_params(objs.norad, objs.names, cfg.seed, getattr(cfg, "sky", "kind"))
     start = np.full((len(objs.norad), 6), np.nan)
     ok = np.isfinite(r[:, 0]).all(axis=1)
     if ok.any():
@@ -193,5 +195,6 @@ def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
                               getattr(cfg, "manoeuvre_rate", 0.0), cfg.seed)
     row = {int(n): i for i, n in enumerate(objs.norad)}
     eph, last = dynamics.propagate(objs.norad, start, t0, cfg.end.timestamp(), params,
-                                   burns=[(row[b.norad_id], b.t_unix, b.dv_rtn_ms) for b in burns])
+                                   burns=[(row[b.norad_id], b.t_unix, b.dv_rtn_ms) for b in burns],
+                                   weather=Weather.of(cfg))
     return TrueOrbits(eph, params, start, last, burns)

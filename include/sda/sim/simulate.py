@@ -5,13 +5,12 @@ Usage::
 
     python -m sda.sim.simulate --start 2026-11-21T06:00:00Z --end 2026-11-21T06:30:00Z \\
         [--landing DIR] [--catalog FILE | --objects 300] [--catalog-out FILE] [--max-objects N] \\
-        [--sensors FILE] [--seed 1] [--clean | --dup-rate R --reprocess-rate R --late-rate R \\
-        --malformed-rate R --impossible-rate R --unknown-sensor-rate R --reorder-rate R] \\
+        [--sensors FILE] [--seed 1] [--clean | --dup-rate R ... --reorder-rate R] [--sky kind|harsh|storm]
         [--inject-conjunction [--tca ISO] [--miss-m 150]] [--radar-cadence 10] [--tle-age-days 0.5:3]
 
-Geometry comes from :mod:`sda.orbit.frames` (SGP4 in TEME, GMST rotation to ECEF, WGS-84 sites); every
-object is propagated on the union time grid of a 5-minute chunk and moved to each record's exact
-event time (a few ms later) by a second-order Taylor step (error < 1 cm).
+Geometry comes from :mod:`sda.orbit.frames` (TEME, GMST rotation to ECEF, WGS-84 sites); every object is
+propagated on the union time grid of a 5-minute chunk and moved to each record's exact event time (a few ms
+later) by a second-order Taylor step (error < 1 cm). The sky (``--sky``): :mod:`sda.sim.sky`.
 
 With ``--tle-age-days DAYS`` (or ``LO:HI``, one age per object drawn uniformly) the catalogue is wrong
 the way real element sets are (:mod:`sda.sim.tle_error`): the catalogue written holds the published
@@ -21,13 +20,13 @@ and age. Without it the sensors observe the very element sets written to the cat
 
 Files (``<chunk>`` is the UTC start of the 5-minute chunk of the events, ``YYYYmmddTHHMMSSZ``):
 
-* ``radar/<SENSOR>_<chunk>_<n>.jsonl``: n=0 the regular delivery, 1 a re-delivery file (only when
-  no later regular file of that sensor exists), 2 the sensor's late file (all its late frames).
-  One frame per line; frames with no detection are not sent (frame numbers then skip).
-* ``optical/<STATION>_<chunk>.csv`` (regular), ``..._<chunk>_1.csv`` / ``..._<chunk>_2.csv`` (as above);
-  line 0 is :data:`sda.lake.wire_formats.OPTICAL_HEADER`.
-* ``isl/<SRC>_<chunk>.bcn`` (regular), ``..._1.bcn`` / ``..._2.bcn``.
-* Unknown-sensor records are in their own files, named after the unknown sensor.
+* ``radar/<SENSOR>_<chunk>_<n>.jsonl``: n=0 the regular delivery, 1 a re-delivery file (only when no later
+  regular file of that sensor exists), 2 the sensor's late file (all its late frames). One frame per line;
+  frames with no detection are not sent (frame numbers then skip).
+* ``optical/<STATION>_<chunk>.csv``, ``..._1.csv`` / ``..._2.csv`` (as above); line 0 is the header
+  (:data:`sda.lake.wire_formats.OPTICAL_HEADER`); ``isl/<SRC>_<chunk>.bcn``, ``..._1.bcn`` / ``..._2.bcn``.
+* Unknown-sensor records are in their own files, named after the unknown sensor; the harsher skies land
+  ``space_weather/SW-<issued>.txt`` every three hours (:mod:`sda.sim.weather`).
 
 Truth, ``_truth/<sim_id>.jsonl`` (outside the kind directories), one JSON object per radar
 detection / optical row / beacon / malformed line, sorted by (file, record_no, det_index)::
@@ -70,7 +69,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -79,6 +77,8 @@ import numpy as np
 
 from sda.orbit.catalog import synthetic
 from sda.orbit.sensors import load_sensors
+from sda.sim.arguments import number_in, positive_int  # noqa: E402,F401 (the CLI's types; benches import them here)
+from sda.sim.arguments import positive_float as _positive_float  # noqa: E402
 from sda.sim.common import (
     CHUNK_MS,
     DISORDERS,
@@ -100,6 +100,7 @@ from sda.sim.observe import ISL_FRACTION, OPTICAL_EXPOSURE_S, observe
 from sda.sim.sky import SKIES, Sky
 from sda.sim.tle_error import MAX_AGE_DAYS, parse_age
 from sda.sim.truth import Record, Truth, write_truth
+from sda.sim.weather import storm_onset
 
 __all__ = [  # the simulator's API; the names after SimulationResult are re-exported from sda.sim.*
     "SimConfig", "SimulationResult", "simulate", "main", "build_parser", "config_from_args",
@@ -144,10 +145,11 @@ class SimConfig:
     launch: bool = False  # a fresh launch of several objects flying close together, in no catalogue
     format: str = "native"  # native: the project's own formats; tdm: radar and optical as CCSDS TDM (sda.sim.tdm)
     stream: int | None = None  # a continuation block's random stream (sda.sim.feed); None: a simulation of its own
-    sky: str = "kind"  # harsh: sensor biases, true noise with a heavy tail, light time (sda.sim.sky)
+    sky: str = "kind"  # harsh: sensor biases, noise, light time, weather, tumbling (sda.sim.sky); storm: and a storm
+    storm_onset: dt.datetime | None = None  # --sky storm: default the 3-hour boundary nearest the middle
 
     def validate(self) -> None:
-        for name in ("start", "end") + (("tca",) if self.tca else ()):
+        for name in ("start", "end") + (("tca",) if self.tca else ()) + (("storm_onset",) if self.storm_onset else ()):
             value = getattr(self, name)
             if value.tzinfo is None:
                 setattr(self, name, value.replace(tzinfo=dt.timezone.utc))
@@ -182,6 +184,11 @@ class SimConfig:
             raise ValueError("--manoeuvre-share and --launch need --truth numerical")
         if self.sky not in SKIES:
             raise ValueError(f"--sky {self.sky!r}: expected one of {', '.join(SKIES)}")
+        if self.sky == "storm" and self.storm_onset is None:  # resolved once: a continuation keeps it
+            self.storm_onset = dt.datetime.fromtimestamp(storm_onset(self), dt.timezone.utc)
+        if self.storm_onset is not None and (self.sky != "storm" or abs(self.storm_onset - self.start) > MAX_SPAN):
+            raise ValueError(f"--storm-onset {iso_utc(self.storm_onset)}: needs --sky storm and a time within "
+                             f"{MAX_SPAN.days} days of --start")
         if self.truth not in TRUTH_MODELS:
             raise ValueError(f"--truth {self.truth!r}: expected one of {', '.join(TRUTH_MODELS)}")
         if self.tca is not None and abs(self.tca - self.start) > MAX_SPAN:
@@ -216,7 +223,7 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
     if cfg.stream is not None:
         parts.append(["stream", cfg.stream])
     if cfg.sky != "kind":
-        parts.append(["sky", cfg.sky])
+        parts.append(["sky", cfg.sky] + ([iso_utc(cfg.storm_onset)] if cfg.storm_onset else []))
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
     return f"sim_{cfg.start.strftime('%Y%m%dT%H%M%SZ')}_{digest}"
 
@@ -243,7 +250,7 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
     opticals = [s for s in sensors.values() if s.kind == "optical"]
     isls = [s for s in sorted(sensors.values(), key=lambda s: s.sensor_id) if s.kind == "isl"]
     catalog_sha = sha256_file(catalog_file)
-    objs.sky = Sky(sensors.values(), cfg) if cfg.sky == "harsh" else None
+    objs.sky = Sky(sensors.values(), cfg) if cfg.sky != "kind" else None
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng(stream_seed(cfg, 4)))
     sim_id = _sim_id(cfg, catalog_sha)
@@ -252,9 +259,8 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None,
                                                         _hidden(objs, catalog_file))
-    if objs.sky is not None:  # what the sensors added, in the truth (never read by the pipeline)
-        summary_file.write_text(json.dumps({**json.loads(summary_file.read_text()), "sky": objs.sky.as_json()},
-                                           indent=2) + "\n")
+    if objs.sky is not None:  # the sky's errors in the truth, and the space-weather files operators get
+        objs.sky.record(cfg, summary_file, files_to, cap_mtime=not hold_mtimes)
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, written,
                             counts, inj)
 
@@ -269,43 +275,8 @@ def _hidden(objs: Objects, catalog_file: Path) -> list[int]:
 
 # --- command line ----------------------------------------------------------------------------------------------
 
-def number_in(low: float, high: float, what: str):
-    """An argparse type: a number in [``low``, ``high``], refused as not being ``what`` (also used by
-    bench/accuracy.py)."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected {what} in [{low:g}, {high:g}]")
-        return value
-    return parse
-
-
 _rate = number_in(0.0, 0.5, "a fraction")
 _share = number_in(0.0, 1.0, "a share")
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1 (also used by bench/correlation.py)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive number")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,8 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a fresh launch of 6 objects (99911-99916) flying close together, in no catalogue")
     p.add_argument("--sky", choices=SKIES, default="kind",
                    help="harsh: sensor biases that drift, true noise off the registry's with a heavy tail, light "
-                        "time (sda.sim.sky; recorded in the truth summary); kind (default): white noise at the "
-                        "registry's sigmas")
+                        "time, space weather varying within the day (files landed under space_weather/), tumbling "
+                        "debris (sda.sim.sky, sda.sim.weather; recorded in the truth summary); storm: harsh with a "
+                        "geomagnetic storm; kind (default): white noise at the registry's sigmas, the forecast's "
+                        "space weather")
+    p.add_argument("--storm-onset", type=parse_time, help="--sky storm: the storm's onset (default: mid-run)")
     p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",
                    help="what the sensors observe: numerical (default) trajectories of a force model the pipeline "
                         "does not share (sda.sim.dynamics), or sgp4: the true element sets' own SGP4 trajectories, a "
@@ -386,7 +360,7 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
         truth=args.truth, format=args.format, manoeuvre_share=args.manoeuvre_share,
         manoeuvre_rate=args.manoeuvre_rate, uncatalogued_share=args.uncatalogued_share, launch=args.launch,
-        sky=args.sky,
+        sky=args.sky, storm_onset=args.storm_onset,
         **{name: 0.0 if args.clean else getattr(args, name) for name in RATE_NAMES},
     )
     try:

@@ -1,5 +1,6 @@
-"""The harsher sky's sensor errors (``sda simulate --sky harsh``): what real sensors add to the geometry, drawn per
-sensor and recorded in the truth; the kinder sky (``--sky kind``, the default for now) has none of it.
+"""The harsher skies (``sda simulate --sky harsh|storm``): what real sensors add to the geometry, drawn per sensor
+and recorded in the truth, and the space weather and tumbling debris the truth's drag sees (:mod:`sda.sim.weather`,
+:class:`sda.sim.dynamics.BodyParams`); the kinder sky (``--sky kind``, the default for now) has none of it.
 
 Per sensor, drawn once from the seed and the sensor id (:func:`draw`), so one sensor errs the same way in every
 simulation of a seed and in every block of a continued one (:mod:`sda.sim.feed`):
@@ -23,14 +24,19 @@ unchanged.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import time
+from pathlib import Path
 
 import numpy as np
 
 from sda.sim.common import MU, hash_int, stream_seed
+from sda.sim.weather import Weather, file_name, issue_times
 
 C_KM_S = 299_792.458
-SKIES = ("kind", "harsh")
+SKIES = ("kind", "harsh", "storm")
 TAIL_DOF = 4.0
 NOISE_SPREAD = 0.3  # log-normal sigma of true noise / registry noise
 
@@ -115,12 +121,36 @@ def light_time_position(r_km: np.ndarray, v_kms: np.ndarray, site_km: np.ndarray
 
 
 class Sky:
-    """The harsh sky of one simulation: the sensors' errors and the stream their noise is drawn from."""
+    """A harsher sky of one simulation: the sensors' errors, the stream their noise is drawn from, and the space
+    weather (:mod:`sda.sim.weather`)."""
 
     def __init__(self, sensors, cfg):
         self.errors = draw(sensors, cfg.seed)
         self.rng = np.random.default_rng(stream_seed(cfg, 9))
+        self.weather = Weather.of(cfg)
 
     def as_json(self) -> dict:
         return {"model": "harsh", "tail_dof": TAIL_DOF, "noise_spread": NOISE_SPREAD,
                 "light_time": True, "sensors": {k: e.as_json() for k, e in sorted(self.errors.items())}}
+
+    def record(self, cfg, summary_file: Path, files_to: Path, cap_mtime: bool = True) -> list[str]:
+        """The sky in the truth summary (``sky``, ``space_weather``: never read by the pipeline) and the space-weather
+        files issued over ``(cfg.start, cfg.end]`` landed under ``files_to``, each file's modification time its
+        issue time (capped at now with ``cap_mtime``); returns the files' paths relative to ``files_to``."""
+        t0, t1 = cfg.start.timestamp(), cfg.end.timestamp()
+        summary = json.loads(summary_file.read_text())
+        summary["sky"] = self.as_json()
+        summary["space_weather"] = self.weather.as_json(t0, t1)
+        summary_file.write_text(json.dumps(summary, indent=2) + "\n")
+        written = []
+        for issued in issue_times(t0, t1):
+            rel = file_name(issued)
+            path = Path(files_to) / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(self.weather.cssi(issued))
+            when = min(issued, time.time()) if cap_mtime else issued
+            os.utime(tmp, (when, when))
+            os.replace(tmp, path)
+            written.append(rel)
+        return written

@@ -9,7 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from sda.sim import dynamics
-from sda.sim.common import DISORDERS, RATE_NAMES, iso_ms, iso_utc
+from sda.sim.common import DISORDERS, RATE_NAMES, iso_ms, iso_utc, parse_time
+from sda.sim.weather import Weather
 
 
 @dataclasses.dataclass(eq=False)
@@ -159,7 +160,7 @@ def load_ephemeris(summary_file: Path, until_unix: float | None = None, norad_id
         eph, last = eph.subset(rows), last[rows]
     if until_unix is None or until_unix <= eph.t_end - (dynamics.LAGRANGE_POINTS // 2) * eph.step:
         return eph
-    return dynamics.extend(eph, last, body_params([bodies[i] for i in rows]), until_unix)[0]
+    return dynamics.extend(eph, last, body_params([bodies[i] for i in rows]), until_unix, weather_of(summary_file))[0]
 
 
 def load_truth_files(summary_file: Path) -> tuple:
@@ -173,4 +174,14 @@ def load_truth_files(summary_file: Path) -> tuple:
 
 def body_params(bodies: list[dict]) -> list[dynamics.BodyParams]:
     """The force parameters of bodies' rows."""
-    return [dynamics.BodyParams(b["cd"], b["cr"], b["area_to_mass_m2_kg"]) for b in bodies]
+    return [dynamics.BodyParams(b["cd"], b["cr"], b["area_to_mass_m2_kg"], tuple(tuple(t) for t in b.get("tumble", ())))
+            for b in bodies]
+
+
+def weather_of(summary_file: Path) -> Weather | None:
+    """The space weather a simulation's truth was integrated in (None: the kinder sky's)."""
+    info = json.loads(Path(summary_file).read_text()).get("space_weather")
+    if not info:
+        return None
+    onset = info.get("storm_onset")
+    return Weather(int(info["seed"]), None if onset is None else parse_time(onset).timestamp())
