@@ -14,8 +14,11 @@ core count otherwise.
 
 The benchmarks :data:`SPECS` knows are rendered figure by figure; any other results file (a new
 benchmark) gets a block of its own, appended to the page, of its numeric fields (nested objects
-flattened to ``a.b.c``, lists and ``date``/``machine`` left out), as does a known one without a figure list
-(``accuracy``). ``*-quick.json`` files (smoke runs) are skipped.
+flattened to ``a.b.c``, lists and ``date``/``machine`` left out), as does a known one without a figure list.
+``*-quick.json`` files (smoke runs) are skipped.
+
+bench/accuracy.py's results are one file per sky and seed, ``accuracy_<sky>_seed<N>.json``: each sky has one
+block, ``accuracy-<sky>``, with the held-out seed's figures when there are any (bench/report_accuracy.py).
 """
 
 from __future__ import annotations
@@ -30,11 +33,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+if str(PROJECT_ROOT / "bench") not in sys.path:  # report_accuracy beside this file, when loaded by path
+    sys.path.append(str(PROJECT_ROOT / "bench"))
+
+import report_accuracy  # noqa: E402
+
 RESULTS = PROJECT_ROOT / "bench" / "results"
 DOC = PROJECT_ROOT / "docs" / "performance.md"
 HEADER = "| figure | value | target | date | machine | command |\n|---|---|---|---|---|---|\n"
 NOT_MEASURED = "Not yet measured: run the command above, then `.venv/bin/python bench/report.py --write`.\n"
 MAX_GENERIC_ROWS = 40
+ACCURACY_SKIES = ("harsh", "storm", "kind")  # sda.sim.sky.SKIES: one block each in the page
 
 Row = tuple[str, tuple[str, ...], str, str]  # label, path in the JSON, format, target
 
@@ -87,77 +96,6 @@ def _tracking_rows(result: dict) -> list[Row]:
          ("gate_sigma", "all", "catalogue_sigma_m_same"), "{:,.0f} m", ""),
         ("fusing the orbits (wall, `--workers` processes)", ("fused", "fit_s"), "{:,.0f} s", ""),
     ]
-
-
-def _accuracy_rows(result: dict) -> list[Row]:
-    """Per lead time and regime: the screened orbits' error and their covariance's realism; then the
-    conjunctions, alerts and the screening's recall against the truth."""
-    rows: list[Row] = []
-    for lead, regimes in (result.get("position") or {}).items():
-        for regime in sorted(regimes):
-            where = f"{regime}, run end + {lead}"
-            rows += [
-                (f"position error, median ({where})", ("position", lead, regime, "total", "median"), "{:,.0f} m", ""),
-                (f"position error, p90 ({where})", ("position", lead, regime, "total", "p90"), "{:,.0f} m", ""),
-                (f"along-track error, median ({where})", ("position", lead, regime, "along", "median"),
-                 "{:,.0f} m", ""),
-                (f"mean d^2 of the published covariance ({where})", ("position", lead, regime, "mean_d2"),
-                 "{:.2f}", "3"),
-                (f"share inside the 95 % ellipsoid ({where})", ("position", lead, regime, "inside95"),
-                 "{:.3f}", "0.90-0.99"),
-            ]
-    for what in ("conjunctions", "alerts"):
-        rows += [
-            (f"{what}: count", (what, "count"), "{:,}", ""),
-            (f"{what}: miss-distance error, median", (what, "miss_error_m", "median"), "{:,.0f} m", ""),
-            (f"{what}: miss-distance error, p90", (what, "miss_error_m", "p90"), "{:,.0f} m", ""),
-            (f"{what}: TCA error, median", (what, "tca_error_s", "median"), "{:.2f} s", ""),
-            (f"{what}: truly closer than 1 km", (what, "truly_under_1km"), "{:,}", ""),
-            (f"{what}: truly farther than 5 km", (what, "true_miss_over_5km"), "{:,}", ""),
-        ]
-    rows += _fused_accuracy_rows(result)
-    rows += [
-        ("recall of the true approaches under 1 km", ("recall_under_1km", "recall"), "{:.3f}", "1"),
-        ("true approaches under 1 km in the horizon", ("recall_under_1km", "true"), "{:,}", ""),
-        ("recall of the true approaches under the screening threshold", ("recall_under_threshold", "recall"),
-         "{:.3f}", ""),
-        ("true approaches under the screening threshold", ("recall_under_threshold", "true"), "{:,}", ""),
-    ]
-    return rows
-
-
-def _fused_accuracy_rows(result: dict) -> list[Row]:
-    """The fused orbits against the catalogue they started from (bench/accuracy_positions.py), and the alerts
-    between two fused objects."""
-    rows: list[Row] = []
-    targets = {("LEO", "2+ passes", "0h"): "<= 0.10", ("LEO", "2+ passes", "24h"): "<= 0.333"}
-    for regime, groups in sorted(((result.get("fused") or {}).get("regimes") or {}).items()):
-        for group in ("2+ passes", "1 pass"):
-            for lead in sorted(groups.get(group) or {}, key=lambda x: float(x.rstrip("h"))):
-                where = f"{regime}, {group}, run end + {lead}"
-                base = ("fused", "regimes", regime, group, lead)
-                rows += [
-                    (f"fused objects scored ({where})", (*base, "objects"), "{:,}", ""),
-                    (f"fused error, median ({where})", (*base, "fused_median_m"), "{:,.0f} m", ""),
-                    (f"fused error, p90 ({where})", (*base, "fused_p90_m"), "{:,.0f} m", ""),
-                    (f"catalogue error of the same objects, median ({where})", (*base, "catalogue_median_m"),
-                     "{:,.0f} m", ""),
-                    (f"fused / catalogue, medians ({where})", (*base, "ratio"), "{:.3f}",
-                     targets.get((regime, group, lead), "")),
-                    (f"share inside the fused 95 % ellipsoid ({where})", (*base, "inside95"), "{:.3f}", "0.90-0.99"),
-                ]
-    rows += [
-        ("alerts between two fused objects: count", ("alerts_both_fused", "count"), "{:,}", ""),
-        ("alerts between two fused objects: miss-distance error, median",
-         ("alerts_both_fused", "miss_error_m", "median"), "{:,.0f} m", "<= 300 m"),
-        ("alerts between two fused objects: miss-distance error, p90",
-         ("alerts_both_fused", "miss_error_m", "p90"), "{:,.0f} m", ""),
-        ("true approaches under 1 km between two fused objects", ("recall_under_1km_both_fused", "true"), "{:,}", ""),
-        ("of them, found by the screening (TCA within 120 s)", ("recall_under_1km_both_fused", "found"), "{:,}", ""),
-        ("pairs with a true approach under 1 km, both fused", ("recall_under_1km_both_fused", "pairs"), "{:,}", ""),
-        ("of them, alerted", ("recall_under_1km_both_fused", "pairs_alerted"), "{:,}", "all"),
-    ]
-    return rows
 
 
 def _service_disk_rows() -> list[tuple]:
@@ -278,7 +216,8 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "service_disk": {"command": "bench/service_disk.py --minutes 15", "rows": _service_disk_rows()},
-    "accuracy": {"command": "bench/accuracy.py", "rows": _accuracy_rows},
+    **{report_accuracy.BLOCK.format(sky=sky): {"command": report_accuracy.command, "rows": report_accuracy.rows}
+       for sky in ACCURACY_SKIES},
     "od": {"command": "bench/od.py --seed 4 --fits 60 --others 12", "rows": _od_rows},
 }
 
@@ -328,7 +267,8 @@ def _cell(text: str) -> str:
 def render(name: str, result: dict, date: str) -> str:
     """The table of one benchmark's results (header included)."""
     spec = SPECS.get(name, {})
-    command = f"`.venv/bin/python {spec.get('command', f'bench/{name}.py')}`"
+    command = spec.get("command", f"bench/{name}.py")
+    command = f"`.venv/bin/python {command(result) if callable(command) else command}`"
     rows = spec.get("rows")
     if callable(rows):
         rows = rows(result)
@@ -354,14 +294,23 @@ def result_date(path: Path, result: dict) -> str:
 
 
 def tables(results_dir: Path) -> dict[str, str]:
-    """Benchmark name -> its rendered table, for every results file in ``results_dir``."""
-    out = {}
+    """Block name -> its rendered table, for every results file in ``results_dir`` (the accuracy results: one
+    per sky, :func:`report_accuracy.pick`)."""
+    results, paths = {}, {}
     for path in sorted(results_dir.glob("*.json")):
         if path.stem.endswith("-quick"):
             continue
         result = json.loads(path.read_text())
         if isinstance(result, dict):
-            out[path.stem] = render(path.stem, result, result_date(path, result))
+            results[path.stem], paths[path.stem] = result, path
+    picked = report_accuracy.pick(results)
+    chosen = {stem: block for block, (stem, _) in picked.items()}
+    out = {}
+    for stem, result in results.items():
+        if report_accuracy.RESULT_NAME.fullmatch(stem) and stem not in chosen:
+            continue
+        name = chosen.get(stem, stem)
+        out[name] = render(name, result, result_date(paths[stem], result))
     return out
 
 

@@ -131,26 +131,3 @@ def test_committed_page_has_one_well_formed_block_per_benchmark(report):
             assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[3]), (name, row)
             assert re.fullmatch(r"`\.venv/bin/python bench/[\w-]+\.py[^`]*`", cells[5]), (name, row)
 
-
-def test_accuracy_renders_each_regime_and_lead_time(report, tmp_path):
-    position = {"total": {"median": 1572.4, "p90": 5565.7}, "along": {"median": 1525.2}, "mean_d2": 2.665,
-                "inside95": 0.9602}
-    write(tmp_path, "accuracy", {"position": {"24h": {"LEO": position}},
-                                 "alerts": {"count": 19, "miss_error_m": {"median": 1680.4, "p90": 4477.6},
-                                            "truly_under_1km": 5},
-                                 "recall_under_1km": {"true": 6, "found": 5, "recall": 0.8333}}, day="2026-11-26")
-    rows = report.tables(tmp_path)["accuracy"].splitlines()[2:]
-    cells = [[c.strip() for c in row.split("|")[1:4]] for row in rows]
-    assert cells == [
-        ["position error, median (LEO, run end + 24h)", "1,572 m", ""],
-        ["position error, p90 (LEO, run end + 24h)", "5,566 m", ""],
-        ["along-track error, median (LEO, run end + 24h)", "1,525 m", ""],
-        ["mean d^2 of the published covariance (LEO, run end + 24h)", "2.67", "3"],
-        ["share inside the 95 % ellipsoid (LEO, run end + 24h)", "0.960", "0.90-0.99"],
-        ["alerts: count", "19", ""],
-        ["alerts: miss-distance error, median", "1,680 m", ""],
-        ["alerts: miss-distance error, p90", "4,478 m", ""],
-        ["alerts: truly closer than 1 km", "5", ""],
-        ["recall of the true approaches under 1 km", "0.833", "1"],
-        ["true approaches under 1 km in the horizon", "6", ""],
-    ]

@@ -1,0 +1,148 @@
+"""bench/report.py's rows of a bench/accuracy.py result (``bench/results/accuracy_<sky>_seed<N>.json``): one table
+per sky in docs/performance.md (block ``accuracy-<sky>``).
+
+Rows, each a (label, path in the JSON, format, target): the seed and whether it is held out; per regime and lead
+the catalogue element sets' error (their d^2, a circular check of the simulator against its own model, is left
+out of the table: bench/accuracy_positions.py); the conjunctions and alerts against the truth; per regime, pass
+group and lead the fused orbits' error beside the catalogue's and their covariance's realism (mean and median
+d^2, the share inside the 95 % ellipsoid), and per regime and pass group the CARA-style hourly test's pass share;
+the alerts' CDMs (the true relative position at TCA under the covariance the CDM implies); the screening's recall.
+"""
+
+from __future__ import annotations
+
+import re
+
+Row = tuple[str, tuple[str, ...], str, str]  # label, path in the JSON, format, target
+
+BLOCK = "accuracy-{sky}"
+RESULT_NAME = re.compile(r"accuracy_(?P<sky>[a-z]+)_seed(?P<seed>\d+)")
+FUSED_TARGETS = {("LEO", "2+ passes", "0h"): "<= 0.10", ("LEO", "2+ passes", "24h"): "<= 0.333"}
+ALERT_GROUPS = (("all", "all open alerts"), ("both_fused", "both objects fused"), ("one_fused", "one object fused"),
+                ("catalogue_only", "neither fused"))
+
+
+def command(result: dict) -> str:
+    """The command that measured ``result`` (its sky, seed and size)."""
+    words = ["bench/accuracy.py", "--sky", str(result.get("sky", "harsh")), "--seed", str(result.get("seed", "?")),
+             "--objects", str(result.get("objects", "?"))]
+    if result.get("hours") not in (None, 6, 6.0):
+        words += ["--hours", f"{result['hours']:g}"]
+    return " ".join(words)
+
+
+def _leads(mapping: dict) -> list[str]:
+    return sorted(mapping, key=lambda x: float(x.rstrip("h")))
+
+
+def _position_rows(result: dict) -> list[Row]:
+    rows: list[Row] = []
+    by_lead = (result.get("position") or {}).get("by_lead") or {}
+    for lead in _leads(by_lead):
+        for regime in sorted(by_lead[lead]):
+            where, base = f"{regime}, run end + {lead}", ("position", "by_lead", lead, regime)
+            rows += [
+                (f"catalogue element sets: error, median ({where})", (*base, "total", "median"), "{:,.0f} m", ""),
+                (f"catalogue element sets: error, p90 ({where})", (*base, "total", "p90"), "{:,.0f} m", ""),
+                (f"catalogue element sets: along-track error, median ({where})", (*base, "along", "median"),
+                 "{:,.0f} m", ""),
+            ]
+    return rows
+
+
+def _event_rows() -> list[Row]:
+    rows: list[Row] = []
+    for what in ("conjunctions", "alerts"):
+        rows += [
+            (f"{what}: count", (what, "count"), "{:,}", ""),
+            (f"{what}: miss-distance error, median", (what, "miss_error_m", "median"), "{:,.0f} m", ""),
+            (f"{what}: miss-distance error, p90", (what, "miss_error_m", "p90"), "{:,.0f} m", ""),
+            (f"{what}: TCA error, median", (what, "tca_error_s", "median"), "{:.2f} s", ""),
+            (f"{what}: truly closer than 1 km", (what, "truly_under_1km"), "{:,}", ""),
+            (f"{what}: truly farther than 5 km", (what, "true_miss_over_5km"), "{:,}", ""),
+        ]
+    return rows
+
+
+def _fused_lead_rows(regime: str, group: str, lead: str) -> list[Row]:
+    where, base = f"{regime}, {group}, run end + {lead}", ("fused", "regimes", regime, group, "leads", lead)
+    return [
+        (f"fused error, median ({where})", (*base, "fused_median_m"), "{:,.0f} m", ""),
+        (f"fused error, p90 ({where})", (*base, "fused_p90_m"), "{:,.0f} m", ""),
+        (f"catalogue error of the same objects, median ({where})", (*base, "catalogue_median_m"), "{:,.0f} m", ""),
+        (f"fused / catalogue, medians ({where})", (*base, "ratio"), "{:.3f}", FUSED_TARGETS.get((regime, group, lead),
+                                                                                                "")),
+        (f"fused covariance: mean d^2 ({where})", (*base, "mean_d2"), "{:.2f}", "3"),
+        (f"fused covariance: median d^2 ({where})", (*base, "median_d2"), "{:.2f}", "2.37"),
+        (f"share inside the fused 95 % ellipsoid ({where})", (*base, "inside95"), "{:.3f}", "0.90-0.99"),
+    ]
+
+
+def _fused_rows(result: dict) -> list[Row]:
+    rows: list[Row] = []
+    for regime, groups in sorted(((result.get("fused") or {}).get("regimes") or {}).items()):
+        for group in ("2+ passes", "1 pass"):
+            scored = groups.get(group) or {}
+            if not scored.get("objects"):
+                continue
+            base = ("fused", "regimes", regime, group)
+            rows.append((f"fused objects scored ({regime}, {group})", (*base, "objects"), "{:,}", ""))
+            for lead in _leads(scored.get("leads") or {}):
+                rows += _fused_lead_rows(regime, group, lead)
+            rows.append((f"hourly chi-square(3) test, 0-24 h: share of the 25 hours passed ({regime}, {group})",
+                         (*base, "hourly_test", "pass_share"), "{:.2f}", "~0.95"))
+    return rows + [
+        ("alerts between two fused objects: count", ("alerts_both_fused", "count"), "{:,}", ""),
+        ("alerts between two fused objects: miss-distance error, median",
+         ("alerts_both_fused", "miss_error_m", "median"), "{:,.0f} m", "<= 300 m"),
+        ("alerts between two fused objects: miss-distance error, p90",
+         ("alerts_both_fused", "miss_error_m", "p90"), "{:,.0f} m", ""),
+        ("true approaches under 1 km between two fused objects", ("recall_under_1km_both_fused", "true"), "{:,}", ""),
+        ("of them, found by the screening (TCA within 120 s)", ("recall_under_1km_both_fused", "found"), "{:,}", ""),
+        ("pairs with a true approach under 1 km, both fused", ("recall_under_1km_both_fused", "pairs"), "{:,}", ""),
+        ("of them, alerted", ("recall_under_1km_both_fused", "pairs_alerted"), "{:,}", "all"),
+    ]
+
+
+def _cdm_rows() -> list[Row]:
+    rows: list[Row] = []
+    for key, which in ALERT_GROUPS:
+        what, base = f"alert CDMs, {which}: relative position at TCA", ("alerts_cdm", key)
+        rows += [
+            (f"{what}, CDMs scored", (*base, "count"), "{:,}", ""),
+            (f"{what}, mean d^2", (*base, "mean_d2"), "{:.2f}", "3"),
+            (f"{what}, median d^2", (*base, "median_d2"), "{:.2f}", "2.37"),
+            (f"{what}, share inside the 95 % ellipsoid", (*base, "inside95"), "{:.3f}", "0.90-0.99"),
+            (f"{what}, chi-square(3) test p-value", (*base, "test", "p"), "{:.3f}", ">= 0.05"),
+        ]
+    return rows
+
+
+def rows(result: dict) -> list[Row]:
+    """Every row of one result (module docstring)."""
+    role = result.get("seed_role", "?")
+    development = ", ".join(str(s) for s in result.get("development_seeds") or []) or "?"
+    return [(f"seed ({role}; development seeds: {development})", ("seed",), "{:d}", ""),
+            ("catalogue objects", ("objects",), "{:,}", ""), *_position_rows(result), *_event_rows(),
+            *_fused_rows(result), *_cdm_rows(),
+            ("recall of the true approaches under 1 km", ("recall_under_1km", "recall"), "{:.3f}", "1"),
+            ("true approaches under 1 km in the horizon", ("recall_under_1km", "true"), "{:,}", ""),
+            ("recall of the true approaches under the screening threshold", ("recall_under_threshold", "recall"),
+             "{:.3f}", ""),
+            ("true approaches under the screening threshold", ("recall_under_threshold", "true"), "{:,}", "")]
+
+
+def pick(results: dict[str, dict]) -> dict[str, tuple[str, dict]]:
+    """Block name -> (results file name, result) of the accuracy results among ``results`` (file stem ->
+    result): per sky the held-out seed's before a development seed's, then the newest ``date``, then the larger
+    seed."""
+    best: dict[str, tuple[tuple, str, dict]] = {}
+    for stem, result in results.items():
+        m = RESULT_NAME.fullmatch(stem)
+        if not m:
+            continue
+        key = (result.get("seed_role") == "held out", str(result.get("date", "")), int(m.group("seed")))
+        block = BLOCK.format(sky=m.group("sky"))
+        if block not in best or key > best[block][0]:
+            best[block] = (key, stem, result)
+    return {block: (stem, result) for block, (_, stem, result) in best.items()}
