@@ -1,6 +1,7 @@
 """Bronze schemas: the records as landed, one table per landing kind (``radar_frames``, ``optical_tracks``,
-``isl_beacons``, ``tdm_messages``: :data:`BRONZE`), and the landing kinds with the suffix of each one's files.
-What a landed record looks like (the wire formats) is :mod:`sda.lake.wire_formats`."""
+``isl_beacons``, ``tdm_messages``, ``space_weather_lines``: :data:`BRONZE`), and the landing kinds with the suffix
+of each one's files. What a landed record looks like (the wire formats) is :mod:`sda.lake.wire_formats`; a CSSI
+space-weather file is :mod:`sda.transforms.cssi`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from pyspark.sql import types as T
 # The landing kinds, each with a bronze table. ``tdm`` (CCSDS Tracking Data Messages, KVN or XML) is a
 # format, not a sensor type: normalize gives each of its measurements the kind of envelope it fills.
 SENSOR_KINDS = ("radar", "optical", "isl", "tdm")
-LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn", "tdm": (".kvn", ".xml", ".tdm")}
+# Every landing kind: the observation kinds normalize reads, and ``space_weather`` (CelesTrak's CSSI files,
+# issued every 3 hours), which ingest also parses into ``silver.space_weather``.
+LANDING_KINDS = (*SENSOR_KINDS, "space_weather")
+LANDING_SUFFIX = {"radar": ".jsonl", "optical": ".csv", "isl": ".bcn", "tdm": (".kvn", ".xml", ".tdm"),
+                  "space_weather": ".txt"}
 
 BRONZE = T.StructType(
     [
