@@ -1,4 +1,4 @@
-"""ingest: landing files -> bronze (one append-only table per sensor kind) + quarantine.
+"""ingest: landing files -> bronze (one append-only table per landing kind) + quarantine, and space weather.
 
     python jobs/ingest.py --start ISO --end ISO --run-id ID
 
@@ -15,6 +15,11 @@ bytes, and a ledger row whose ``file_sha256`` is that of the reason (its content
 TDM read leniently (tabs, a byte-order mark: :mod:`sda.transforms.tdm_read`) is named in the metrics
 (``lenient_reads``: file -> what), which the run report shows.
 
+CelesTrak's CSSI space-weather files (``<landing>/space_weather/**/*.txt``) go through the same ledger,
+a bronze record per line (``space_weather_lines``); their 3-hour intervals (:mod:`sda.transforms.cssi`)
+are MERGEd into ``silver.space_weather`` in the same batch, the newest issue winning per interval
+(:mod:`sda.pipeline.space_weather`), and the metrics say what the run received (``space_weather``).
+
 Exactly once, through a crash at any point:
 
 1. *plan*: the new files are written to the ledger as one batch (``batch_id`` = last + 1,
@@ -25,7 +30,8 @@ Exactly once, through a crash at any point:
 2. *append*: each kind's bronze rows are appended with Delta's idempotent writes
    (``txnAppId`` = :data:`APP_ID`, ``txnVersion`` = batch id): Delta itself skips an append it has
    already committed for that batch;
-3. *quarantine*: refused records are MERGEd on their deterministic ``quarantine_id``;
+3. *quarantine*: refused records are MERGEd on their deterministic ``quarantine_id`` (before it, the
+   space-weather intervals on ``interval_start``: a repeat changes nothing);
 4. *done*: the batch's ledger rows are marked ``done``.
 
 A rerun first replays any ``planned`` batch (same id, same rows) before planning new files.
@@ -49,11 +55,11 @@ from pyspark.sql import functions as F
 
 from sda.config.settings import Settings
 from sda.lake import schemas
-from sda.lake.tables import BRONZE_BY_KIND, TABLES
-from sda.pipeline import faults, runtime, sinks
+from sda.lake.tables import BRONZE_BY_LANDING_KIND, TABLES
+from sda.pipeline import faults, runtime, sinks, space_weather
 from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.pipeline.landing import discover, discover_stat, inside, is_candidate, refusal  # noqa: F401 (ingest's API)
-from sda.transforms import wire
+from sda.transforms import cssi, wire
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -86,13 +92,15 @@ class ParsedFile:
     accepted: "pa.Table"  # bronze_id, record_no, payload of the records bronze takes, in file order
     refused: list[tuple[int | None, str, bytes]]  # (record number, reason, the line as landed): quarantine
     lenient: str | None = None  # what of the file was read leniently, not as its standard writes it
+    space_weather: "pa.Table | None" = None  # a CSSI file's 3-hour intervals (cssi.interval_table)
 
 
 def parse_file(f: LandedFile) -> ParsedFile:
     import pyarrow as pa
 
     nos, ids, payloads, refused, lenient = [], [], [], [], None
-    for rec in wire.file_records(f.kind, f.data):
+    weather = cssi.parse(f.data) if f.kind == "space_weather" else None
+    for rec in weather.records if weather else wire.file_records(f.kind, f.data):
         if rec.reason is None:
             nos.append(rec.record_no)
             ids.append(bronze_id(f.sha256, rec.record_no if rec.ident is None else rec.ident))
@@ -102,7 +110,8 @@ def parse_file(f: LandedFile) -> ParsedFile:
             refused.append((rec.record_no, rec.reason, rec.raw))
     accepted = pa.table({"bronze_id": pa.array(ids, pa.string()),
                          "record_no": pa.array(nos, pa.int64()), "payload": pa.array(payloads, pa.string())})
-    return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused, lenient)
+    intervals = weather and cssi.interval_table(weather, f.path, f.sha256, lambda no: bronze_id(f.sha256, no))
+    return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused, lenient, intervals)
 
 
 def refused_file(rel: str, kind: str, size: int, mtime_us: int, reason: str) -> ParsedFile:
@@ -134,7 +143,7 @@ def batch_rows(
     the files' own arrays, not copied), the quarantine rows, and (bronze records, quarantined) per file."""
     import pyarrow as pa
 
-    chunks: dict[str, list[pa.Table]] = {kind: [] for kind in schemas.SENSOR_KINDS}
+    chunks: dict[str, list[pa.Table]] = {kind: [] for kind in schemas.LANDING_KINDS}
     quarantine: list[tuple] = []
     counts: dict[str, tuple[int, int]] = {}
     for f in files:
@@ -228,7 +237,7 @@ def mark_done(spark: SparkSession, settings: Settings, rows: list[dict[str, Any]
 
 def append_bronze(spark: SparkSession, settings: Settings, kind: str, rows: "pa.Table", batch_id: int) -> None:
     df = spark.createDataFrame(rows, schemas.BRONZE)
-    sinks.append_once(df, BRONZE_BY_KIND[kind].name, settings, APP_ID, batch_id)
+    sinks.append_once(df, BRONZE_BY_LANDING_KIND[kind].name, settings, APP_ID, batch_id)
 
 
 def write_quarantine(spark: SparkSession, settings: Settings, rows: list[tuple]) -> None:
@@ -242,23 +251,24 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
     """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan.
     ``rows``: the batch's (bronze rows per kind, quarantine rows) when the caller built them already."""
     batch_id, run_id = plan[0]["batch_id"], plan[0]["run_id"]
-    if rows is None:
-        # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
-        # date is the UTC date, whatever the driver's time zone.
-        ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
-        bronze, quarantine, _ = batch_rows(files, ingest_time, run_id, batch_id)
-    else:
-        bronze, quarantine = rows
+    # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
+    # date is the UTC date, whatever the driver's time zone.
+    ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
+    bronze, quarantine = rows if rows is not None else batch_rows(files, ingest_time, run_id, batch_id)[:2]
     faults.checkpoint("ingest:before-write")
-    for kind in schemas.SENSOR_KINDS:
+    for kind in schemas.LANDING_KINDS:
         if bronze[kind].num_rows:
             append_bronze(spark, settings, kind, bronze[kind], batch_id)
             faults.checkpoint(f"ingest:after-{kind}")
+    weather = [f.space_weather for f in files]
+    space_weather.merge_intervals(spark, settings, weather, ingest_time, run_id, batch_id)
     write_quarantine(spark, settings, quarantine)
     faults.checkpoint("ingest:after-quarantine")
     mark_done(spark, settings, plan)
     out = sum(table.num_rows for table in bronze.values())
-    return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine), "duplicates": 0}
+    issues = [space_weather.issue_of(f.space_weather) for f in files if f.kind == "space_weather"]
+    return {"records_in": out + len(quarantine), "records_out": out, "quarantined": len(quarantine), "duplicates": 0,
+            "space_weather_files": issues}
 
 
 def load_file(landing: Path, rel: str, kind: str) -> LandedFile | None:
@@ -278,7 +288,7 @@ def replay_planned(spark: SparkSession, settings: Settings,
                    ledger: list[dict[str, Any]]) -> tuple[dict[str, int], list[int]]:
     """Finish batches a crashed run planned but did not mark done (oldest first)."""
     totals = {"records_in": 0, "records_out": 0, "quarantined": 0, "duplicates": 0, "files_replayed": 0,
-              "files_vanished": 0}
+              "files_vanished": 0, "space_weather_files": []}
     planned = sorted({r["batch_id"] for r in ledger if r["status"] == "planned"})
     for batch_id in planned:
         plan = sorted((r for r in ledger if r["batch_id"] == batch_id and r["status"] == "planned"),
@@ -358,6 +368,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
     # known content under a new mtime (touched, copied back): the ledger learns the mtime, and the
     # next run does not read the file again
     write_ledger(spark, settings, touched)
+    if issues := metrics.pop("space_weather_files"):  # the CSSI files taken: what the run report shows
+        metrics["space_weather"] = space_weather.run_summary(spark, settings, args.start, args.end, issues)
     return metrics
 
 

@@ -86,12 +86,19 @@ _SPECS = [
     TableSpec("tdm_messages", "bronze", schemas.BRONZE,
               "CCSDS TDM measurements (one per segment and epoch, with the segment's metadata)",
               partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+    TableSpec("space_weather_lines", "bronze", schemas.BRONZE,
+              "raw CelesTrak CSSI space-weather files, a record per line (headers, comments and blanks included)",
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
     TableSpec("observations", "silver", schemas.OBSERVATION,
               "every well-formed observation in the common envelope (SI units, event time)",
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
     TableSpec("observations_dedup", "silver", schemas.DEDUPED,
               "observations with redeliveries and same-track repeats collapsed",
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
+    TableSpec("space_weather", "silver", schemas.SPACE_WEATHER,
+              "Kp, ap and F10.7 per 3-hour interval from the CSSI space-weather files: the newest issue's value, "
+              "observed (the interval had ended when it was issued) or forecast (sda.pipeline.space_weather)",
+              key=("interval_start",), prune=("interval_start",), stats=("interval_start", "issued", "run_id")),
     TableSpec("catalog", "gold", schemas.CATALOG, "catalogued objects: TLE history by epoch",
               key=("norad_id", "epoch")),
     TableSpec("correlated", "gold", schemas.CORRELATED, "observations associated with a catalogue object",
@@ -153,8 +160,10 @@ _SPECS = [
 ]
 
 TABLES: dict[str, TableSpec] = {spec.name: spec for spec in _SPECS}
+# the bronze table of each observation kind (normalize's inputs), and of every landing kind (ingest's outputs)
 BRONZE_BY_KIND = {"radar": TABLES["radar_frames"], "optical": TABLES["optical_tracks"], "isl": TABLES["isl_beacons"],
                   "tdm": TABLES["tdm_messages"]}
+BRONZE_BY_LANDING_KIND = {**BRONZE_BY_KIND, "space_weather": TABLES["space_weather_lines"]}
 
 
 def table_exists(name: str, settings: "Settings") -> bool:

@@ -1,6 +1,7 @@
-"""The landing zone as ingest lists it: which files are landed sensor files, and which are refused whole.
+"""The landing zone as ingest lists it: which files are landed files, and which are refused whole.
 
-``<landing>/<kind>/**/<name><suffix>`` (suffixes in ``schemas.LANDING_SUFFIX``); other top-level
+``<landing>/<kind>/**/<name><suffix>`` (kinds in ``schemas.LANDING_KINDS``: the sensor kinds and
+``space_weather``; suffixes in ``schemas.LANDING_SUFFIX``); other top-level
 directories (``_truth/``) and temporary files (``.name``, ``*.tmp``) are not candidates.
 
 A candidate is *refused before it is read* when reading it could leave the landing zone or block the
@@ -77,7 +78,7 @@ def discover_stat(landing: Path, end: dt.datetime,
     resolves inside the landing zone."""
     found = []
     landing_real = Path(os.path.realpath(landing))
-    for kind in schemas.SENSOR_KINDS:
+    for kind in schemas.LANDING_KINDS:
         root = landing / kind
         if not root.is_dir():
             continue

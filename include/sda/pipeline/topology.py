@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 OPERATOR_KINDS = ("map", "filter", "flatMap", "fold", "window", "join")
-LANDING = "landing"  # external source: sensor files under settings.landing
+LANDING = "landing"  # external source: sensor and space-weather files under settings.landing
 CATALOG_FILE = "catalog_file"  # external source: a TLE/OMM file (settings.catalog_file)
 OUTBOX = "outbox"  # external sink: alert CDMs and manoeuvre OPMs (CCSDS KVN), their JSON twins, under settings.outbox
 
@@ -68,10 +68,12 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         name="ingest",
-        summary="new landing files -> raw bronze records, once per file",
+        summary="new landing files -> raw bronze records, once per file; space-weather files -> their 3-hour "
+                "intervals, the newest issue's per interval",
         upstream=(),
         inputs=(LANDING, "ingested_files"),
-        outputs=("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages", "ingested_files", "quarantine"),
+        outputs=("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages", "space_weather_lines",
+                 "space_weather", "ingested_files", "quarantine"),
         operators=("filter", "flatMap"),
         key=("file_path", "file_sha256"),
         state="ingested_files: ledger of files already taken (exactly once per file)",
@@ -263,7 +265,7 @@ def mermaid() -> str:
     shuffled by, or says it is broadcast.
     """
     lines = ["flowchart TD"]
-    lines.append(f'    {LANDING}[/"landing files<br/>radar · optical · ISL"/]')
+    lines.append(f'    {LANDING}[/"landing files<br/>radar · optical · ISL · space weather"/]')
     lines.append(f'    {CATALOG_FILE}[/"catalogue file<br/>TLE · OMM"/]')
     lines.append(f'    {OUTBOX}[\\"outbox<br/>alert CDMs · manoeuvre OPMs + JSON"\\]')
     for stage in STAGES:

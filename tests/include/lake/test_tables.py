@@ -1,5 +1,5 @@
 from sda.lake import schemas
-from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
+from sda.lake.tables import BRONZE_BY_KIND, BRONZE_BY_LANDING_KIND, TABLES, ensure_tables
 
 
 def test_every_table_has_change_data_feed_and_its_key_in_its_schema():
@@ -15,6 +15,11 @@ def test_layers_and_bronze_kinds():
     assert {s.layer for s in TABLES.values()} == {"ops", "bronze", "silver", "gold"}
     assert set(BRONZE_BY_KIND) == set(schemas.SENSOR_KINDS)
     assert all(spec.layer == "bronze" and spec.append_only for spec in BRONZE_BY_KIND.values())
+    # every landing kind has its bronze table; space weather is no observation kind (normalize does not read it)
+    assert schemas.LANDING_KINDS == ("radar", "optical", "isl", "tdm", "space_weather")
+    assert BRONZE_BY_LANDING_KIND["space_weather"].name == "space_weather_lines"
+    assert set(BRONZE_BY_LANDING_KIND) == set(schemas.LANDING_KINDS) == set(schemas.LANDING_SUFFIX)
+    assert all(spec.layer == "bronze" and spec.append_only for spec in BRONZE_BY_LANDING_KIND.values())
 
 
 def test_every_table_carries_event_or_ingest_time():
