@@ -40,8 +40,8 @@ from sda.quality import report
 STAGE = "quality"
 GATE_FAILED_EXIT = 3
 LAYERS = {
-    "bronze": ("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages"),
-    "silver": ("observations", "observations_dedup"),
+    "bronze": ("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages", "space_weather_lines"),
+    "silver": ("observations", "observations_dedup", "space_weather"),
     "gold": ("uncorrelated", "correlated", "conjunctions", "alerts", "alert_events"),
 }
 

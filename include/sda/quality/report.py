@@ -9,7 +9,9 @@ says why the run stopped). It shows
 - **counts per stage**: a bar chart of records in / out / quarantined / duplicates / late from
   ``ops.run_metrics``, with each stage's duration, watermark and upstream lag below it, and the landed
   files ingest refused whole before reading them or read leniently (from its ``metrics_json``:
-  ``files_refused_unread``, ``lenient_reads``; their quarantine rows say why);
+  ``files_refused_unread``, ``lenient_reads``; their quarantine rows say why), and the space weather it
+  received (``space_weather``: the CSSI files taken, the newest issue, over the run's data interval the
+  largest observed Kp -- a geomagnetic storm from Kp 5 -- and the largest forecast one);
 - **data quality**: every check of ``ops.data_quality`` for the run, by layer and table, with its
   severity and outcome, and a link to the table's Great Expectations validation page (Data Docs);
 - **correlation calibration**: per orbit regime, the RMS of the correlated observations' residuals in
@@ -46,6 +48,7 @@ from urllib.parse import quote
 import numpy as np
 
 from sda.pipeline.lineage.orbit import orbit_kind
+from sda.pipeline.space_weather import kp_symbol
 from sda.quality.charts import COUNTS, separation_svg, stage_counts_svg
 from sda.quality.charts import escape as _e
 from sda.quality.fusion_report import fusion_section, gather_fusion
@@ -167,7 +170,24 @@ def _landing_notes(metrics: list[dict[str, Any]]) -> str:
         items = "".join(f'<li data-lenient="{_e(path)}"><code>{_e(path)}</code>: {_e(what)}</li>'
                         for path, what in sorted(lenient.items()))
         out += f"<p>{len(lenient)} file(s) read leniently, not as their standard writes them:</p><ul>{items}</ul>"
-    return out
+    return out + _space_weather_note(figures.get("space_weather"))
+
+
+def _space_weather_note(sw: dict[str, Any] | None) -> str:
+    """The space weather ingest received (:func:`sda.pipeline.space_weather.run_summary`), if any."""
+    if not sw:
+        return ""
+    kp, forecast = sw.get("max_observed_kp"), sw.get("max_forecast_kp")
+    start, end = sw.get("interval") or ("?", "?")
+    observed = ("no 3-hour interval of it observed yet" if kp is None else
+                f'{sw.get("observed_intervals")} 3-hour interval(s) observed, Kp at most {kp_symbol(kp)} ({kp:.2f})'
+                + (' — <span class="bad">a geomagnetic storm (Kp ≥ 5)</span>' if sw.get("storm_observed") else ""))
+    ahead = "" if forecast is None else f"; forecast Kp at most {kp_symbol(forecast)} ({forecast:.2f})"
+    storm = "true" if sw.get("storm_observed") else "false"
+    return (f'<p data-space-weather="{sw.get("files")}" data-max-observed-kp="{"" if kp is None else kp}" '
+            f'data-storm="{storm}">Space weather: {sw.get("files")} CSSI file(s) taken, newest issued '
+            f'{_e(sw.get("newest_issue") or "(none readable)")}. Over the run\'s interval {_e(start)} – {_e(end)}: '
+            f"{observed}{ahead}.</p>")
 
 
 def _quality_section(checks: list[dict[str, Any]], page_dir: Path) -> str:

@@ -168,7 +168,9 @@ def _bronze(table: str, kind: str) -> list[Check]:
         *not_null(["bronze_id", "sensor_kind", "source_file", "record_no", "payload", "ingest_time", "run_id"]),
         # a row of another kind in this table is an ingest routing bug: every count downstream is suspect
         in_set("sensor_kind_matches_table", "sensor_kind", [kind], "fail", f"only {kind} records in {table}"),
-        non_empty("payload_non_empty", "payload", "quarantine", "the raw record has at least one character"),
+        # a space-weather file's blank lines are records too (bronze keeps the whole file, line by line)
+        *([] if kind == "space_weather" else
+          [non_empty("payload_non_empty", "payload", "quarantine", "the raw record has at least one character")]),
         # bronze_id is sha256(file, record no): a repeat means a file was appended twice. normalize
         # collapses copies (same obs_id), so the data stays right: record it, do not stop the run.
         unique("bronze_id", "warn", "each landed record is appended once"),
@@ -199,6 +201,22 @@ def _observation_checks(table: str, settings: "Settings") -> list[Check]:
         between("event_time_not_future", "_q_event_lead_s", "quarantine",
                 f"event time at most clock_skew_s={settings.clock_skew_s:g} s after ingest time",
                 max_value=settings.clock_skew_s),
+    ]
+
+
+def _space_weather() -> list[Check]:
+    return [
+        *schema_checks("space_weather"),
+        *not_null(["interval_start", "kp", "ap", "observed", "issued", "source_file", "run_id"]),
+        unique("interval_start", "fail", "one row per 3-hour interval (the table's key)"),
+        between("kp_in_range", "kp", "quarantine", "Kp in [0, 9]", min_value=0.0, max_value=9.0),
+        between("ap_in_range", "ap", "quarantine", "ap in [0, 400]", min_value=0, max_value=400),
+        between("f107_obs_non_negative", "f107_obs", "quarantine", "the observed solar flux is not negative",
+                min_value=0.0),
+        in_set("section_daily", "section", ["OBSERVED", "DAILY_PREDICTED"], "quarantine",
+               "intervals come from the daily sections"),
+        between("observed_as_issued", "_q_observed_mismatch", "quarantine",
+                "observed exactly when the interval had ended by the issue time", max_value=0),
     ]
 
 
@@ -266,7 +284,8 @@ def _alert_checks(table: str, settings: "Settings", key: Check, level_descriptio
 def suite_checks(table: str, settings: "Settings", columns: list[str] | None = None) -> list[Check]:
     """The checks of ``table``'s suite. ``columns`` (the frame's columns) switches on optional ones."""
     columns = columns or []
-    bronze_kinds = {"radar_frames": "radar", "optical_tracks": "optical", "isl_beacons": "isl", "tdm_messages": "tdm"}
+    bronze_kinds = {"radar_frames": "radar", "optical_tracks": "optical", "isl_beacons": "isl", "tdm_messages": "tdm",
+                    "space_weather_lines": "space_weather"}
     if table in bronze_kinds:
         checks = _bronze(table, bronze_kinds[table])
     elif table == "observations":
@@ -275,6 +294,8 @@ def suite_checks(table: str, settings: "Settings", columns: list[str] | None = N
         checks = _observation_checks(table, settings) + [
             between("copies_positive", "copies", "quarantine", "an observation stands for at least itself", min_value=1)
         ]
+    elif table == "space_weather":
+        checks = _space_weather()
     elif table == "correlated":
         checks = _correlated(settings)
     elif table == "uncorrelated":
@@ -302,8 +323,9 @@ def suite_checks(table: str, settings: "Settings", columns: list[str] | None = N
     return checks
 
 
-SUITE_TABLES = ("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages", "observations", "observations_dedup",
-                "correlated", "uncorrelated", "conjunctions", "alerts", "alert_events")
+SUITE_TABLES = ("radar_frames", "optical_tracks", "isl_beacons", "tdm_messages", "space_weather_lines", "observations",
+                "observations_dedup", "space_weather", "correlated", "uncorrelated", "conjunctions", "alerts",
+                "alert_events")
 
 
 # --- helper columns -------------------------------------------------------------------------------
@@ -320,6 +342,8 @@ def derive(spark: "SparkSession", settings: "Settings", table: str, df: "DataFra
     * ``_q_isl_radius_m``: |r| of ISL state vectors (null for other kinds).
     * ``_q_tca_offset_s``: TCA minus screening start, seconds.
     * ``_q_correlated_fraction``: the batch's correlated share, one value on every row.
+    * ``_q_observed_mismatch``: 1 where a space-weather interval's ``observed`` disagrees with its end
+      and issue time (observed = ended by the issue), else 0.
     """
     from pyspark.sql import functions as F
 
@@ -339,6 +363,8 @@ def derive(spark: "SparkSession", settings: "Settings", table: str, df: "DataFra
             c("sensor_kind") == "isl", F.sqrt(c("x_m") ** 2 + c("y_m") ** 2 + c("z_m") ** 2)))
     if {"tca", "screen_start"} <= cols:
         df = df.withColumn("_q_tca_offset_s", (F.unix_micros(c("tca")) - F.unix_micros(c("screen_start"))) / 1e6)
+    if {"interval_end", "issued", "observed"} <= cols:
+        df = df.withColumn("_q_observed_mismatch", ((c("interval_end") <= c("issued")) != c("observed")).cast("int"))
     if table == "correlated":
         n = df.count()
         total = n + (uncorrelated_count or 0)

@@ -179,3 +179,35 @@ def test_gx_objects_are_rewritten_only_when_the_code_changes(tmp_path):
     assert again.name == "sda.demo.t" and again.validation_definitions[0].suite.expectations[0].max_value == 24
     quality._checkpoint(context, root, "sda.demo.t", "t", checks(360))
     assert '"max_value": 360' in suite_file.read_text()  # changed code: rewritten
+
+
+def space_weather_row(hour: int, kp: float, observed: bool, issued_hour: int = 9) -> tuple:
+    start = T0.replace(hour=hour)
+    row = {"interval_start": start, "interval_end": start + dt.timedelta(hours=3), "kp": kp,
+           "kp_x10": round(kp * 10), "ap": 5, "ap_daily": 5, "f107_obs": 107.8, "f107_adj": 105.0,
+           "f107_obs_ctr81": 113.5, "f107_adj_ctr81": 110.7, "f107_obs_lst81": 108.2, "f107_adj_lst81": 107.5,
+           "observed": observed, "issued": T0.replace(hour=issued_hour),
+           "section": "DAILY_PREDICTED", "source_file": "space_weather/SW-20261121T0900Z.txt", "source_sha256": "s",
+           "record_no": 11, "bronze_id": f"b-{hour}", "ingest_time": T0, "ingest_batch": 1, "run_id": RUN}
+    return tuple(row[f.name] for f in schemas.SPACE_WEATHER.fields)
+
+
+def test_the_space_weather_suite(spark, settings):
+    rows = [
+        space_weather_row(0, 3.0, True),  # 00-03 ended by the 09:00 issue: observed
+        space_weather_row(6, 22 / 3, True),  # 06-09 ends at 09:00 exactly: observed
+        space_weather_row(9, 4 / 3, False),  # a forecast
+        space_weather_row(12, 9.5, False),  # Kp above 9
+        space_weather_row(15, 2.0, True),  # "observed" before it ended
+        space_weather_row(18, 1.0, False),
+        space_weather_row(18, 1.0, False),  # the key twice
+    ]
+    df = spark.createDataFrame(rows, schemas.SPACE_WEATHER)
+    result = quality.validate(spark, settings, "silver", "space_weather", df, RUN, write=False)
+    try:
+        failed = {c.name: (c.severity, c.unexpected_count) for c in result.failed}
+        assert failed == {"interval_start_unique": ("fail", 2), "kp_in_range": ("quarantine", 1),
+                          "observed_as_issued": ("quarantine", 1)}
+        assert not result.gate_passed and result.quarantined_count == 2
+    finally:
+        result.release()

@@ -4,6 +4,7 @@ values, and the SGP4 separation around a designed encounter against linear relat
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 
@@ -148,3 +149,28 @@ def test_ingest_says_which_files_it_refused_unread_or_read_leniently(tmp_path):
         ("tdm/a.kvn", "tabs read as blanks on line 2 (KVN allows blanks only)")]
     quiet = report.render({**base, "metrics": [{**ingest, "metrics_json": "{}"}]}, tmp_path, 5000.0)
     assert "data-refused-unread" not in quiet and "data-lenient" not in quiet
+
+
+def test_ingest_says_what_space_weather_the_run_received(tmp_path):
+    sw = {"files": 2, "newest_issue": "2026-11-21T09:00:00Z", "interval": ["2026-11-21T06:00:00Z",
+                                                                          "2026-11-21T12:00:00Z"],
+          "observed_intervals": 1, "max_observed_kp": 22 / 3, "storm_observed": True, "max_forecast_kp": 4.0}
+    ingest = {"stage": "ingest", "mode": "incremental", "records_in": 28, "records_out": 28, "quarantined": 0,
+              "duplicates": 0, "late": None, "seconds": 1.0, "conserved": True}
+    base = {"run_id": "r", "interval": None, "checks": [], "calibration": None, "fusion": None, "built": "now",
+            "alerts": []}
+
+    def page(summary):
+        return report.render({**base, "metrics": [{**ingest, "metrics_json": json.dumps({"space_weather": summary})}]},
+                             tmp_path, 5000.0)
+
+    storm = page(sw)
+    assert re.findall(r'data-space-weather="(\d+)" data-max-observed-kp="([^"]*)" data-storm="(\w+)"', storm) == [
+        ("2", str(22 / 3), "true")]
+    assert "newest issued 2026-11-21T09:00:00Z" in storm
+    assert "1 3-hour interval(s) observed, Kp at most 7+ (7.33)" in storm and "a geomagnetic storm" in storm
+    assert "forecast Kp at most 4o (4.00)" in storm
+    quiet = page({**sw, "observed_intervals": 0, "max_observed_kp": None, "storm_observed": False})
+    assert 'data-storm="false"' in quiet and "no 3-hour interval of it observed yet" in quiet
+    assert "geomagnetic storm" not in quiet
+    assert "data-space-weather" not in page(None)
