@@ -4,6 +4,7 @@ the files come in, a bad line quarantined with why, and what the run received in
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from jobs import ingest
 from sda.lake.tables import TABLES
+from sda.pipeline import space_weather
 
 START, END = "2026-11-21T06:00:00Z", "2099-01-01T00:00:00Z"
 A_PATH, B_PATH = "space_weather/SW-20261121T0600Z.txt", "space_weather/SW-20261121T0900Z.txt"
@@ -123,6 +125,11 @@ def test_a_newer_issue_overrides_forecasts_and_a_rerun_takes_nothing(spark, sett
     assert len(lines) == 14 + 14 and [r[1] for r in lines if r[0] == B_PATH] == [n for n in range(15) if n != 13]
     assert (B_PATH, 2, "UPDATED 2026 Nov 21 09:00:00 UTC", "space_weather") in lines
     assert (B_PATH, 8, "", "space_weather") in lines  # a blank line is a record of the file too
+    frame = space_weather.read_pandas(spark, settings, dt.datetime(2026, 11, 21, 7, tzinfo=dt.timezone.utc),
+                                      dt.datetime(2026, 11, 21, 12, tzinfo=dt.timezone.utc))
+    assert [(t.isoformat(), kp, ap, observed) for t, kp, ap, observed in
+            frame[["interval_start", "kp", "ap", "observed"]].itertuples(index=False)] == [
+        ("2026-11-21T06:00:00+00:00", 22 / 3, 179, True), ("2026-11-21T09:00:00+00:00", 4 / 3, 5, False)]
 
     before = TABLES["space_weather"].read(spark, settings).collect()
     again = _run(spark, settings, "run-3")

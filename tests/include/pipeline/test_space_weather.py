@@ -41,3 +41,11 @@ def test_the_issue_of_a_file_is_that_of_its_intervals():
     assert space_weather.issue_of(pa.table({"issued": [NINE, NINE]})) == "2026-11-21T09:00:00Z"
     assert space_weather.issue_of(pa.table({"issued": pa.array([], pa.timestamp("us", tz="UTC"))})) is None
     assert space_weather.issue_of(None) is None
+
+
+def test_before_the_table_exists_the_pandas_read_is_empty(settings):
+    frame = space_weather.read_pandas(None, settings)
+    assert frame.empty and list(frame.columns) == ["interval_start", "interval_end", "kp", "ap", "ap_daily",
+                                                   "f107_obs", "f107_adj", "f107_obs_ctr81", "f107_adj_ctr81",
+                                                   "f107_obs_lst81", "f107_adj_lst81", "observed", "issued",
+                                                   "source_file"]
