@@ -17,7 +17,7 @@ DOCS = sorted((PROJECT_ROOT / "docs").glob("*.md"))
 
 SETTING_DOCS = {
     "lakehouse": "root of the Delta tables (`<layer>/<table>`)",
-    "landing": "where sensor files arrive (`radar/`, `optical/`, `isl/`)",
+    "landing": "where sensor and space-weather files arrive (`radar/`, `optical/`, `isl/`, `tdm/`, `space_weather/`)",
     "outbox": "alert CDMs and manoeuvre OPMs (CCSDS KVN) and their JSON twins written by `conjunction`",
     "jars_dir": "Delta jars cached by `make setup`",
     "catalog_file": "the TLE/OMM catalogue the `catalog` task loads",
