@@ -85,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
                                 epilog=f"development seeds (the pipeline's constants were chosen on them): "
                                        f"{', '.join(map(str, DEVELOPMENT_SEEDS))}; any other seed is held out")
     p.add_argument("--sky", choices=SKIES, default="harsh", help="the simulated sky (sda.sim.sky; default harsh)")
+    p.add_argument("--light-time", choices=("sky", "on", "off"), default="sky",
+                   help="whether the stages model light time in the measurements (settings.light_time): as the "
+                        "sky's sensors report (sky, the default: on in the harsher skies), on or off")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"simulation seed (default {DEFAULT_SEED}, held out; development seeds: "
                         f"{', '.join(map(str, DEVELOPMENT_SEEDS))})")
@@ -139,14 +142,15 @@ def main(argv=None) -> dict:
     sim = prepare_work(args, end)
     settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
                              outbox=args.work / "outbox", ephemeris_cache=args.work / "ephemeris",
-                             catalog_file=Path(sim["catalog_file"]), shuffle_partitions=4, driver_memory="8g")
+                             catalog_file=Path(sim["catalog_file"]), shuffle_partitions=4, driver_memory="8g",
+                             light_time=args.light_time == "on" or (args.light_time == "sky" and args.sky != "kind"))
     started = time.monotonic()
     with server.running(settings) as spark:  # the settings' server (started for the run if none answers)
         stage_s = recorded_stage_seconds(args.work) if args.rescore else run_stages(spark, settings, end, args.work)
         tables = read_tables(spark, settings)
     log(f"stages and tables in {time.monotonic() - started:.0f} s")
     result = {
-        "sky": args.sky, "seed": args.seed, "seed_role": seed_role(args.seed),
+        "sky": args.sky, "light_time": settings.light_time, "seed": args.seed, "seed_role": seed_role(args.seed),
         "development_seeds": list(DEVELOPMENT_SEEDS), "calibration": CALIBRATION,
         "objects": args.objects, "hours": args.hours, "ages_days": list(args.ages), "start": args.start.isoformat(),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),

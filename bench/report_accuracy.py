@@ -23,9 +23,14 @@ ALERT_GROUPS = (("all", "all open alerts"), ("both_fused", "both objects fused")
 
 
 def command(result: dict) -> str:
-    """The command that measured ``result`` (its sky, seed and size)."""
-    words = ["bench/accuracy.py", "--sky", str(result.get("sky", "harsh")), "--seed", str(result.get("seed", "?")),
+    """The command that measured ``result`` (its sky, seed and size, and ``--light-time`` when the stages' light time
+    was not the sky's: a result without ``light_time`` was measured before the stages could model it, so without)."""
+    sky = str(result.get("sky", "harsh"))
+    words = ["bench/accuracy.py", "--sky", sky, "--seed", str(result.get("seed", "?")),
              "--objects", str(result.get("objects", "?"))]
+    light_time = bool(result.get("light_time", False))
+    if light_time != (sky != "kind"):
+        words += ["--light-time", "on" if light_time else "off"]
     if result.get("hours") not in (None, 6, 6.0):
         words += ["--hours", f"{result['hours']:g}"]
     return " ".join(words)

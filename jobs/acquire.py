@@ -26,6 +26,7 @@ explains over a day (thousands of rows), and its linking is sequential by nature
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import sys
 from typing import TYPE_CHECKING, Any
@@ -60,14 +61,16 @@ def newest_time(frames: list["DataFrame"]) -> dt.datetime | None:
 def search(spark: "SparkSession", settings: "Settings", newest: dt.datetime, reg: list[dict], run_id: str) -> dict:
     """Find the new objects in the pool and write them (module docstring). Returns the run's figures."""
     from sda.orbit import uncertainty
-    from sda.orbit.acquisition.search import acquire, element_set
+    from sda.orbit.acquisition.search import AcquireSettings, acquire, element_set
     from sda.orbit.estimation import dynamics, registry_sigmas
     from sda.orbit.fusion.arcs import apogee_km
     from sda.orbit.sensors import load_sensors
 
     obs = provisional.pool(spark, settings, newest, FIT_COLUMNS)
     runtime.progress(STAGE, "%d held observations in the %g h pool", len(obs), settings.acquire_lookback_h)
-    found = acquire(obs, registry_sigmas(load_sensors()))
+    base = AcquireSettings()
+    config = dataclasses.replace(base.config, light_time=settings.light_time)
+    found = acquire(obs, registry_sigmas(load_sensors()), dataclasses.replace(base, config=config))
     taken = {int(r["norad_id"]) for r in reg}
     known = {r["founder"]: int(r["norad_id"]) for r in reg}
     rows, sets, moves, failed = [], [], [], 0

@@ -80,7 +80,7 @@ def bucket(event_time: "F.Column") -> "F.Column":
 
 def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int, str, str]], gate_km: float,
                            sigmas: dict[str, dict[str, float]] | None = None,
-                           prediction_sigma_m: float | None = None) -> "DataFrame":
+                           prediction_sigma_m: float | None = None, light_time: bool = False) -> "DataFrame":
     """Observations (DEDUPED columns) -> the same columns plus the association (RESULT). ``sigmas``:
     :func:`sda.orbit.sensors.sensor_sigmas` (default: the embedded sensor registry).
 
@@ -109,7 +109,7 @@ def correlate_observations(observations: "DataFrame", catalogue: list[tuple[int,
         sats, model, bodies = _SATRECS[fingerprint]
         group = table.select(correlation.OBSERVATION_COLUMNS).to_pandas()
         found = correlation.correlate_frame(group, ids, sats, gate_km, sigmas, prediction_sigma_m, model=model,
-                                            bodies=bodies)
+                                            bodies=bodies, light_time=light_time)
         found = pa.Table.from_pandas(found[found_schema.names], schema=found_schema, preserve_index=False)
         return pa.Table.from_arrays([*table.select(passed).columns, *found.columns],
                                     names=[*passed, *found_schema.names])
@@ -316,7 +316,7 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     sigmas = sensors.sensor_sigmas(load_sensors())
     runtime.progress(STAGE, "%d observations against %d catalogue objects", n_obs, len(catalogue))
     results = correlate_observations(observations, catalogue, settings.correlation_gate_km, sigmas,
-                                     prediction_sigma_m).persist()
+                                     prediction_sigma_m, settings.light_time).persist()
     try:
         counts = write_associations(spark, settings, results, args.run_id)
         metrics.update(update_state(spark, settings, results, retracted, sensor_marks, final_before, args.run_id))

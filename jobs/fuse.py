@@ -53,11 +53,12 @@ PRIOR_COLUMNS = ("norad_id", "epoch_unix", "fit_start_unix", "x_km", "y_km", "z_
 
 
 def arc_settings(settings: "Settings"):
+    from sda.orbit.estimation import OdConfig
     from sda.orbit.fusion.arcs import ArcSettings
 
     return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
                        lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
-                       lines_min_span_s=settings.fusion_min_span_s)
+                       lines_min_span_s=settings.fusion_min_span_s, config=OdConfig(light_time=settings.light_time))
 
 
 def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:

@@ -78,7 +78,8 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         if first > last:
             continue
         consumed.append((spec.name, last))
-        parts.append(wire.parse_bronze(changes, kind, catalogue_names(spark, settings) if kind == "tdm" else None))
+        parts.append(wire.parse_bronze(changes, kind, catalogue_names(spark, settings) if kind == "tdm" else None,
+                                       settings.light_time))
         metrics["bronze_records"] += changes.count()
         runtime.progress(STAGE, "%s: %d bronze records to parse", spec.name, metrics["bronze_records"])
     if not parts:

@@ -98,6 +98,12 @@ else
     die "cannot resume the simulated sky in $LANDING_DIR (see the message above)"
 fi
 
+# The sensors of a harsher sky report light-time-delayed measurements, as real ones do: the stages model it
+# (SDA_LIGHT_TIME, unless set)
+if [[ -z "${SDA_LIGHT_TIME:-}" && "$("$PY" -m sda.sim.feed sky)" != kind ]]; then
+    export SDA_LIGHT_TIME=true
+fi
+
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------
 if "$PY" -m sda.lake.server status >/dev/null 2>&1; then
     say "a Spark Connect server already answers at $("$PY" -c 'from sda.config.settings import load_settings; print(load_settings().connect_url)'); using it"

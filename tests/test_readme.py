@@ -45,6 +45,8 @@ SETTING_DOCS = {
     "ingest_batch_mb": "`ingest` appends new files in ledger batches of at most this many MB (bounds the task's memory "
                        "whatever the backlog)",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
+    "light_time": "`True`: the sensors' radar ranges and angles and optical angles carry light time, as real "
+                  "sensors and the simulator's harsher skies report them; `False`: geometric, as the kinder sky's",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "fusion_arc_h": "event-time arc of one orbit-determination fit (an object's fused orbit per arc window)",
     "fusion_renew_m": "a fused object's screening element set is renewed when it strays this far from the new fit",

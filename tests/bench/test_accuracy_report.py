@@ -26,7 +26,8 @@ def _result(seed: int, role: str, date: str = "2026-12-01", sky: str = "harsh") 
     lead = {"objects": 40, "fused_median_m": 18.4, "fused_p90_m": 91.2, "catalogue_median_m": 2583.0, "ratio": 0.0071,
             "mean_d2": 3.412, "median_d2": 2.1, "inside95": 0.925}
     return {
-        "sky": sky, "seed": seed, "seed_role": role, "development_seeds": [1, 2, 3, 5, 7], "objects": 600,
+        "sky": sky, "light_time": sky != "kind", "seed": seed, "seed_role": role, "development_seeds": [1, 2, 3, 5, 7],
+        "objects": 600,
         "hours": 6.0, "date": date,
         "position": {"circular_model_check": "circular: ...", "by_lead": {"24h": {"LEO": {
             "objects": 300, "total": {"median": 6487.2, "p90": 15545.0}, "along": {"median": 6464.0},
@@ -107,3 +108,12 @@ def test_with_no_accuracy_result_the_blocks_say_not_measured(report, tmp_path):
     results.mkdir()
     assert report.main(["--results", str(results), "--doc", str(doc), "--write"], out=lambda _: None) == 0
     assert report.blocks(doc.read_text()) == {"accuracy-harsh": report.NOT_MEASURED}
+
+
+def test_the_command_says_when_the_stages_light_time_was_not_the_skys(report):
+    accuracy = report.report_accuracy
+    harsh = _result(11, "held out")
+    assert accuracy.command(harsh) == "bench/accuracy.py --sky harsh --seed 11 --objects 600"
+    before = {k: v for k, v in harsh.items() if k != "light_time"}  # measured before the stages modelled it
+    assert accuracy.command(before) == "bench/accuracy.py --sky harsh --seed 11 --objects 600 --light-time off"
+    assert accuracy.command({**_result(11, "held out", sky="kind"), "light_time": True}).endswith("--light-time on")

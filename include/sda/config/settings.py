@@ -55,6 +55,16 @@ def _positive_float(name: str, raw: str) -> float:
     return value
 
 
+def _bool(name: str, raw: str) -> bool:
+    """true/false (also yes/no, 1/0, on/off; any case)."""
+    value = raw.strip().lower()
+    if value in ("true", "yes", "1", "on"):
+        return True
+    if value in ("false", "no", "0", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r}: expected true or false")
+
+
 def _non_negative_float(name: str, raw: str) -> float:
     """A finite number >= 0 (0: a retention that keeps everything)."""
     try:
@@ -209,6 +219,10 @@ class Settings:
     ingest_batch_mb: float = 256.0
     # correlation
     correlation_gate_km: float = 50.0
+    # the sensors' radar ranges and angles and optical angles carry light time, as real sensors (and the simulator's
+    # harsher skies) report them (sda.orbit.estimation.measurements); false: geometric measurements, as the
+    # simulator's kinder sky, the default one, reports them (or a provider that corrected them)
+    light_time: bool = False
     # None: each candidate's covariance from sda.orbit.uncertainty; a number: that fixed isotropic 1-sigma instead
     correlation_prediction_sigma_m: float | None = None
     # orbit determination (jobs/fuse.py, sda.orbit.fusion.arcs): the event-time arc of one fit, and by how much
@@ -286,6 +300,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "alert_tca_tolerance_s": _positive_float,
     "correlation_prediction_sigma_m": _optional_positive_float,
     "cdm_originator": _cdm_originator,
+    "light_time": _bool,
     "uncertainty_min_sigma_m": _positive_float,
     "shuffle_partitions": _positive_int,
     "driver_memory": _memory,

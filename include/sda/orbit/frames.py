@@ -43,6 +43,7 @@ MU_KM3_S2 = 398600.4418
 R_EARTH_KM = 6378.137  # WGS-84 equatorial radius
 WGS84_F = 1.0 / 298.257223563
 OMEGA_EARTH = 7.292115146706979e-5  # rad/s
+C_KM_S = 299_792.458  # the speed of light
 UNIX_EPOCH_JD = 2440587.5
 SGP4_EPOCH_JD = 2433281.5  # 1949-12-31 00:00 UT, sgp4init's epoch origin
 AU_KM = 149597870.7
@@ -211,6 +212,20 @@ def radec(r_teme, lat_deg, lon_deg, alt_m, unix_s, eop: Eop | None = None) -> tu
     ra = np.mod(np.arctan2(rho[..., 1], rho[..., 0]), 2.0 * np.pi)
     dec = np.arcsin(np.clip(rho[..., 2] / np.linalg.norm(rho, axis=-1), -1.0, 1.0))
     return ra, dec
+
+
+def light_time_position(r_km, v_kms, site_km, mu: float = MU_KM3_S2) -> np.ndarray:
+    """Where an object at ``r_km`` moving at ``v_kms`` (now, quasi-inertial: TEME) was one light time (to
+    ``site_km``, the observer now) ago: ``r - v tau + a tau^2 / 2`` (``a`` the two-body acceleration) with
+    ``tau = |that - site| / c``, by fixed-point steps; the neglected third-order term is under a micrometre for
+    any Earth orbit seen from the ground. What a radar's range and angles and a telescope's astrometric angles
+    point at (:mod:`sda.orbit.estimation.measurements`)."""
+    r, v, site = (np.asarray(a, float) for a in (r_km, v_kms, site_km))
+    acc = -mu * r / np.linalg.norm(r, axis=-1, keepdims=True) ** 3
+    tau = np.linalg.norm(r - site, axis=-1, keepdims=True) / C_KM_S
+    for _ in range(3):
+        tau = np.linalg.norm(r - v * tau + 0.5 * acc * tau**2 - site, axis=-1, keepdims=True) / C_KM_S
+    return r - v * tau + 0.5 * acc * tau**2
 
 
 def unit_vector_radec(ra_rad, dec_rad) -> np.ndarray:

@@ -285,6 +285,14 @@ class TooOld(Exception):
     """The sky was left too long ago to resume."""
 
 
+def sky_of(settings) -> str:
+    """The sky the landing zone's feed continues (``kind``, ``harsh``, ``storm``); LookupError without a feed."""
+    path = Path(settings.landing) / STATE
+    if not path.is_file():
+        raise LookupError(f"no sky to continue in {settings.landing} (no {STATE})")
+    return str(json.loads(path.read_text())["world"].get("sky", "kind"))
+
+
 def main(argv: list[str] | None = None) -> int:
     from sda.config.settings import load_settings
 
@@ -295,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--poll-s", type=float, default=15.0, help="seconds between looks at the clock (default 15)")
     c = sub.add_parser("catch-up", help="observe from where the sky was left up to now; print START END TCA")
     c.add_argument("--max-gap-h", type=float, default=3.0, help="at most this much of the gap observed (default 3)")
+    sub.add_parser("sky", help="print the continued sky (kind, harsh, storm: what its sensors report)")
     args = p.parse_args(argv)
     if getattr(args, "poll_s", 1.0) <= 0 or getattr(args, "max_gap_h", 1.0) <= 0:
         p.error("--poll-s and --max-gap-h must be positive")
@@ -303,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "init":
             state = init(settings)
             print(f"feed: the sky of {state['truth']} continues from {state['observed_until']}")
+        elif args.command == "sky":
+            print(sky_of(settings))
         elif args.command == "catch-up":
             start, end, tca = catch_up(settings, args.max_gap_h)
             print(iso_utc(start), iso_utc(end), tca)

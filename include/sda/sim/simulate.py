@@ -254,13 +254,14 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng(stream_seed(cfg, 4)))
     sim_id = _sim_id(cfg, catalog_sha)
-    truth_rows, written = write_landing(files_to, files, tdm=cfg.format == "tdm", cap_mtime=not hold_mtimes)
+    truth_rows, written = write_landing(files_to, files, tdm=cfg.format == "tdm", cap_mtime=not hold_mtimes,
+                                        received=cfg.sky != "kind")
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None,
                                                         _hidden(objs, catalog_file))
     if objs.sky is not None:  # the sky's errors in the truth, and the space-weather files operators get
-        objs.sky.record(cfg, summary_file, files_to, cap_mtime=not hold_mtimes)
+        written = written + objs.sky.record(cfg, summary_file, files_to, cap_mtime=not hold_mtimes)
     return SimulationResult(sim_id, landing, truth_file, summary_file, catalog_file, written,
                             counts, inj)
 

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from sda.orbit import frames
 from sda.sim.common import MU, hash_int, stream_seed
 from sda.sim.weather import Weather, file_name, issue_times
 
-C_KM_S = 299_792.458
 SKIES = ("kind", "harsh", "storm")
 TAIL_DOF = 4.0
 NOISE_SPREAD = 0.3  # log-normal sigma of true noise / registry noise
@@ -110,14 +110,9 @@ def heavy_noise(rng, shape, dof: float = TAIL_DOF) -> np.ndarray:
 
 
 def light_time_position(r_km: np.ndarray, v_kms: np.ndarray, site_km: np.ndarray) -> np.ndarray:
-    """Where an object at ``r_km`` moving at ``v_kms`` (now) was one light time (to ``site_km``) ago:
-    ``r - v tau + a tau^2 / 2`` (``a`` the two-body acceleration) with ``tau = |that - site| / c``, by fixed-point
-    steps; the neglected third-order term is under a micrometre for any Earth orbit seen from the ground."""
-    acc = -MU * r_km / np.linalg.norm(r_km, axis=-1, keepdims=True) ** 3
-    tau = np.linalg.norm(r_km - site_km, axis=-1, keepdims=True) / C_KM_S
-    for _ in range(3):
-        tau = np.linalg.norm(r_km - v_kms * tau + 0.5 * acc * tau**2 - site_km, axis=-1, keepdims=True) / C_KM_S
-    return r_km - v_kms * tau + 0.5 * acc * tau**2
+    """Where an object at ``r_km`` moving at ``v_kms`` (now) was one light time (to ``site_km``) ago
+    (:func:`sda.orbit.frames.light_time_position`, with the simulator's gravitational parameter)."""
+    return frames.light_time_position(r_km, v_kms, site_km, MU)
 
 
 class Sky:

@@ -36,10 +36,13 @@ of :mod:`sda.transforms.wire`. Conventions (CCSDS 503.0-B-2):
   band and the frequency ramped over the light time) and the standard defines no conversion, so a
   range in RU is refused per measurement, saying so. RANGE_MODULUS greater than 0 and under
   100,000 km leaves the range ambiguous: refused.
-* Light time: the envelope's radar measurement is the geometry at one instant (the reflection). A
-  two-way measurement time-tagged at RECEIVE (the default TIMETAG_REF) is moved to epoch - range/c,
-  one tagged at TRANSMIT to epoch + range/c. Optical epochs are kept as written (the pipeline's
-  optical model, like its CSV format, makes no light-time correction).
+* Light time: the envelope's event time is the instant the measurement models take it as
+  (``settings.light_time``, :mod:`sda.orbit.estimation.measurements`). Without light time modelled, a
+  radar measurement is the geometry at one instant, the reflection: a two-way measurement time-tagged at
+  RECEIVE (the default TIMETAG_REF) is moved to epoch - range/c, one tagged at TRANSMIT to epoch +
+  range/c. With it modelled (``light_time``), the event time is the reception, as the project's own radar
+  format reports it: RECEIVE kept, TRANSMIT moved to epoch + 2 range/c. Optical epochs are kept as
+  written (the exposure: the models put the object one light time before it when ``light_time``).
 * CORRECTION_RANGE / _ANGLE_1 / _ANGLE_2 / _DOPPLER with CORRECTIONS_APPLIED = NO are added to the
   values (the standard's sign: "to be added"); with YES they were applied already. Non-zero
   TRANSMIT_DELAY_n / RECEIVE_DELAY_n on a range and DATA_QUALITY = DEGRADED are refused. Other data
@@ -226,7 +229,8 @@ def range_km(meta: dict[str, str], value: float, legs: int) -> float:
     return km
 
 
-def _radar(meta: dict[str, str], v: dict[str, float], legs: int, epoch: int) -> tuple[dict[str, float], int]:
+def _radar(meta: dict[str, str], v: dict[str, float], legs: int, epoch: int,
+           light_time: bool = False) -> tuple[dict[str, float], int]:
     if "RANGE" not in v:
         raise Refused("AZEL angles without a RANGE at the same epoch: the envelope has no angles-only az/el")
     if "ANGLE_1" not in v or "ANGLE_2" not in v:
@@ -235,10 +239,13 @@ def _radar(meta: dict[str, str], v: dict[str, float], legs: int, epoch: int) -> 
     rng = range_km(meta, v["RANGE"], legs)
     out = {"range_km": rng, "az_deg": v["ANGLE_1"] % 360.0, "el_deg": v["ANGLE_2"],
            "rr_km_s": v.get("DOPPLER_INSTANTANEOUS")}
-    if legs == 2:  # the reflection instant: half the round trip before reception, after transmission
+    if legs == 2:  # the reflection (reception with light_time): half the round trip before reception
         tag = (meta.get("TIMETAG_REF") or "RECEIVE").strip().upper()
         shift = round(rng / C_KM_S * 1e9)
-        epoch = epoch - shift if tag == "RECEIVE" else epoch + shift
+        if light_time:
+            epoch = epoch if tag == "RECEIVE" else epoch + 2 * shift
+        else:
+            epoch = epoch - shift if tag == "RECEIVE" else epoch + shift
     return out, epoch
 
 
@@ -274,7 +281,8 @@ def _utc_epoch(meta: dict[str, str], text: str) -> int:
         raise Refused(f"epoch {text!r} in {system}: {exc}") from None
 
 
-def _measurement(meta: dict[str, str], lines: list[list], legs: int) -> tuple[dict[str, Any], str, int]:
+def _measurement(meta: dict[str, str], lines: list[list], legs: int,
+                 light_time: bool = False) -> tuple[dict[str, Any], str, int]:
     """(wire values, envelope kind, epoch in unix ns) of one measurement's data lines on a path of ``legs``
     legs, or :class:`Refused`."""
     values = _gather(lines)
@@ -286,17 +294,19 @@ def _measurement(meta: dict[str, str], lines: list[list], legs: int) -> tuple[di
     if angle_type == "RADEC":
         return _optical(meta, values, epoch), "optical", epoch
     if angle_type == "AZEL" or not (angle_type or angles):
-        wire_values, epoch = _radar(meta, values, legs, epoch)
+        wire_values, epoch = _radar(meta, values, legs, epoch, light_time)
         return wire_values, "radar", epoch
     if not angle_type:
         raise Refused("ANGLE_1/ANGLE_2 without an ANGLE_TYPE")
     raise Refused(f"ANGLE_TYPE {angle_type} is not supported: AZEL and RADEC are")
 
 
-def interpret(payload: str, objects: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+def interpret(payload: str, objects: Mapping[str, int | None] | None = None,
+              light_time: bool = False) -> dict[str, Any]:
     """One bronze TDM payload -> ``sensor_id``, ``sensor_kind`` (radar | optical; ``tdm`` when refused),
     ``norad_id``, ``event_time`` (aware UTC datetime, microseconds), the wire values and ``parse_error``.
-    ``objects``: the catalogue's names (:func:`object_aliases`) a tracked object may be given by."""
+    ``objects``: the catalogue's names (:func:`object_aliases`) a tracked object may be given by; ``light_time``:
+    whether the models take light time into account (the event time is then the reception; module docstring)."""
     out: dict[str, Any] = {"sensor_id": None, "sensor_kind": "tdm", "norad_id": None, "event_time": None,
                            **dict.fromkeys(WIRE), "parse_error": None}
     try:
@@ -308,7 +318,7 @@ def interpret(payload: str, objects: Mapping[str, int | None] | None = None) -> 
         return out
     try:
         out["sensor_id"], out["norad_id"], legs = roles(meta, objects)
-        wire_values, kind, epoch = _measurement(meta, lines, legs)
+        wire_values, kind, epoch = _measurement(meta, lines, legs, light_time)
     except Refused as exc:
         out["parse_error"] = f"{where}: {exc}"
         return out
@@ -324,12 +334,12 @@ def interpret(payload: str, objects: Mapping[str, int | None] | None = None) -> 
 _LINEAGE = ("bronze_id", "source_file", "record_no", "payload", "ingest_time", "ingest_batch")
 
 
-def _interpret_batches(batches, objects: Mapping[str, int | None] | None = None):
+def _interpret_batches(batches, objects: Mapping[str, int | None] | None = None, light_time: bool = False):
     import pyarrow as pa
 
     for batch in batches:
         cols = {name: batch.column(name) for name in _LINEAGE}
-        rows = [interpret(p, objects) for p in cols["payload"].to_pylist()]
+        rows = [interpret(p, objects, light_time) for p in cols["payload"].to_pylist()]
         out = {name: cols[name] for name in _LINEAGE}
         out["item_no"] = pa.nulls(len(rows), pa.int64())
         out["sensor_kind"] = pa.array([r["sensor_kind"] for r in rows], pa.string())
@@ -341,12 +351,13 @@ def _interpret_batches(batches, objects: Mapping[str, int | None] | None = None)
         yield pa.RecordBatch.from_pydict(out)
 
 
-def parse(bronze: "DataFrame", objects: Mapping[str, int | None] | None = None) -> "DataFrame":
+def parse(bronze: "DataFrame", objects: Mapping[str, int | None] | None = None,
+          light_time: bool = False) -> "DataFrame":
     """``tdm_messages`` rows -> one parsed measurement each (lineage, ``item_no`` null, the kind of
     envelope it fills, ``sensor_id``, ``event_time``, wire values, ``parse_error``); ``objects``: the
     catalogue's names (:func:`object_aliases`), shipped with the function to the workers."""
     schema = ("bronze_id string, source_file string, record_no long, payload string, ingest_time timestamp, "
               "ingest_batch long, item_no long, sensor_kind string, sensor_id string, event_time timestamp, "
               + ", ".join(f"{name} double" for name in WIRE) + ", parse_error string")
-    return bronze.select(*_LINEAGE).mapInArrow(functools.partial(_interpret_batches, objects=dict(objects or {})),
-                                               schema)
+    return bronze.select(*_LINEAGE).mapInArrow(
+        functools.partial(_interpret_batches, objects=dict(objects or {}), light_time=light_time), schema)

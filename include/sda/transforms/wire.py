@@ -338,18 +338,21 @@ def parse_isl(bronze: "DataFrame") -> "DataFrame":
     return _contract(rows.withColumn("parse_error", _first_error(checks)))
 
 
-def parse_tdm(bronze: "DataFrame", objects: dict[str, int | None] | None = None) -> "DataFrame":
+def parse_tdm(bronze: "DataFrame", objects: dict[str, int | None] | None = None,
+              light_time: bool = False) -> "DataFrame":
     from sda.transforms import tdm
 
-    return _contract(tdm.parse(bronze, objects))
+    return _contract(tdm.parse(bronze, objects, light_time))
 
 
 PARSERS = {"radar": parse_radar, "optical": parse_optical, "isl": parse_isl, "tdm": parse_tdm}
 
 
-def parse_bronze(bronze: "DataFrame", kind: str, objects: dict[str, int | None] | None = None) -> "DataFrame":
+def parse_bronze(bronze: "DataFrame", kind: str, objects: dict[str, int | None] | None = None,
+                 light_time: bool = False) -> "DataFrame":
     """Bronze rows of one kind -> one row per measurement: lineage, ``item_no`` (detection index in a
     radar frame, else null), ``sensor_id``, ``event_time``, the wire values, ``parse_error``.
     ``objects``: the catalogue names a TDM may give its tracked object by
-    (:func:`sda.transforms.tdm.object_aliases`)."""
-    return parse_tdm(bronze, objects) if kind == "tdm" else PARSERS[kind](bronze)
+    (:func:`sda.transforms.tdm.object_aliases`); ``light_time``: the TDM event times as the models take them
+    (:mod:`sda.transforms.tdm`)."""
+    return parse_tdm(bronze, objects, light_time) if kind == "tdm" else PARSERS[kind](bronze)

@@ -152,6 +152,17 @@ def test_nothing_to_resume_is_said(tmp_path, monkeypatch, capsys):
     assert feed.main(["catch-up"]) == feed.NOT_RESUMABLE
     assert "no feed state" in capsys.readouterr().err
     assert feed.main(["init"]) == feed.NOT_RESUMABLE
+    assert feed.main(["sky"]) == feed.NOT_RESUMABLE
+
+
+def test_the_sky_a_feed_continues_is_told(tmp_path, monkeypatch, capsys):
+    """What scripts/run.sh asks to set the stages' light time: the world's sky, from the feed's state."""
+    monkeypatch.setenv("SDA_LANDING", str(tmp_path))
+    (tmp_path / "_feed").mkdir()
+    (tmp_path / "_feed" / "state.json").write_text(json.dumps({"world": {"sky": "storm", "seed": 3}}))
+    assert feed.main(["sky"]) == 0 and capsys.readouterr().out.strip() == "storm"
+    (tmp_path / "_feed" / "state.json").write_text(json.dumps({"world": {"seed": 3}}))  # before skies: the kind one
+    assert feed.main(["sky"]) == 0 and capsys.readouterr().out.strip() == "kind"
 
 
 def test_bad_arguments_are_refused(capsys):

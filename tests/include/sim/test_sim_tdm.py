@@ -19,10 +19,11 @@ from sda.transforms import tdm, wire
 UTC = dt.timezone.utc
 
 
-def _simulate(root: Path, fmt: str) -> Path:
-    cfg = SimConfig(start=dt.datetime(2026, 11, 21, 6, tzinfo=UTC), end=dt.datetime(2026, 11, 21, 6, 20, tzinfo=UTC),
-                    landing=root / "landing", catalog_out=root / "catalog.tle", objects=30, seed=3, truth="sgp4",
-                    format=fmt, reorder_rate=0.0, **dict.fromkeys(RATE_NAMES, 0.0))
+def _simulate(root: Path, fmt: str, sky: str = "kind") -> Path:
+    cfg = SimConfig(start=dt.datetime(2026, 11, 21, 5, 50, tzinfo=UTC),
+                    end=dt.datetime(2026, 11, 21, 6, 10, tzinfo=UTC), landing=root / "landing",
+                    catalog_out=root / "catalog.tle", objects=30, seed=3, truth="sgp4",
+                    format=fmt, reorder_rate=0.0, sky=sky, **dict.fromkeys(RATE_NAMES, 0.0))
     result = simulate(cfg)
     # the files it lists are the files it wrote (TDM ones under tdm/, none left empty)
     on_disk = {p.relative_to(result.landing).as_posix() for p in result.landing.rglob("*")
@@ -46,12 +47,12 @@ def _native(landing: Path) -> dict:
     return out
 
 
-def _from_tdm(landing: Path) -> dict:
+def _from_tdm(landing: Path, light_time: bool = False) -> dict:
     out = {}
     for path in sorted((landing / "tdm").glob("*.kvn")):
         for rec in wire.file_records("tdm", path.read_bytes()):
             assert rec.reason is None, (path.name, rec.reason)
-            o = tdm.interpret(rec.text)
+            o = tdm.interpret(rec.text, light_time=light_time)
             assert o["parse_error"] is None, (path.name, o["parse_error"])
             values = ((o["range_km"], o["az_deg"], o["el_deg"], o["rr_km_s"]) if o["sensor_kind"] == "radar"
                       else (o["ra_hours"], o["dec_deg"]))
@@ -59,12 +60,17 @@ def _from_tdm(landing: Path) -> dict:
     return out
 
 
-def test_tdm_scenario_reads_back_to_the_native_measurements(tmp_path):
-    native = _native(_simulate(tmp_path / "native", "native"))
-    landing = _simulate(tmp_path / "tdm", "tdm")
+@pytest.mark.parametrize("sky", ["kind", "harsh"])
+def test_tdm_scenario_reads_back_to_the_native_measurements(tmp_path, sky):
+    """In the harsher sky a radar's detection time is its reception, which a RECEIVE-tagged TDM carries as it is
+    and normalize keeps when the stages model light time; in the kinder sky (instantaneous geometry) the writer
+    adds the light time and normalize takes it off."""
+    native = _native(_simulate(tmp_path / "native", "native", sky))
+    landing = _simulate(tmp_path / "tdm", "tdm", sky)
     assert not (landing / "radar").exists() and not (landing / "optical").exists()
     assert (landing / "isl").is_dir()  # beacons keep their own format
-    from_tdm = _from_tdm(landing)
+    assert (landing / "space_weather").is_dir() == (sky == "harsh")  # the harsher skies' space weather too
+    from_tdm = _from_tdm(landing, light_time=sky == "harsh")
     assert set(from_tdm) == set(native) and len(native) > 100
     kinds = {v[0] for v in native.values()}
     assert kinds == {"radar", "optical"}

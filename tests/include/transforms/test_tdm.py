@@ -112,6 +112,17 @@ def test_e17_round_trip_light_time_in_seconds_receive_tagged():
     assert out["event_time"] == dt.datetime(2026, 11, 21, 6, 0, 10, 995000, tzinfo=UTC)
 
 
+def test_with_light_time_modelled_the_event_time_is_the_reception():
+    """settings.light_time: the models put the object one light time before the event time, so a two-way
+    measurement's event time is its reception: RECEIVE kept, TRANSMIT moved by the round trip."""
+    received = tdm.interpret(records("e17_radar.kvn")[1].text, light_time=True)
+    assert received["event_time"] == dt.datetime(2026, 11, 21, 6, 0, 11, tzinfo=UTC)  # as written
+    transmitted = tdm.interpret(records("e17_radar.kvn")[0].text, light_time=True)
+    # 2 x 1233.08 km / c = 8226.224 us after transmission
+    assert transmitted["event_time"] == dt.datetime(2026, 11, 21, 6, 0, 1, 8226, tzinfo=UTC)
+    assert transmitted["range_km"] == pytest.approx(1233.08, abs=1e-9)  # the values themselves unchanged
+
+
 def _variant(name: str, index: int, **meta) -> str:
     record = payloads(name)[index]
     for key, value in meta.items():

@@ -147,7 +147,7 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
                     prediction_sigma_m: float | None = None,
                     prediction_sigma_rr_ms: float = PREDICTION_SIGMA_RANGE_RATE_MS,
                     model: CatalogueModel | None = None, bodies: np.ndarray | None = None,
-                    tracks: Any = None) -> pd.DataFrame:
+                    tracks: Any = None, light_time: bool = False) -> pd.DataFrame:
     """Associate each observation of ``obs`` (OBSERVATION envelope columns; ``event_time`` as
     timestamps) with the catalogue ``(norad_ids, satrecs)``. ``sigmas`` is :func:`sda.orbit.sensors.sensor_sigmas`
     output (default: the embedded registry). The prediction's uncertainty is ``model`` (default:
@@ -155,7 +155,8 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
     ``prediction_sigma_m`` is given, the isotropic override of the module docstring. ``bodies``: which
     catalogue rows are candidates (default :func:`sda.orbit.correlation.association.distinct_bodies`: one number
     per element set). ``tracks`` (:class:`sda.orbit.correlation.tracks.Tracks`): the objects predicted by their fused
-    orbits instead (state and full covariance). Returns one row per observation with :data:`RESULT_COLUMNS`."""
+    orbits instead (state and full covariance). ``light_time``: whether the measurements carry it
+    (:func:`sda.orbit.estimation.measurements.models`). Returns one row per observation with :data:`RESULT_COLUMNS`."""
     out = _unassociated(obs)
     if len(obs) == 0:
         return _result_frame(out)
@@ -190,7 +191,8 @@ def correlate_frame(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequen
             sel = kind_rows[lo:lo + block]
             sig = {c: sig_all[c][sel] for c in SIGMA_COLUMNS}
             cols, d2, miss, pair, residuals, dof, logdet = _score_block(kind, obs.iloc[sel], t_all[sel], sig,
-                                                                        satrecs, model, ref, fixed_rr, tracks)
+                                                                        satrecs, model, ref, fixed_rr, tracks,
+                                                                        light_time)
             _decide(out, sel, ids[cols], d2, miss, pair, residuals, dof, gate_km, logdet,
                     None if frames is None else frames[sel])
     return _result_frame(out)
@@ -253,7 +255,7 @@ def _reference(satrecs: Sequence[Satrec], t: np.ndarray, model: CatalogueModel, 
 
 def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping[str, np.ndarray],
                  satrecs: Sequence[Satrec], model: CatalogueModel, ref: association.Reference,
-                 fixed_rr: float | None, tracks: Any = None) -> tuple:
+                 fixed_rr: float | None, tracks: Any = None, light_time: bool = False) -> tuple:
     """One block of one ``kind``'s observations against the catalogue: the prefilter's candidates measured,
     as :func:`_decide` takes them: the catalogue rows that are some observation's candidate (the columns
     below; [0] when none is), [observations, columns] d2, miss, row of the pair in the residuals or -1;
@@ -270,10 +272,11 @@ def _score_block(kind: str, block_obs: pd.DataFrame, t: np.ndarray, sig: Mapping
         pair_sig = {c: values[obs_i] for c, values in sig.items()}
         pred = model.sigma_rtn_m(obj_j, t[obs_i])
         if tracks is None:
-            s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r, v, pair_sig, pred, fixed_rr)
+            s, m, residuals, k, ld = measure(kind, block_obs.iloc[obs_i], t[obs_i], r, v, pair_sig, pred, fixed_rr,
+                                             light_time=light_time)
         else:  # fused objects measured on their own predictions
             s, m, residuals, k, ld = tracks.measure(kind, block_obs.iloc[obs_i], t[obs_i], obj_j, r, v, pair_sig, pred,
-                                                    fixed_rr)
+                                                    fixed_rr, light_time)
         d2[obs_i, obj_pos], miss[obs_i, obj_pos], pair[obs_i, obj_pos] = s, m, np.arange(len(obs_i))
         logdet[obs_i, obj_pos] = ld
         dof[obs_i] = k

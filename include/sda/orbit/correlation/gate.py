@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from sda.orbit.estimation.measurements import MODELS, rtn_axes, wrap_angle
+from sda.orbit.estimation.measurements import MODELS, models, rtn_axes, wrap_angle
 from sda.orbit.frames import angle_between, razel_to_ecef, site_teme, teme_to_ecef, unit_vector_radec
 
 # Probability that a correct association falls outside the gate (under the Gaussian model of
@@ -104,19 +104,22 @@ def _cholesky_statistic(y: np.ndarray, cov: np.ndarray, sensor_var: np.ndarray) 
 
 
 def measure(kind: str, obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None = None, cov_rtn6: np.ndarray | None = None) -> Measured:
+            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None = None, cov_rtn6: np.ndarray | None = None,
+            light_time: bool = False) -> Measured:
     """Observation ``p`` of ``obs`` against the predicted TEME state ``r[p]``/``v[p]`` (km, km/s) at
     ``t[p]`` whose position error has sigmas ``sigma_rtn_m[p]`` (R, T, N; m): (gate statistic d2,
     position-space miss in metres, signed residuals by :data:`sda.orbit.correlation.RESIDUALS` column,
     number of components in d2, log det of the residuals' covariance). NaN d2/miss where SGP4 failed.
     ``fixed_rr_ms`` is the isotropic override's range-rate sigma (no position term in range-rate).
     ``cov_rtn6`` [p, 6, 6]: the prediction's full position / velocity covariance along R, T, N instead
-    of ``sigma_rtn_m`` (:func:`gate_statistic`; not with ``fixed_rr_ms``)."""
+    of ``sigma_rtn_m`` (:func:`gate_statistic`; not with ``fixed_rr_ms``). ``light_time``: the measurement models
+    with or without it (:func:`sda.orbit.estimation.measurements.models`)."""
+    kinds = models(light_time)
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "radar":
-            return _radar(obs, t, r, v, sig, sigma_rtn_m, fixed_rr_ms, cov_rtn6)
+            return _radar(obs, t, r, v, sig, sigma_rtn_m, fixed_rr_ms, cov_rtn6, kinds["radar"])
         if kind == "optical":
-            return _optical(obs, t, r, v, sig, sigma_rtn_m, cov_rtn6)
+            return _optical(obs, t, r, v, sig, sigma_rtn_m, cov_rtn6, kinds["optical"])
         if kind == "isl":
             return _isl(obs, r, v, sig, sigma_rtn_m, cov_rtn6)
     raise ValueError(kind)
@@ -128,11 +131,12 @@ def _reader(obs: pd.DataFrame) -> Callable[[str], np.ndarray]:
 
 
 def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-           sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None, cov_rtn6: np.ndarray | None = None) -> Measured:
+           sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None, cov_rtn6: np.ndarray | None = None,
+           model=MODELS["radar"]) -> Measured:
     """Range, azimuth, elevation and (when reported) range-rate at the radar's site."""
     col = _reader(obs)
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
-    model, x = MODELS["radar"], np.concatenate([r, v], axis=1) * 1000.0
+    x = np.concatenate([r, v], axis=1) * 1000.0
     predicted = model.predict(x, t, obs)
     r_e, _ = teme_to_ecef(r, v, t)
     observed = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
@@ -164,12 +168,12 @@ def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: 
 
 
 def _optical(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-             sigma_rtn_m: np.ndarray, cov_rtn6: np.ndarray | None = None) -> Measured:
+             sigma_rtn_m: np.ndarray, cov_rtn6: np.ndarray | None = None, model=MODELS["optical"]) -> Measured:
     """Topocentric right ascension and declination at the telescope's site."""
     col = _reader(obs)
     m = len(obs)
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
-    model, x = MODELS["optical"], np.concatenate([r, v], axis=1) * 1000.0
+    x = np.concatenate([r, v], axis=1) * 1000.0
     ra, dec = model.predict(x, t, obs).T
     rho = r - site_teme(*site, t)
     los = unit_vector_radec(col("ra_rad"), col("dec_rad"))

@@ -86,7 +86,7 @@ class Tracks:
 
     def measure(self, kind: str, obs: pd.DataFrame, t: np.ndarray, obj_rows: np.ndarray, r: np.ndarray,
                 v: np.ndarray, sig: Mapping[str, np.ndarray], sigma_rtn_m: np.ndarray,
-                fixed_rr_ms: float | None = None) -> gate.Measured:
+                fixed_rr_ms: float | None = None, light_time: bool = False) -> gate.Measured:
         """:func:`sda.orbit.correlation.gate.measure` of candidate pairs (observation ``p`` of ``obs`` against
         catalogue row ``obj_rows[p]``): the element set's prediction ``r``/``v`` with ``sigma_rtn_m`` for
         rows without a track, the track's state and full covariance for the others."""
@@ -102,10 +102,10 @@ class Tracks:
             if fused:
                 rs, vs = self.state(idx[sel], t[sel])
                 got = gate.measure(kind, obs.iloc[sel], t[sel], rs, vs, part_sig, sigma_rtn_m[sel],
-                                           cov_rtn6=self.covariance(idx[sel], t[sel]))
+                                   cov_rtn6=self.covariance(idx[sel], t[sel]), light_time=light_time)
             else:
                 got = gate.measure(kind, obs.iloc[sel], t[sel], r[sel], v[sel], part_sig, sigma_rtn_m[sel],
-                                           fixed_rr_ms)
+                                   fixed_rr_ms, light_time=light_time)
             d2[sel], miss[sel], dof[sel], logdet[sel] = got[0], got[1], got[3], got[4]
             for name, values in got[2].items():
                 residuals.setdefault(name, np.full(len(t), np.nan))[sel] = values

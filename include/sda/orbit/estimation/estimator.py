@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit.estimation import dynamics
-from sda.orbit.estimation.measurements import MODELS
+from sda.orbit.estimation.measurements import MODELS, models
 from sda.orbit.estimation.noise import ProcessNoise, arc_model_covariance
 
 #: ``status`` of a result.
@@ -88,6 +88,7 @@ class OdConfig:
     #: the transition matrix and sensitivity are integrated again only after a correction that moved the
     #: position by more than this (m); smaller ones reuse the last (module docstring, "Jacobian reuse")
     jacobian_refresh_m: float = 20_000.0
+    light_time: bool = False  # the measurements carry light time (sda.orbit.estimation.measurements.models)
 
 
 @dataclasses.dataclass
@@ -183,8 +184,10 @@ def _teme7(rot: np.ndarray) -> np.ndarray:
     return big
 
 
-def _linearise(blocks, traj, rots):
-    """Whitened residuals [rows, k] and Jacobians [rows, k, 7] (wrt GCRF state at t0 and B), per block."""
+def _linearise(blocks, traj, rots, light_time: bool = False):
+    """Whitened residuals [rows, k] and Jacobians [rows, k, 7] (wrt GCRF state at t0 and B), per block; the
+    measurement models with or without light time (:func:`sda.orbit.estimation.measurements.models`)."""
+    kinds = models(light_time)
     out = []
     x_teme = np.concatenate([np.einsum("mij,mj->mi", rots, traj.x[:, :3]),
                              np.einsum("mij,mj->mi", rots, traj.x[:, 3:])], axis=1)
@@ -193,7 +196,7 @@ def _linearise(blocks, traj, rots):
     big[:, :3, :3] = big[:, 3:, 3:] = rots
     d_teme = big @ jac7  # [m, 6, 7]
     for block in blocks:
-        model = MODELS[block.kind]
+        model = kinds[block.kind]
         xb = x_teme[block.index]
         res = model.residual(block.y, model.predict(xb, block.t, block.obs))
         h = model.jacobian(xb, block.t, block.obs) @ d_teme[block.index]
@@ -284,7 +287,7 @@ def _iterate(blocks, rots, all_times, t0: float, x_prior: np.ndarray, p_prior: n
             jacobians = traj.phi, traj.sens
         else:
             traj = dynamics.Trajectory(traj.t, traj.x, *jacobians)
-        lin = _linearise(blocks, _head(traj, len(rots)), rots)
+        lin = _linearise(blocks, _head(traj, len(rots)), rots, config.light_time)
         frozen = accepted_prev if iteration > config.edit_iterations else None
         solve = _step(lin, x, x_prior, p_prior if free_b else held, max(config.edit_sigma, 3.0 * rms_prev), frozen)
         x = x + solve.dx

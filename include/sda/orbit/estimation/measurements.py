@@ -17,8 +17,17 @@ The correlation gate (:mod:`sda.orbit.correlation.gate`) predicts with the same 
 Jacobians on the predicted orbit's R, T, N axes (:func:`rtn_axes`). Conventions are the pipeline's
 (:mod:`sda.orbit.frames`): radar range (m), azimuth and elevation (rad) and range-rate (m/s) are topocentric in
 the site's east-north-up frame, computed in ECEF = R3(GMST) TEME; optical right ascension and
-declination are topocentric in TEME; ISL reports the TEME position (m) and velocity (m/s). No light
-time, refraction or aberration (the simulator has none either). Units are SI throughout.
+declination are topocentric in TEME; ISL reports the TEME position (m) and velocity (m/s). Units are SI
+throughout.
+
+**Light time.** A radar's range and angles are those of where the object was when the pulse met it, one light
+time before reception (the event time); a telescope's astrometric angles point where it was one light time
+before the exposure (:func:`sda.orbit.frames.light_time_position`; up to ~25 m of range in LEO, ~2 arcsec in
+GEO). :func:`models` with ``light_time=True`` (as real sensors and the simulator's harsher skies report) predict
+that; with False (the default, ``settings.light_time``'s, as the default kinder sky reports) the instantaneous
+geometry.
+The Jacobians leave out light time's own sensitivity (a relative effect of v/c, ~3e-5). No refraction or
+aberration (astrometric angles are measured against a star catalogue that has the aberration too).
 """
 
 from __future__ import annotations
@@ -93,6 +102,17 @@ class MeasurementModel:
     components: tuple[str, ...] = ()
     angles: tuple[bool, ...] = ()  # which components are angles on a circle (wrapped residuals)
 
+    def __init__(self, light_time: bool = False):
+        self.light_time = light_time
+
+    def seen(self, x: np.ndarray, t: np.ndarray, obs: pd.DataFrame) -> np.ndarray:
+        """The TEME position (km) the sensor sees of states ``x`` (m, m/s) at ``t``: one light time back when
+        :attr:`light_time`, else where the object is."""
+        r, v = x[:, :3] / 1000.0, x[:, 3:] / 1000.0
+        if not self.light_time:
+            return r
+        return frames.light_time_position(r, v, frames.site_teme(*_site(obs), t))
+
     def observed(self, obs: pd.DataFrame) -> np.ndarray:
         return np.stack([_col(obs, c) for c in self.components], axis=1)
 
@@ -132,7 +152,7 @@ class Radar(MeasurementModel):
                          _sigma_of(obs, sigmas, "radar", "sigma_range_rate_ms")], axis=1)
 
     def predict(self, x, t, obs):
-        r_e, v_e = frames.teme_to_ecef(x[:, :3] / 1000.0, x[:, 3:] / 1000.0, t)
+        r_e, v_e = frames.teme_to_ecef(self.seen(x, t, obs), x[:, 3:] / 1000.0, t)
         rng, az, el, rr = frames.razel(r_e, v_e, *_site(obs))
         return np.stack([rng * 1000.0, az, el, rr * 1000.0], axis=1)
 
@@ -172,7 +192,7 @@ class Optical(MeasurementModel):
         return np.stack([angle / cos_dec, angle], axis=1)
 
     def predict(self, x, t, obs):
-        ra, dec = frames.radec(x[:, :3] / 1000.0, *_site(obs), t)
+        ra, dec = frames.radec(self.seen(x, t, obs), *_site(obs), t)
         return np.stack([ra, dec], axis=1)
 
     def jacobian(self, x, t, obs):
@@ -207,7 +227,13 @@ class Isl(MeasurementModel):
         return np.broadcast_to(np.eye(6), (len(x), 6, 6)).copy()
 
 
-MODELS: dict[str, MeasurementModel] = {m.kind: m for m in (Radar(), Optical(), Isl())}
+def models(light_time: bool = False) -> dict[str, MeasurementModel]:
+    """One model per sensor kind, light time as real sensors report it or not (module docstring)."""
+    return _MODELS[bool(light_time)]
+
+
+_MODELS = {lt: {m.kind: m for m in (Radar(lt), Optical(lt), Isl(lt))} for lt in (True, False)}
+MODELS: dict[str, MeasurementModel] = models(False)
 
 
 def registry_sigmas(sensors) -> dict[str, dict[str, float]]:

@@ -158,7 +158,8 @@ def pass_starts(t: np.ndarray, passes: np.ndarray) -> np.ndarray:
 
 
 def pass_tests(prior: Prior, prior_result, obs: pd.DataFrame, t: np.ndarray, passes: np.ndarray, sigmas,
-               noise: ProcessNoise, candidate: np.ndarray, predicted: Prediction | None = None) -> list[PassTest]:
+               noise: ProcessNoise, candidate: np.ndarray, predicted: Prediction | None = None,
+               light_time: bool = False) -> list[PassTest]:
     """One :class:`PassTest` per pass (module docstring, 2). ``prior``: the prior orbit carried to the
     window's first observation; ``prior_result`` the :class:`~sda.orbit.estimation.estimator.OdResult` it was
     carried from (whose prediction gives each pass's covariance); ``obs`` the window's observations,
@@ -181,7 +182,7 @@ def pass_tests(prior: Prior, prior_result, obs: pd.DataFrame, t: np.ndarray, pas
     ext[:, :6] = traj.jac7[n:n + count]
     ext[:, 6, 6] = 1.0
     head = dynamics.Trajectory(traj.t[:n], traj.x[:n], traj.phi[:n], traj.sens[:n])
-    lin = _linearise(blocks, head, dynamics.teme_rotation(times))
+    lin = _linearise(blocks, head, dynamics.teme_rotation(times), light_time)
     rots = dynamics.teme_rotation(starts)
     out = []
     for k in range(count):

@@ -54,7 +54,8 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         predicted = predict(current, np.concatenate([[t_sub.min()], starts]), noise)
         prior = prior_from_prediction(current, predicted, 0)
         tests = mn.pass_tests(prior, current, sub, t_sub, p_sub, sigmas, noise, held_sub,
-                              Prediction(*(getattr(predicted, f)[1:] for f in ("t", "r_km", "v_kms", "covariance"))))
+                              Prediction(*(getattr(predicted, f)[1:] for f in ("t", "r_km", "v_kms", "covariance"))),
+                              config.light_time)
         detection = mn.detect(tests, current.epoch, ms)
         if detection is not None and found:  # one burn more, or the newest re-fit too short to predict?
             upto = np.zeros(len(tk), bool)
