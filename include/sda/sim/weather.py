@@ -89,21 +89,11 @@ class Weather:
         return Weather(int(cfg.seed), storm_onset(cfg) if sky == "storm" else None)
 
     def forecast_ap(self, unix_s: float) -> float:
-        return float(_forecast().get_ap_daily(math.floor(mjd(unix_s))))
-
-    def _z(self, slot: int) -> float:
-        draws = [np.random.default_rng([self.seed, 11, slot - k]).standard_normal() for k in range(len(MA_WEIGHTS))]
-        return float(np.dot(MA_WEIGHTS, draws) / math.sqrt(sum(w * w for w in MA_WEIGHTS)))
+        return _forecast_ap(math.floor(mjd(unix_s)))
 
     def ap(self, slot: int) -> int:
         """The true ap of 3-hour interval ``slot`` (its start is ``slot * SLOT_S`` unix seconds)."""
-        quiet = self.forecast_ap(slot * SLOT_S) * math.exp(WITHIN_DAY_SIGMA * self._z(slot))
-        ap = AP_SCALE[int(np.argmin([abs(a - quiet) for a in AP_SCALE]))]
-        if self.storm_onset is not None:
-            k = slot - int(round(self.storm_onset / SLOT_S))
-            if 0 <= k < len(STORM_AP):
-                ap = max(ap, STORM_AP[k])
-        return int(ap)
+        return _ap(self.seed, self.storm_onset, slot)
 
     def factor(self, unix_s: float, perigee_km: float) -> float:
         """The truth's density over NRLMSISE-00's on the forecast, at ``unix_s`` for a perigee of ``perigee_km``."""
@@ -155,6 +145,25 @@ class Weather:
                 + f"{f.get_f107_adjusted(m):6.1f}{q}{f.get_f107_adj_avg81(m):6.1f}{f.get_f107_adj_avg81(m):6.1f}"
                 + f"{f.get_f107_observed(m):6.1f}{f.get_f107_obs_avg81(m):6.1f}{f.get_f107_obs_avg81(m):6.1f}")
         return line
+
+
+@functools.lru_cache(maxsize=4096)
+def _forecast_ap(day_mjd: int) -> float:
+    return float(_forecast().get_ap_daily(day_mjd))
+
+
+@functools.lru_cache(maxsize=65536)
+def _ap(seed: int, onset: float | None, slot: int) -> int:
+    """:meth:`Weather.ap`, once per interval: the truth's integration asks for it per body and 30-minute segment."""
+    draws = [np.random.default_rng([seed, 11, slot - k]).standard_normal() for k in range(len(MA_WEIGHTS))]
+    z = float(np.dot(MA_WEIGHTS, draws) / math.sqrt(sum(w * w for w in MA_WEIGHTS)))
+    quiet = _forecast_ap(math.floor(mjd(slot * SLOT_S))) * math.exp(WITHIN_DAY_SIGMA * z)
+    ap = AP_SCALE[int(np.argmin([abs(a - quiet) for a in AP_SCALE]))]
+    if onset is not None:
+        k = slot - int(round(onset / SLOT_S))
+        if 0 <= k < len(STORM_AP):
+            ap = max(ap, STORM_AP[k])
+    return int(ap)
 
 
 def storm_onset(cfg) -> float:
