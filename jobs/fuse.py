@@ -21,6 +21,7 @@ same changes (its progress is committed last) and writes the same rows.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import math
 import sys
@@ -34,7 +35,7 @@ from sda.lake import schemas
 from sda.lake.tables import TABLES
 from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.sensors import load_sensors
-from sda.pipeline import changefeed, faults, runtime, sinks
+from sda.pipeline import changefeed, faults, runtime, sinks, space_weather
 from sda.pipeline import manoeuvres as manoeuvre_io
 from sda.pipeline.arguments import stage_parser, with_defaults
 
@@ -169,6 +170,9 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                     .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
     from sda.orbit.estimation import registry_sigmas
 
+    # the arcs' model error with the Kp landed over them (a storm grows it: sda.orbit.estimation.noise)
+    noise = space_weather.process_noise(spark, settings, lo - dt.timedelta(hours=3))
+    arc = dataclasses.replace(arc, config=dataclasses.replace(arc.config, noise=noise))
     fitted = fit_objects(observations, priors(spark, settings, first, arc.arc_s), element_sets(spark, settings, ids),
                          registry_sigmas(load_sensors()), arc)
     rows = with_times(fitted, args.run_id).localCheckpoint()

@@ -164,7 +164,8 @@ def _reference(norad_id: int, catalog: dict[int, dict], states: dict[int, dict],
 
 # --------------------------------------------------------------------------- assessment
 
-def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None, manoeuvred=None) -> pd.DataFrame:
+def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None, manoeuvred=None,
+           noise=None) -> pd.DataFrame:
     """Pc, validity and level of each screened event.
 
     events: columns primary_id, secondary_id, tca_unix, miss_km, rel_speed_km_s, r_km, t_km, n_km and
@@ -183,6 +184,8 @@ def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None, man
     orbits, whose covariances at TCA they use (p_cov_rtn / s_cov_rtn, 36 values row-major; else None).
     manoeuvred: the objects known to have manoeuvred (p_maneuverable / s_maneuverable true: the CDM's
     MANEUVERABLE = YES).
+    noise: the fused predictions' model error (:class:`sda.orbit.estimation.noise.ProcessNoise` with the landed
+    space weather; None: quiet).
     """
     from sda.alerts.fused import refinements
     from sda.orbit import screening
@@ -203,7 +206,7 @@ def assess(events: pd.DataFrame, states, catalog_info, settings, fused=None, man
 
     flags = events["flag"].tolist() if "flag" in events.columns else [None] * len(events)
     fused = fused or {}
-    refined = refinements(events, fused, catalog)
+    refined = refinements(events, fused, catalog, noise)
     rows = [_assess_event(ev, flags[i] if screening.is_persistent(flags[i]) else None, P[i] * 1000.0,
                           S[i] * 1000.0, ref, catalog, settings, refined[i], fused)
             for i, ev in enumerate(events.itertuples(index=False))]

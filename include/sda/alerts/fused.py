@@ -16,6 +16,7 @@ import dataclasses
 import pandas as pd
 
 from sda.orbit.estimation.estimator import OdResult
+from sda.orbit.estimation.noise import ProcessNoise
 from sda.orbit.fusion.arcs import result_from_row
 from sda.orbit.screening.fused_refinement import Refined, refine
 
@@ -45,9 +46,11 @@ def fused_orbits(rows) -> dict[int, FusedOrbit]:
     return out
 
 
-def refinements(events: pd.DataFrame, fused: dict[int, FusedOrbit], catalog: dict[int, dict]) -> list[Refined | None]:
-    """Per event, its refinement on the fused orbits (None where neither object has one)."""
+def refinements(events: pd.DataFrame, fused: dict[int, FusedOrbit], catalog: dict[int, dict],
+                noise: ProcessNoise | None = None) -> list[Refined | None]:
+    """Per event, its refinement on the fused orbits (None where neither object has one); ``noise``: the
+    predictions' model error (:func:`sda.pipeline.space_weather.process_noise`; None: quiet)."""
     if not fused or events is None or len(events) == 0:
         return [None] * (0 if events is None else len(events))
     lines = {n: (c["line1"], c["line2"]) for n, c in catalog.items() if c.get("line1") and c.get("line2")}
-    return refine(events, {n: f.result for n, f in fused.items()}, lines)
+    return refine(events, {n: f.result for n, f in fused.items()}, lines, noise or ProcessNoise())

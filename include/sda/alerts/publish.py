@@ -47,6 +47,7 @@ from sda.lake import schemas
 from sda.lake.orbits import newest_element_sets, usable_fused
 from sda.lake.tables import TABLES, table_exists
 from sda.pipeline import faults, sinks
+from sda.pipeline.space_weather import process_noise
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -151,7 +152,8 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
         fused_rows = usable_fused(spark, settings, screen_start, sorted(ids), *FUSED_COLUMNS) if ids else []
     fused = fused_orbits([r for r in fused_rows if int(r["norad_id"]) in ids])
     manoeuvred = manoeuvred_objects(spark, settings, ids, screen_start) if lifecycle else set()
-    assessed = assess(events, states, catalog, settings, fused=fused, manoeuvred=manoeuvred)
+    noise = process_noise(spark, settings, screen_start - dt.timedelta(days=2), screen_end) if fused else None
+    assessed = assess(events, states, catalog, settings, fused=fused, manoeuvred=manoeuvred, noise=noise)
 
     if len(assessed):
         conj = spark.createDataFrame(_conjunction_rows(assessed, screen_start, run_id), schemas.CONJUNCTION)

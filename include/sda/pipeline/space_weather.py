@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from sda.orbit.estimation.noise import ProcessNoise
+
 TABLE = "space_weather"
 STORM_KP = 5.0  # a geomagnetic storm: Kp 5 (NOAA G1) or more
 # the source row is newer than the target row: a later issue, then the larger file path, then the larger sha256
@@ -109,6 +111,15 @@ def read_pandas(spark: "SparkSession", settings: Settings, start: dt.datetime | 
     for name in ("interval_start", "interval_end", "issued"):
         frame[name] = pd.to_datetime(frame[name], utc=True)
     return frame
+
+
+def process_noise(spark: "SparkSession", settings: Settings, start: dt.datetime | None = None,
+                  end: dt.datetime | None = None) -> "ProcessNoise":
+    """The fused predictions' model error with the Kp landed over ``[start, end)``: a storm grows the density
+    forecast's error (:class:`sda.orbit.estimation.noise.ProcessNoise`); quiet without space weather."""
+    from sda.orbit.estimation.noise import ProcessNoise, SpaceWeather
+
+    return ProcessNoise(weather=SpaceWeather.from_frame(read_pandas(spark, settings, start, end)))
 
 
 def run_summary(spark: "SparkSession", settings: Settings, start: dt.datetime, end: dt.datetime,

@@ -8,6 +8,15 @@ acceleration noise. Used at the fit's epoch (what the arc could not resolve,
   (:attr:`ProcessNoise.drag_fraction`, applied to ``max(|B|, b_floor)`` so a B fitted near zero still
   carries it), fully correlated in time: its effect ``sigma_c^2 s s^T``, ``s`` the sensitivity of the
   state to ``B`` since the reference time, grows along track quadratically, as drag errors do.
+* **The atmosphere's share of it, and storms.** Of ``f``, :attr:`ProcessNoise.density_fraction` is the
+  density forecast's own error, the part two objects at the same place and time share (NASA CARA's "DCP":
+  a density forecast uncertainty and each object's sensitivity to it, :meth:`ProcessNoise.density_sigma`,
+  :meth:`ProcessNoise.density_scale`); the rest is the body's (attitude, area). The density error grows
+  with the geomagnetic activity the pipeline has landed (:class:`SpaceWeather`, the largest Kp, observed
+  or forecast, from :attr:`ProcessNoise.lookback_s` before the reference time to the predicted time):
+  :attr:`ProcessNoise.density_per_kp` per Kp step above :attr:`ProcessNoise.kp_quiet`, so a storm grows
+  the covariance of every prediction that crosses it, as a storm's 2-3-fold density does the errors.
+  Without space weather, or in quiet times, the term is the quiet one.
 * **White acceleration noise** (state noise compensation): spectral density ``q`` per axis
   (:attr:`ProcessNoise.accel_psd`, m^2/s^3, at :data:`R_REF_M`), mapped through the dynamics,
   ``Q_{k+1} = Phi_k Q_k Phi_k^T + q G(dt_k)``: the gravity field's truncation, SRP, and the rest. The
@@ -36,15 +45,80 @@ R_REF_M = 6878.137e3  # 500 km up: where :attr:`ProcessNoise.accel_psd` applies
 
 
 @dataclasses.dataclass(frozen=True)
+class SpaceWeather:
+    """The 3-hour Kp the pipeline has landed (observed, else the forecast), as unix-second intervals."""
+
+    start: tuple[float, ...] = ()
+    end: tuple[float, ...] = ()
+    kp: tuple[float, ...] = ()
+
+    @classmethod
+    def from_frame(cls, frame) -> "SpaceWeather | None":
+        """From a frame of ``interval_start``, ``interval_end`` (UTC timestamps) and ``kp``
+        (:func:`sda.pipeline.space_weather.read_pandas`); None when it has no row."""
+        if frame is None or len(frame) == 0:
+            return None
+        unix = [frame[c].astype("datetime64[ns, UTC]").astype("int64").to_numpy() / 1e9
+                for c in ("interval_start", "interval_end")]
+        kp = frame["kp"].astype(float).to_numpy()
+        keep = np.isfinite(kp)
+        return cls(tuple(unix[0][keep].tolist()), tuple(unix[1][keep].tolist()), tuple(kp[keep].tolist()))
+
+    def kp_max(self, t0: float, times) -> np.ndarray:
+        """[m] the largest Kp of the intervals overlapping ``[t0, t]`` for each ``t`` in ``times`` (NaN: none)."""
+        times = np.atleast_1d(np.asarray(times, float))
+        out = np.full(len(times), np.nan)
+        if not self.kp:
+            return out
+        start, end, kp = (np.asarray(a, float) for a in (self.start, self.end, self.kp))
+        live = end > float(t0)
+        start, kp = start[live], kp[live]
+        for i, t in enumerate(times):
+            seen = kp[start <= max(float(t), float(t0))]
+            if len(seen):
+                out[i] = seen.max()
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
 class ProcessNoise:
-    drag_fraction: float = 0.4  # relative error of B over hours (consider)
+    drag_fraction: float = 0.4  # relative error of B over hours (consider), quiet: the density's and the body's
+    density_fraction: float = 0.2  # of which the density forecast's (shared by objects at one place and time)
+    kp_quiet: float = 3.0  # the density forecast's error grows above this Kp ...
+    density_per_kp: float = 0.15  # ... by this much (relative density) per Kp step
+    lookback_s: float = 3 * 3600.0  # the density answers the Kp of some hours before
+    weather: SpaceWeather | None = None  # the landed Kp (None: quiet)
     b_floor: float = 0.05  # m^2/kg: the B the drag fraction applies to at least
     accel_psd: float = 3e-9  # m^2/s^3 per axis, GCRF
     psd_floor: float = 1e-14  # m^2/s^3: the white noise of orbits far above the field's truncation
     arc_window_s: float = 7200.0  # the model error at the fit's epoch: this long's growth
 
     def sigma_b(self, b: float) -> float:
+        """The quiet-time 1-sigma error of B (m^2/kg): a prior's, a consider parameter's before storms."""
         return self.drag_fraction * max(abs(float(b)), self.b_floor)
+
+    def density_scale(self, b: float) -> float:
+        """The B a relative density error multiplies (m^2/kg): the state's sensitivity to a relative density
+        error is this times its sensitivity to B."""
+        return max(abs(float(b)), self.b_floor)
+
+    def density_sigma(self, t0: float, times) -> np.ndarray:
+        """[m] the density forecast's relative 1-sigma error over a prediction from ``t0`` to each time."""
+        times = np.atleast_1d(np.asarray(times, float))
+        base = np.full(len(times), min(self.density_fraction, self.drag_fraction))
+        if self.weather is None or self.drag_fraction <= 0.0:  # quiet, or no drag error modelled at all
+            return base
+        kp = self.weather.kp_max(float(t0) - self.lookback_s, times)
+        return base + self.density_per_kp * np.clip(np.nan_to_num(kp, nan=self.kp_quiet) - self.kp_quiet, 0.0, None)
+
+    def consider(self, b: float, sens: np.ndarray, t0: float, times) -> np.ndarray:
+        """[m, 6, 6] the drag consider covariance of states whose sensitivity to B is ``sens`` [m, 6], over
+        a prediction from ``t0`` to ``times`` [m]: the body's share and the density's (storms grow it)."""
+        own = self.drag_fraction**2 - min(self.density_fraction, self.drag_fraction) ** 2
+        scale2 = self.density_scale(b) ** 2
+        rho = self.density_sigma(t0, times)
+        var = scale2 * (own + rho**2)
+        return var[:, None, None] * np.einsum("mi,mj->mij", sens, sens)
 
     def psd(self, r_m) -> float:
         """The white noise's spectral density for an orbit at radius ``|r_m|`` (m)."""
@@ -80,4 +154,4 @@ def arc_model_covariance(phi: np.ndarray, sens: np.ndarray, t: np.ndarray, b: fl
     ``sens`` [j, 6] from any common initial time): the consider drag term plus the white noise."""
     step = phi[-1] @ np.linalg.inv(phi[0])
     s = sens[-1] - step @ sens[0]
-    return noise.sigma_b(b) ** 2 * np.outer(s, s) + accumulated(phi, t, noise.psd(r_m))[-1]
+    return noise.consider(b, s[None, :], t[0], [t[-1]])[0] + accumulated(phi, t, noise.psd(r_m))[-1]

@@ -10,8 +10,10 @@ numerical propagation per object, interpolated exactly enough between nodes). Th
 * ``J(t)`` = d(state(t), B) / d(state, B at the epoch) (transition matrix and drag sensitivity), ``P`` the
   fit's 7x7 covariance: the uncertainty the observations left;
 * ``sigma_c^2 s(t) s(t)^T``: the drag the fit cannot know ahead, a *consider* error of ``B``
-  (``s`` the state's sensitivity to it since the epoch), and ``Q(t)``, white acceleration noise mapped
-  through the dynamics on an internal grid of at most :data:`NOISE_STEP_S`: the model error of
+  (``s`` the state's sensitivity to it since the epoch; ``sigma_c`` the body's share and the density forecast's,
+  which the landed space weather grows in a storm: :meth:`~sda.orbit.estimation.noise.ProcessNoise.consider`),
+  and ``Q(t)``, white acceleration noise mapped through the dynamics on an internal grid of at most
+  :data:`NOISE_STEP_S`: the model error of
   :mod:`sda.orbit.estimation.noise`, whose constants (:class:`~sda.orbit.estimation.noise.ProcessNoise`) say how big.
 
 Units: states TEME km and km/s (the pipeline's), covariances TEME in metres (m^2, m^2/s, m^2/s^2).
@@ -32,12 +34,17 @@ NOISE_STEP_S = 600.0
 
 @dataclasses.dataclass
 class Prediction:
-    """Times [m] (unix s), TEME positions [m, 3] (km), velocities [m, 3] (km/s), covariances [m, 6, 6] (TEME, m)."""
+    """Times [m] (unix s), TEME positions [m, 3] (km), velocities [m, 3] (km/s), covariances [m, 6, 6] (TEME, m);
+    the density forecast's relative 1-sigma error [m] and the state's sensitivity to it [m, 6] (TEME, m and m/s
+    per unit relative density error): the part of the covariance objects at one place and time share,
+    ``density_sigma^2 G G^T`` (CARA's DCP values)."""
 
     t: np.ndarray
     r_km: np.ndarray
     v_kms: np.ndarray
     covariance: np.ndarray
+    density_sigma: np.ndarray | None = None
+    density_sensitivity: np.ndarray | None = None
 
 
 def predict(result: OdResult, times, noise: ProcessNoise = ProcessNoise()) -> Prediction:
@@ -57,14 +64,15 @@ def predict(result: OdResult, times, noise: ProcessNoise = ProcessNoise()) -> Pr
     big[:, 3:, 3:6] = rots
     jac = traj.jac7  # [m, 6, 7]
     cov = jac @ p0 @ np.swapaxes(jac, 1, 2)
-    cov += noise.sigma_b(x0[6]) ** 2 * np.einsum("mi,mj->mij", traj.sens, traj.sens)
+    cov += noise.consider(x0[6], traj.sens, t0, every)
     cov += accumulated(traj.phi, every, noise.psd(x0[:3]))
     rot6 = big[:, :, :6]
     cov_teme = rot6 @ cov @ np.swapaxes(rot6, 1, 2)
     r = np.einsum("mij,mj->mi", rots, traj.x[:, :3]) / 1000.0
     v = np.einsum("mij,mj->mi", rots, traj.x[:, 3:]) / 1000.0
+    g = noise.density_scale(x0[6]) * np.einsum("mij,mj->mi", rot6, traj.sens)
     pick = np.searchsorted(every, times)
-    return Prediction(times, r[pick], v[pick], cov_teme[pick])
+    return Prediction(times, r[pick], v[pick], cov_teme[pick], noise.density_sigma(t0, times), g[pick])
 
 
 def ephemeris(result: OdResult, start: float, end: float, step_s: float = 60.0,

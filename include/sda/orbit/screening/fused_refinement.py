@@ -20,6 +20,7 @@ from sgp4.api import WGS72, Satrec
 
 from sda.orbit import frames
 from sda.orbit.estimation.estimator import OdResult
+from sda.orbit.estimation.noise import ProcessNoise
 from sda.orbit.estimation.predict import predict
 
 HALF_WINDOW_S = 60.0  # the screened TCA is within a second of the fused one in all but slow encounters
@@ -28,8 +29,10 @@ GRID_S = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class Refined:
-    """One event refined: TCA (unix s), TEME states of both [km, km/s] there, and the fused objects'
-    6x6 TEME covariances there (m-units; None for an object without a fused orbit)."""
+    """One event refined: TCA (unix s), TEME states of both [km, km/s] there, the fused objects'
+    6x6 TEME covariances there (m-units; None for an object without a fused orbit), and their density
+    forecast terms there (CARA's DCP: the relative 1-sigma density error and the state's sensitivity to it,
+    TEME m and m/s; None without a fused orbit)."""
 
     tca_unix: float
     p_state: np.ndarray
@@ -37,6 +40,8 @@ class Refined:
     p_cov: np.ndarray | None
     s_cov: np.ndarray | None
     at_edge: bool
+    p_dcp: tuple[float, np.ndarray] | None = None
+    s_dcp: tuple[float, np.ndarray] | None = None
 
 
 def _grid(tcas: np.ndarray) -> np.ndarray:
@@ -44,14 +49,15 @@ def _grid(tcas: np.ndarray) -> np.ndarray:
     return (np.asarray(tcas, float)[:, None] + offsets[None, :])
 
 
-def _fused_tracks(fused: dict[int, OdResult], wanted: dict[int, list[float]]):
-    """{norad: (times, r km, v km/s, cov)} on the grids of its events (times at or after the epoch)."""
+def _fused_tracks(fused: dict[int, OdResult], wanted: dict[int, list[float]], noise: ProcessNoise):
+    """{norad: (times, r km, v km/s, cov, density sigma, density sensitivity)} on the grids of its events
+    (times at or after the epoch)."""
     out = {}
     for norad, tcas in wanted.items():
         result = fused[norad]
         times = np.unique(np.maximum(_grid(np.array(tcas)).ravel(), result.epoch))
-        pred = predict(result, times)
-        out[norad] = (times, pred.r_km, pred.v_kms, pred.covariance)
+        pred = predict(result, times, noise)
+        out[norad] = (times, pred.r_km, pred.v_kms, pred.covariance, pred.density_sigma, pred.density_sensitivity)
     return out
 
 
@@ -61,20 +67,22 @@ def _sgp4_track(line1: str, line2: str, times: np.ndarray):
 
 
 def _lookup(track, times: np.ndarray):
-    t, r, v, cov = track
+    t, r, v, cov, sigma, sens = track
     idx = np.clip(np.searchsorted(t, times), 0, len(t) - 1)
-    return r[idx], v[idx], cov[idx]
+    return r[idx], v[idx], (cov[idx], sigma[idx], sens[idx])
 
 
-def refine(events: pd.DataFrame, fused: dict[int, OdResult], lines: dict[int, tuple[str, str]]) -> list[Refined | None]:
+def refine(events: pd.DataFrame, fused: dict[int, OdResult], lines: dict[int, tuple[str, str]],
+           noise: ProcessNoise = ProcessNoise()) -> list[Refined | None]:
     """Per event (rows with primary_id, secondary_id, tca_unix): its refinement where either object has
-    a fused orbit in ``fused``, else None. ``lines``: element sets of the other objects."""
+    a fused orbit in ``fused``, else None. ``lines``: element sets of the other objects; ``noise``: the
+    model error the predictions carry (with the landed space weather)."""
     wanted: dict[int, list[float]] = {}
     for p, s, t in zip(events["primary_id"], events["secondary_id"], events["tca_unix"]):
         for n in (int(p), int(s)):
             if n in fused:
                 wanted.setdefault(n, []).append(float(t))
-    tracks = _fused_tracks(fused, wanted)
+    tracks = _fused_tracks(fused, wanted, noise)
     out: list[Refined | None] = []
     for p, s, t in zip(events["primary_id"], events["secondary_id"], events["tca_unix"]):
         p, s = int(p), int(s)
@@ -110,5 +118,6 @@ def _closest(times: np.ndarray, states, covs) -> Refined:
     shift = float(np.clip(shift, -GRID_S, GRID_S))
     p = np.r_[_moved(r1[i], v1[i], shift), v1[i]]
     s = np.r_[_moved(r2[i], v2[i], shift), v2[i]]
-    cov = [None if c is None else c[i] for c in covs]
-    return Refined(float(times[i] + shift), p, s, cov[0], cov[1], i in (0, len(times) - 1))
+    cov = [None if c is None else c[0][i] for c in covs]
+    dcp = [None if c is None else (float(c[1][i]), c[2][i]) for c in covs]
+    return Refined(float(times[i] + shift), p, s, cov[0], cov[1], i in (0, len(times) - 1), dcp[0], dcp[1])
