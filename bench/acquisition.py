@@ -275,7 +275,7 @@ def main(argv=None) -> dict:
     from sda.sim.truth import load_ephemeris
 
     started = time.perf_counter()
-    settings = load_settings()
+    settings = load_settings(light_time=False)  # the kinder sky's geometric measurements (SimConfig's default)
     with tempfile.TemporaryDirectory(prefix="sda-bench-acquisition-") as tmp:
         work = args.work or Path(tmp)
         cfg, result, hidden = simulate(args, work)

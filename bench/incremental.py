@@ -74,7 +74,7 @@ def settings_for(root: Path, catalog: Path):
     from sda.config.settings import load_settings
 
     return load_settings(env={}, lakehouse=root / "lakehouse", landing=root / "landing", outbox=root / "outbox",
-                         catalog_file=catalog, shuffle_partitions=4, driver_memory="8g")
+                         light_time=False, catalog_file=catalog, shuffle_partitions=4, driver_memory="8g")
 
 
 def run(spark, settings, stage: str, run_id: str, extra=()) -> dict:

@@ -112,7 +112,7 @@ def settings_for(root: Path, catalog: Path, port: int, driver_memory: str):
     from sda.config.settings import load_settings
 
     return load_settings(env={}, lakehouse=root / "lakehouse", landing=root / "landing", outbox=root / "outbox",
-                         catalog_file=catalog, connect_port=port, driver_memory=driver_memory)
+                         light_time=False, catalog_file=catalog, connect_port=port, driver_memory=driver_memory)
 
 
 def in_child(fn, *args):

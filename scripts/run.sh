@@ -92,16 +92,16 @@ elif [[ $feed_rc == 3 ]]; then
     say "simulating sensors $SIM_START .. $SIM_END (injected conjunction, TCA $TCA; catalogue 0.5-3 days old)"
     "$PY" -m sda.sim.simulate --start "$SIM_START" --end "$SIM_END" --landing "$LANDING_DIR" \
         --inject-conjunction --tca "$TCA" --tle-age-days 0.5:3 --radar-cadence "${SIM_RADAR_CADENCE_S:-20}" \
-        --sky "${SIM_SKY:-kind}" ${CATALOG:+--catalog "$CATALOG"}
+        --sky "${SIM_SKY:-harsh}" ${CATALOG:+--catalog "$CATALOG"}
     "$PY" -m sda.sim.feed init || die "the simulation just written cannot be continued (see above)"
 else
     die "cannot resume the simulated sky in $LANDING_DIR (see the message above)"
 fi
 
-# The sensors of a harsher sky report light-time-delayed measurements, as real ones do: the stages model it
-# (SDA_LIGHT_TIME, unless set)
-if [[ -z "${SDA_LIGHT_TIME:-}" && "$("$PY" -m sda.sim.feed sky)" != kind ]]; then
-    export SDA_LIGHT_TIME=true
+# The sensors of a harsher sky report light-time-delayed measurements, as real ones do, and the stages model it
+# (SDA_LIGHT_TIME's default); the kinder sky's are geometric (SDA_LIGHT_TIME=false, unless set)
+if [[ -z "${SDA_LIGHT_TIME:-}" && "$("$PY" -m sda.sim.feed sky)" == kind ]]; then
+    export SDA_LIGHT_TIME=false
 fi
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------

@@ -46,7 +46,9 @@ def _server_settings(lakehouse: Path | None = None):
     kwargs = {"lakehouse": lakehouse} if lakehouse is not None else {}
     # 4g: three test workers' flows share this one server (with 2g, three fixtures fitting and moving rows at
     # once ran out of execution memory)
-    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, driver_memory="4g", **kwargs)
+    # the tests' simulations are the kinder sky's (geometric measurements: no light time)
+    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, driver_memory="4g", light_time=False,
+                         **kwargs)
 
 
 def pytest_configure(config):
@@ -239,6 +241,7 @@ def _settings_under(root: Path, **overrides):
         "ephemeris_cache": root / "ephemeris",
         "shuffle_partitions": 2,
         "connect_port": CONNECT_PORT,
+        "light_time": False,  # the tests' simulations are the kinder sky's (geometric measurements)
     }
     return load_settings(env={}, **{**defaults, **overrides})
 

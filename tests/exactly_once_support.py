@@ -28,7 +28,7 @@ SCREEN = ["--screen-start", "2026-11-20T10:00:00Z", "--horizon-h", "3"]
 def lakehouse(tmp_path: Path, name: str, catalog: Path):
     base = tmp_path / name
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=base / "landing", outbox=base / "outbox",
-                         catalog_file=catalog, shuffle_partitions=2, connect_port=CONNECT_PORT)
+                         light_time=False, catalog_file=catalog, shuffle_partitions=2, connect_port=CONNECT_PORT)
 
 
 def load_catalog(spark, settings, run_id="catalog-1"):

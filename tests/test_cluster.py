@@ -109,7 +109,7 @@ def landed(tmp_path_factory):
     sim = subprocess.run(
         [sys.executable, "-m", "sda.sim.simulate", "--start", "2026-11-21T10:00:00Z", "--end", "2026-11-21T10:05:00Z",
          "--landing", str(staging), "--catalog-out", str(catalog_file), "--objects", "120",
-         "--inject-conjunction", "--tca", "2026-11-21T11:00:00Z"],
+         "--inject-conjunction", "--tca", "2026-11-21T11:00:00Z", "--sky", "kind"],
         env=env, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
     )
     assert sim.returncode == 0, sim.stderr[-3000:]
@@ -123,7 +123,7 @@ def _settings(landed, name: str, **extra):
 
     base = landed["root"] / name
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=landed["landing"], outbox=base / "outbox",
-                         catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
+                         light_time=False, catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
 
 
 def _args(stage: str) -> list[str]:

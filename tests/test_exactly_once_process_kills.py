@@ -63,7 +63,8 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
     root, files = staging
     settings = lakehouse(tmp_path, "server-killed", root / "catalog.tle")
     own = load_settings(env={}, lakehouse=settings.lakehouse, landing=settings.landing, outbox=settings.outbox,
-                        catalog_file=settings.catalog_file, shuffle_partitions=2, connect_port=free_port())
+                        light_time=False, catalog_file=settings.catalog_file, shuffle_partitions=2,
+                        connect_port=free_port())
     monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # connect() sets it: restored at teardown
     load_catalog(spark, settings)
     chain.land(files, root / "landing", settings.landing)

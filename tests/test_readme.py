@@ -46,7 +46,7 @@ SETTING_DOCS = {
                        "whatever the backlog)",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "light_time": "`True`: the sensors' radar ranges and angles and optical angles carry light time, as real "
-                  "sensors and the simulator's harsher skies report them; `False`: geometric, as the kinder sky's",
+                  "sensors and the simulator's harsher skies report them; `False`: geometric, as `--sky kind`'s",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "fusion_arc_h": "event-time arc of one orbit-determination fit (an object's fused orbit per arc window)",
     "fusion_renew_m": "a fused object's screening element set is renewed when it strays this far from the new fit",
@@ -69,6 +69,8 @@ SETTING_DOCS = {
     "alert_distance_km": "close approaches under this distance raise an alert",
     "pc_red": "collision probability of a red alert",
     "pc_yellow": "collision probability of a yellow alert",
+    "alert_miss_probability": "probability that the miss is under the alert distance (pair covariance) "
+                              "of a yellow alert",
     "hard_body_radius_m": "combined hard-body radius used for the collision probability",
     "vacuum_retention_h": "VACUUM keeps unreferenced files at least this long "
                           "(longer when a change-feed consumer lags)",

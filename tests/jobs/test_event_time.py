@@ -23,7 +23,7 @@ T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)  # on an hour: state windows [T
 
 @pytest.fixture
 def event_settings(tmp_path):
-    return load_settings(env={}, lakehouse=tmp_path / "lakehouse", landing=tmp_path / "landing",
+    return load_settings(env={}, light_time=False, lakehouse=tmp_path / "lakehouse", landing=tmp_path / "landing",
                          outbox=tmp_path / "outbox", shuffle_partitions=2, allowed_lateness_s=600,
                          dedup_window_s=10, state_window_s=3600, pass_gap_s=600)
 

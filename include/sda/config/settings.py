@@ -220,9 +220,9 @@ class Settings:
     # correlation
     correlation_gate_km: float = 50.0
     # the sensors' radar ranges and angles and optical angles carry light time, as real sensors (and the simulator's
-    # harsher skies) report them (sda.orbit.estimation.measurements); false: geometric measurements, as the
-    # simulator's kinder sky, the default one, reports them (or a provider that corrected them)
-    light_time: bool = False
+    # harsher skies, its default) report them (sda.orbit.estimation.measurements); false: geometric measurements, as
+    # the simulator's kinder sky (`sda simulate --sky kind`) reports them (or a provider that corrected them)
+    light_time: bool = True
     # None: each candidate's covariance from sda.orbit.uncertainty; a number: that fixed isotropic 1-sigma instead
     correlation_prediction_sigma_m: float | None = None
     # orbit determination (jobs/fuse.py, sda.orbit.fusion.arcs): the event-time arc of one fit, and by how much
@@ -249,6 +249,9 @@ class Settings:
     alert_distance_km: float = 1.0
     pc_red: float = 1e-4
     pc_yellow: float = 1e-7
+    # an event is a yellow alert when the probability that its miss is under alert_distance_km, from the pair's
+    # covariance, is at least this (sda.alerts.assessment.judge)
+    alert_miss_probability: float = 0.05
     hard_body_radius_m: float = 20.0
     alert_tca_tolerance_s: float = 120.0  # an event belongs to an open alert of the same pair within this TCA shift
     cdm_originator: str = "SDA-FUSION"
@@ -331,6 +334,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "alert_distance_km": _positive_float,
     "pc_red": _probability,
     "pc_yellow": _probability,
+    "alert_miss_probability": _probability,
     "hard_body_radius_m": _positive_float,
     "vacuum_retention_h": _positive_float,
     "landing_retention_h": _non_negative_float,

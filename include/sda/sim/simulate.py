@@ -323,11 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="share of the observed bodies left out of the catalogue (default 0)")
     p.add_argument("--launch", action="store_true",
                    help="a fresh launch of 6 objects (99911-99916) flying close together, in no catalogue")
-    p.add_argument("--sky", choices=SKIES, default="kind",
-                   help="harsh: sensor biases that drift, true noise off the registry's with a heavy tail, light "
-                        "time, space weather varying within the day (files landed under space_weather/), tumbling "
-                        "debris (sda.sim.sky, sda.sim.weather; recorded in the truth summary); storm: harsh with a "
-                        "geomagnetic storm; kind (default): white noise at the registry's sigmas, the forecast's "
+    p.add_argument("--sky", choices=SKIES, default="harsh",
+                   help="harsh (default): sensor biases that drift, true noise off the registry's with a heavy tail, "
+                        "light time, space weather varying within the day (files landed under space_weather/), "
+                        "tumbling debris (sda.sim.sky, sda.sim.weather; recorded in the truth summary); storm: harsh "
+                        "with a geomagnetic storm; kind: white noise at the registry's sigmas, the forecast's "
                         "space weather")
     p.add_argument("--storm-onset", type=parse_time, help="--sky storm: the storm's onset (default: mid-run)")
     p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",

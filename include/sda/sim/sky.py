@@ -1,6 +1,7 @@
 """The harsher skies (``sda simulate --sky harsh|storm``): what real sensors add to the geometry, drawn per sensor
 and recorded in the truth, and the space weather and tumbling debris the truth's drag sees (:mod:`sda.sim.weather`,
-:class:`sda.sim.dynamics.BodyParams`); the kinder sky (``--sky kind``, the default for now) has none of it.
+:class:`sda.sim.dynamics.BodyParams`); the kinder sky (``--sky kind``;
+:class:`~sda.sim.simulate.SimConfig`'s default, the tests') has none of it.
 
 Per sensor, drawn once from the seed and the sensor id (:func:`draw`), so one sensor errs the same way in every
 simulation of a seed and in every block of a continued one (:mod:`sda.sim.feed`):

@@ -54,7 +54,7 @@ def silver_rows():
 def q_settings(tmp_path_factory):
     base = tmp_path_factory.mktemp("quality")
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=base / "landing", outbox=base / "outbox",
-                         shuffle_partitions=2)
+                         light_time=False, shuffle_partitions=2)
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ def sky(tmp_path_factory):
         mp.setenv("SDA_LANDING", str(landing))
         mp.setenv("SDA_CATALOG_FILE", str(cat))
         assert sim.main(["--start", _iso(start), "--end", _iso(end), "--objects", "40", "--seed", "3",
-                         "--tle-age-days", "0.5:3", "--inject-conjunction", "--tca", _iso(end)]) == 0
+                         "--tle-age-days", "0.5:3", "--inject-conjunction", "--tca", _iso(end), "--sky", "kind"]) == 0
         first = {f"{k}/{p.name}": p.read_bytes() for k in ("radar", "optical", "isl") for p in (landing / k).glob("*")}
         world_summary = json.loads(next((landing / "_truth").glob("*.summary.json")).read_text())
         bodies = json.loads((landing / world_summary["truth"]["bodies_file"]).read_text())

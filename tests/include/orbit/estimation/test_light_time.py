@@ -115,6 +115,6 @@ def test_a_fit_to_light_time_delayed_radar_needs_the_light_time_model():
 def test_the_setting_reads_true_or_false_and_refuses_the_rest():
     assert load_settings(env={"SDA_LIGHT_TIME": "true"}).light_time is True
     assert load_settings(env={"SDA_LIGHT_TIME": "0"}).light_time is False
-    assert load_settings(env={}).light_time is False  # the default sky (kind) reports geometric measurements
+    assert load_settings(env={}).light_time is True  # real sensors and the default (harsher) sky carry light time
     with pytest.raises(SettingsError, match="SDA_LIGHT_TIME='maybe': expected true or false"):
         load_settings(env={"SDA_LIGHT_TIME": "maybe"})
