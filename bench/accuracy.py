@@ -25,6 +25,8 @@
      share inside the 95 % ellipsoid, and the CARA-style hourly test (bench/accuracy_stats.py: the d^2 of a
      group's objects at each hour from the run's end to 24 h later tested against chi-square(3) with the
      Cramer-von Mises test at 5 %; the share of the 25 times that pass; groups of 20 objects or more);
+   * ``sensor_calibration`` (bench/accuracy_sensors.py): each sensor's newest estimated biases against the
+     truth's at the middle of their window, and whether each is within 30 % (or one noise sigma);
    * ``conjunctions`` / ``alerts`` (bench/accuracy_events.py): for every screened event and open alert,
      predicted against true miss distance and TCA; ``alerts_cdm`` (bench/accuracy_cdm.py): each open alert's
      CDM, the true relative position at its TCA against the covariance the CDM implies (d^2 figures and one
@@ -56,6 +58,7 @@ from accuracy_cdm import score_alert_cdms
 from accuracy_events import score_events
 from accuracy_positions import score_fused, score_positions
 from accuracy_run import prepare_work, read_tables, recorded_stage_seconds, run_stages, truth_to
+from accuracy_sensors import score_sensor_calibrations
 from accuracy_stats import REFERENCE
 from common import RESULTS, WORK, age_range, log, write_result
 
@@ -129,8 +132,19 @@ def score(args, sim: dict, tables: dict, settings, end: dt.datetime) -> dict:
         "fused": score_fused(eph, tables, end.timestamp(), args.fused_sample, args.seed),
         **score_events(eph, tables, horizon, settings.screening_threshold_km),
         "alerts_cdm": score_alert_cdms(eph, tables["alerts"], settings.outbox),
+        "sensor_calibration": score_sensor_calibrations(tables["sensor_calibrations"], summary.get("sky"),
+                                                        registry_rows()),
         "injected": summary["injected"],
     }
+
+
+def registry_rows() -> dict:
+    """The sensor registry's rows as dicts (their noise sigmas: bench/accuracy_sensors.py)."""
+    import dataclasses
+
+    from sda.orbit.sensors import load_sensors
+
+    return {sid: dataclasses.asdict(s) for sid, s in load_sensors().items()}
 
 
 def main(argv=None) -> dict:

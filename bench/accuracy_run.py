@@ -113,6 +113,13 @@ def read_tables(spark, settings) -> dict:
     from sda.lake.tables import TABLES
 
     out = {name: TABLES[name].read(spark, settings).toPandas() for name in SCORED_TABLES}
+    from sda.lake.tables import table_exists
+
+    out["sensor_calibrations"] = [] if not table_exists("sensor_calibrations", settings) else [
+        r.asDict() for r in TABLES["sensor_calibrations"].read(spark, settings).selectExpr(
+            "sensor_id", "quantity", "bias", "sigma", "n_obs", "n_objects",
+            "unix_micros(window_start) / 1e6 AS window_start_unix", "unix_micros(window_end) / 1e6 AS window_end_unix")
+        .collect()]
     out["observed_times"] = (TABLES["correlated"].read(spark, settings).select("norad_id", "event_time")
                              .toPandas())
     out["catalog"] = out["catalog"].sort_values("epoch").groupby("norad_id").tail(1)

@@ -6,7 +6,8 @@ the catalogue element sets' error (their d^2, a circular check of the simulator 
 out of the table: bench/accuracy_positions.py); the conjunctions and alerts against the truth; per regime, pass
 group and lead the fused orbits' error beside the catalogue's and their covariance's realism (mean and median
 d^2, the share inside the 95 % ellipsoid), and per regime and pass group the CARA-style hourly test's pass share;
-the alerts' CDMs (the true relative position at TCA under the covariance the CDM implies); the screening's recall.
+the alerts' CDMs (the true relative position at TCA under the covariance the CDM implies); the screening's recall;
+each sensor's estimated biases against the true ones (where the result has them).
 """
 
 from __future__ import annotations
@@ -123,13 +124,27 @@ def _cdm_rows() -> list[Row]:
     return rows
 
 
+def _sensor_rows(result: dict) -> list[Row]:
+    """Per sensor and quantity, the estimated bias with the true one as its target (bench/accuracy_sensors.py)."""
+    scored = result.get("sensor_calibration") or {}
+    if not scored.get("count"):
+        return []
+    out: list[Row] = [("sensor biases within 30 % of the truth (or one noise sigma): share",
+                       ("sensor_calibration", "share_meets"), "{:.2f}", "1")]
+    for key, r in sorted((scored.get("rows") or {}).items()):
+        mark = "meets" if r.get("meets") else "misses"
+        out.append((f"sensor calibration {key}: estimated bias ({mark}; sigma {r['sigma']:.3g})",
+                    ("sensor_calibration", "rows", key, "estimated"), "{:.3g}", f"true {r['true']:.3g}"))
+    return out
+
+
 def rows(result: dict) -> list[Row]:
     """Every row of one result (module docstring)."""
     role = result.get("seed_role", "?")
     development = ", ".join(str(s) for s in result.get("development_seeds") or []) or "?"
     return [(f"seed ({role}; development seeds: {development})", ("seed",), "{:d}", ""),
             ("catalogue objects", ("objects",), "{:,}", ""), *_position_rows(result), *_event_rows(),
-            *_fused_rows(result), *_cdm_rows(),
+            *_fused_rows(result), *_cdm_rows(), *_sensor_rows(result),
             ("recall of the true approaches under 1 km", ("recall_under_1km", "recall"), "{:.3f}", "1"),
             ("true approaches under 1 km in the horizon", ("recall_under_1km", "true"), "{:,}", ""),
             ("recall of the true approaches under the screening threshold", ("recall_under_threshold", "recall"),

@@ -115,6 +115,11 @@ _SPECS = [
               "per object and event-time arc window, the orbit fitted to its correlated observations (jobs/fuse.py)",
               key=("norad_id", "window_start"), prune=("window_start",),
               stats=("norad_id", "window_start", "epoch", "status")),
+    TableSpec("sensor_calibrations", "gold", schemas.SENSOR_CALIBRATIONS,
+              "per sensor, event-time arc window and quantity, the bias estimated from well-determined fits' "
+              "residuals; the fuse stage applies it to the later windows (sda.orbit.estimation.calibration)",
+              key=("sensor_id", "window_start", "quantity"), prune=("window_start",),
+              stats=("sensor_id", "window_start")),
     TableSpec("manoeuvres", "gold", schemas.MANOEUVRES,
               "per object and arc window, a manoeuvre its observations revealed: burn bracket, delta-v, the test, "
               "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.manoeuvre.detection)",

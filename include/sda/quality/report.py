@@ -23,6 +23,8 @@ says why the run stopped). It shows
 - **orbit determination** (where the lakehouse has gold ``fused_orbits``): per regime, the objects whose
   newest fit converged, their weighted residual RMS and covariance sizes, and the objects whose newest
   fit did not converge, with why (:mod:`sda.quality.fusion_report`);
+- **sensor calibration**: each sensor's newest estimated biases, bias +- sigma and the observations and objects
+  behind them (gold ``sensor_calibrations``, :mod:`sda.quality.sensor_calibration_report`);
 - **alerts**: for every alert version the run emitted (``gold.alert_events``), the pair's separation
   over time around TCA, propagated with SGP4 from the element sets the screening used (the newest
   loaded before the run's screening finished, as ``sda trace`` finds them), on a log scale so the
@@ -49,6 +51,7 @@ import numpy as np
 
 from sda.pipeline.lineage.orbit import orbit_kind
 from sda.pipeline.space_weather import kp_symbol
+from sda.quality import sensor_calibration_report as sensor_calibration
 from sda.quality.charts import COUNTS, separation_svg, stage_counts_svg
 from sda.quality.charts import escape as _e
 from sda.quality.fusion_report import fusion_section, gather_fusion
@@ -300,6 +303,8 @@ def render(report: dict[str, Any], page_dir: Path, threshold_m: float) -> str:
             + ("<h2>Orbit determination</h2>"
                + fusion_section(report["fusion"], next((m for m in report["metrics"] if m["stage"] == "fuse"), None))
                if report.get("fusion") is not None else "")
+            + ("<h2>Sensor calibration</h2>" + sensor_calibration.section(report["sensor_calibration"])
+               if "sensor_calibration" in report else "")
             + "<h2>Alerts</h2>" + _alerts_section(report["alerts"], threshold_m))
     return _page(f"sda-fusion run {run_id}", body)
 
@@ -310,6 +315,7 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
     from pyspark.sql import functions as F
 
     from sda.lake.tables import TABLES, table_exists
+    from sda.pipeline import calibrations
     from sda.pipeline.lineage import element_sets_used
     from sda.pipeline.topology import STAGES
 
@@ -326,6 +332,7 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
         metrics_f, checks_f, alerts_f = (pool.submit(rows, table, F.col("run_id") == run_id)
                                          for table in ("run_metrics", "data_quality", "alert_events"))
         calibration_f = pool.submit(_calibration, spark, settings, run_id, rows)
+        sensors_f = pool.submit(calibrations.current, spark, settings)
         metrics = sorted(metrics_f.result(), key=lambda m: (order.get(m["stage"], 99), m["stage"]))
         fusion_f = pool.submit(gather_fusion, spark, settings, metrics[0]["interval_end"] if metrics else None)
         checks = sorted(checks_f.result(), key=lambda c: (c["layer"], c["table"], c["expectation"]))
@@ -343,7 +350,7 @@ def gather(spark: "SparkSession", settings: "Settings", run_id: str) -> dict[str
                                             a["tca"].replace(tzinfo=a["tca"].tzinfo or dt.timezone.utc))
     interval = (metrics[0]["interval_start"], metrics[0]["interval_end"]) if metrics else None
     return {"run_id": run_id, "interval": interval, "metrics": metrics, "checks": checks, "alerts": alerts,
-            "calibration": calibration, "fusion": fusion,
+            "calibration": calibration, "fusion": fusion, "sensor_calibration": sensors_f.result(),
             "built": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
 
 

@@ -154,6 +154,27 @@ FUSED_ORBITS = T.StructType(
         T.StructField("lines_rms_m", T.DoubleType()),  # the element set against the fused prediction
         T.StructField("lines_max_m", T.DoubleType()),
         T.StructField("run_id", T.StringType(), False),
+        # a well-determined fit's per-sensor residual normal equations, what the window's sensor calibration sums
+        # (JSON, sda.orbit.estimation.calibration.contribution; null when its residuals do not calibrate)
+        T.StructField("calibration_json", T.StringType()),
+    ]
+)
+
+# One sensor's bias in one quantity as estimated from the well-determined fits of an event-time arc window
+# (sda.orbit.estimation.calibration; the fuse stage applies it to the windows after): range_m (m), az_deg, el_deg
+# (deg), ra_arcsec (on the sky), dec_arcsec, time_ms (the sensor measured at t + bias and reported t).
+SENSOR_CALIBRATIONS = T.StructType(
+    [
+        T.StructField("sensor_id", T.StringType(), False),
+        T.StructField("window_start", T.TimestampType(), False),
+        T.StructField("window_end", T.TimestampType(), False),
+        T.StructField("quantity", T.StringType(), False),
+        T.StructField("bias", T.DoubleType(), False),  # measured - true, in the quantity's unit
+        T.StructField("sigma", T.DoubleType(), False),  # its standard error
+        T.StructField("n_obs", T.LongType(), False),
+        T.StructField("n_objects", T.LongType(), False),
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("updated_at", T.TimestampType(), False),
     ]
 )
 

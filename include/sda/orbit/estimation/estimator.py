@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit.estimation import dynamics
+from sda.orbit.estimation.calibration import residual_table
 from sda.orbit.estimation.measurements import MODELS, models
 from sda.orbit.estimation.noise import ProcessNoise, arc_model_covariance
 
@@ -89,6 +90,8 @@ class OdConfig:
     #: position by more than this (m); smaller ones reuse the last (module docstring, "Jacobian reuse")
     jacobian_refresh_m: float = 20_000.0
     light_time: bool = False  # the measurements carry light time (sda.orbit.estimation.measurements.models)
+    #: a converged fit keeps its post-fit residuals (:attr:`OdResult.residuals`: the sensor calibration's input)
+    residuals: bool = False
 
 
 @dataclasses.dataclass
@@ -112,6 +115,9 @@ class OdResult:
     prior_source: str = "catalogue"
     model: str = dynamics.MODEL
     accepted_ids: tuple = ()  # the ``obs_id`` of every observation outlier editing kept (when obs has them)
+    #: with :attr:`OdConfig.residuals`, a converged fit's accepted residuals per biased quantity
+    #: (:func:`sda.orbit.estimation.calibration.residual_table`), else None
+    residuals: pd.DataFrame | None = None
 
     @property
     def converged(self) -> bool:
@@ -263,7 +269,18 @@ def fit(obs: pd.DataFrame, prior: Prior, sigmas, config: OdConfig = OdConfig(), 
         traj, solve, x, iteration, status, reason = _iterate(blocks, rots, all_times, t0, x_prior, p_prior, config)
     except dynamics.PropagationError as exc:
         return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, FAILED, str(exc))
-    return _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty, config.noise)
+    result = _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty, config.noise)
+    if config.residuals and result.converged:
+        result.residuals = residual_table(blocks, _fitted_teme(traj, solve.dx, rots), solve.accepted,
+                                          config.light_time)
+    return result
+
+
+def _fitted_teme(traj: dynamics.Trajectory, dx: np.ndarray, rots: np.ndarray) -> np.ndarray:
+    """[m, 6] the fitted TEME states at the fit's times: the last linearisation moved by its correction."""
+    n = len(rots)
+    x = traj.x[:n] + np.einsum("mij,j->mi", traj.jac7[:n], dx)
+    return np.concatenate([np.einsum("mij,mj->mi", rots, x[:, :3]), np.einsum("mij,mj->mi", rots, x[:, 3:])], axis=1)
 
 
 def end_window(t0: float, t_end: float, noise: ProcessNoise) -> np.ndarray:

@@ -30,7 +30,7 @@ import pandas as pd
 from sgp4.api import WGS72, Satrec
 
 from sda.orbit import frames, uncertainty
-from sda.orbit.estimation import dynamics
+from sda.orbit.estimation import calibration, dynamics
 from sda.orbit.estimation.estimator import CONVERGED, OdConfig, OdResult, _teme7, fit
 from sda.orbit.estimation.prior import prior_from_tle, rtn_to_teme6
 from sda.orbit.manoeuvre.detection import ManoeuvreSettings
@@ -112,6 +112,7 @@ def _record(norad: int, k: int, obs: pd.DataFrame, result: OdResult, lines: dict
         "prior_source": result.prior_source, "regime": uncertainty.orbit_regime(hp, ha) if finite else None,
         "obs_digest": digest, "fused_id": hashlib.sha256(f"{norad}/{k}/{digest}".encode()).hexdigest()[:32],
         "model": result.model, "line1": None, "line2": None, "lines_rms_m": None, "lines_max_m": None,
+        "calibration_json": None,
     }
     if lines:
         row.update(lines)
@@ -166,6 +167,9 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
             name = f"manoeuvre/{norad}/{int(k)}/{seq}/{man['burn_after_unix']:.3f}/{man['burn_before_unix']:.3f}"
             man["manoeuvre_id"] = hashlib.sha256(name.encode()).hexdigest()[:32]
         row["reassociated_ids"] = list(extra.get("reassociated_ids", [])) if ok else []
+        sigma_m = math.sqrt(row["sigma_r_m"] ** 2 + row["sigma_t_m"] ** 2 + row["sigma_n_m"] ** 2)
+        if calibration.well_determined(ok, len(row["manoeuvres"]), sigma_m):
+            row["calibration_json"] = calibration.contribution(result.residuals, result.used)
         rows.append(row)
         if result.status == CONVERGED:
             previous = row
