@@ -12,6 +12,11 @@
   of ``r`` along the relative velocity; CARA's expected Pc of real CDMs need that convention).
 * The covariance's R/T/N axes are built from the state as written, as a receiver builds them:
   R along r, N along r x v, T = N x R.
+* CARA's density-forecast terms (``COMMENT DCP Density Forecast Uncertainty = s``, ``COMMENT DCP Sensitivity
+  Vector RTN Pos = a b c [m]``, ``... RTN Vel = a b c [m/sec]``, in an object's data section): when both objects
+  carry them, :func:`pc_of_cdm` integrates the relative position's covariance with their shared part taken out,
+  ``C1 + C2 - s1 s2 (g1 g2^T + g2 g1^T)`` (CARA's ``Pc_CovXCorr.m``, Casali et al. 2018), each ``g`` the position
+  sensitivity turned from its own object's R/T/N axes.
 """
 
 from __future__ import annotations
@@ -24,6 +29,23 @@ from scipy import integrate
 
 INERTIAL = {"EME2000", "GCRF", "ICRF"}
 _HBR = re.compile(r"^\s*HBR\s*=\s*([-+0-9.eE]+)\s*\[m\]\s*$")
+_DCP = re.compile(r"^\s*DCP (Density Forecast Uncertainty|Sensitivity Vector RTN Pos|Sensitivity Vector RTN Vel)"
+                  r"\s*=\s*([-+0-9.eE ]+?)\s*(\[[a-z/]+\])?\s*$")
+
+
+def read_dcp(comments) -> tuple[float, np.ndarray] | None:
+    """(density uncertainty, 6-vector sensitivity on the object's R/T/N axes, m and m/s) from an object's data
+    comments, or None when it has none."""
+    found = {}
+    for comment in comments:
+        m = _DCP.match(comment)
+        if m:
+            found[m.group(1)] = [float(x) for x in m.group(2).split()]
+    if not found:
+        return None
+    assert len(found) == 3, f"incomplete DCP set: {sorted(found)}"
+    return (found["Density Forecast Uncertainty"][0],
+            np.array(found["Sensitivity Vector RTN Pos"] + found["Sensitivity Vector RTN Vel"]))
 
 
 def rtn_axes(r, v) -> np.ndarray:
@@ -52,7 +74,9 @@ def read_cdm(text: str) -> dict:
         cov = np.asarray(seg.data.covariance_matrix_numpy, float)[:6, :6]
         objects.append({"r": state[:3], "v": state[3:], "cov_rtn": cov, "frame": str(seg.metadata.ref_frame).upper(),
                         "method": str(seg.metadata.covariance_method).upper(),
-                        "designator": seg.metadata.object_designator})
+                        "designator": seg.metadata.object_designator,
+                        # KVN leaves it open whether comments between the metadata and the state belong to either
+                        "dcp": read_dcp([*seg.metadata.comment, *seg.data.comment])})
     rsv = rel.relative_state_vector
     return {"objects": objects, "pc": rel.collision_probability, "hbr": hbr, "miss": rel.miss_distance,
             "speed": rel.relative_speed,
@@ -81,14 +105,20 @@ def pc2d(r1, v1, cov1, r2, v2, cov2, hbr: float) -> float:
     return float(value)
 
 
-def pc_of_cdm(cdm: dict, hbr: float | None = None) -> float:
-    """The 2-D Pc of a :func:`read_cdm` message from its contents alone (inertial REF_FRAME only)."""
-    inertial = []
+def pc_of_cdm(cdm: dict, hbr: float | None = None, cross_correlation: bool = True) -> float:
+    """The 2-D Pc of a :func:`read_cdm` message from its contents alone (inertial REF_FRAME only); with both
+    objects' DCP terms and ``cross_correlation``, on the pair's covariance (module docstring)."""
+    inertial, shared = [], []
     for o in cdm["objects"]:
         assert o["frame"] in INERTIAL, f"REF_FRAME {o['frame']}: not an inertial frame"
         axes = rtn_axes(o["r"], o["v"])
         inertial.append((o["r"], o["v"], axes @ o["cov_rtn"][:3, :3] @ axes.T))
+        if o.get("dcp") is not None:
+            shared.append((o["dcp"][0], axes @ o["dcp"][1][:3]))
     (r1, v1, c1), (r2, v2, c2) = inertial
+    if cross_correlation and len(shared) == 2:
+        (s1, g1), (s2, g2) = shared
+        c1, c2 = c1 + c2 - s1 * s2 * (np.outer(g1, g2) + np.outer(g2, g1)), np.zeros((3, 3))
     return pc2d(r1, v1, c1, r2, v2, c2, cdm["hbr"] if hbr is None else hbr)
 
 

@@ -9,9 +9,16 @@
    long encounter; or an encounter offset from TCA) gets **no** Pc (null) and a ``pc_flag`` saying why.
    The states at TCA are the events' own (the screening's) or, when absent, SGP4 on the catalogue's
    newest element set.
-2. **Level** (:func:`alert_level`): red if Pc >= ``settings.pc_red``; yellow if Pc >=
-   ``settings.pc_yellow`` or miss < ``settings.alert_distance_km``; else none. An event without a
-   valid Pc is judged on the miss distance alone, and its reason says so.
+   When both objects have fused orbits, the Pc is on the pair's covariance: their shared density-forecast
+   error (each carries CARA's DCP terms, ``p_dcp_sigma`` / ``p_dcp_rtn``) is subtracted from the sum
+   (:mod:`sda.orbit.pair_covariance`).
+2. **Level** (:func:`judge`), three rules: ``pc`` (Pc >= ``settings.pc_yellow``; red when Pc >=
+   ``settings.pc_red``), ``miss_distance`` (the predicted miss under ``settings.alert_distance_km``) and
+   ``miss_probability`` (the probability that the miss is under the alert distance, from the pair's covariance,
+   :func:`sda.orbit.pair_covariance.miss_probability`, at least ``settings.alert_miss_probability``). Yellow
+   when a rule fires and Pc is under the red threshold; none when none fires. ``alert_rule`` names the rules
+   that fired (comma-separated, in that order; null when none). An event without a valid Pc is judged on the
+   miss distance and its probability, and its reason says so.
 """
 
 from __future__ import annotations
@@ -24,22 +31,27 @@ import pandas as pd
 
 from sda.alerts.values import aware, missing
 from sda.orbit import frames, uncertainty
-from sda.orbit.pc import Pc2DResult, pc2d_foster_rtn
+from sda.orbit.pair_covariance import Dcp, miss_probability, pc2d_pair
+from sda.orbit.pc import Pc2DResult, rtn_basis
 
 __all__ = [
     "LEVELS",
+    "RULES",
     "STATE_COLS",
     "STATE_FIELDS",
     "SIGMA_FIELDS",
     "ASSESSED_COLUMNS",
     "pc_flag",
     "alert_level",
+    "judge",
     "intl_designator",
     "assess",
     "dedup_events",
 ]
 
 LEVELS = ("red", "yellow", "none")
+#: the alert rules, in the order ``alert_rule`` lists them
+RULES = ("pc", "miss_distance", "miss_probability")
 #: the screening events' TEME state columns at TCA, per object (``p_x`` .. ``s_vz``, km and km/s)
 STATE_COLS = ("x", "y", "z", "vx", "vy", "vz")
 #: an assessed event's states at TCA (m, m/s) and modelled 1-sigma RTN uncertainties there, per object
@@ -49,8 +61,9 @@ SIGMA_FIELDS = tuple(f"{o}_sigma_{c}" for o in ("p", "s")
 #: the columns of :func:`assess`
 ASSESSED_COLUMNS = ("event_id", "primary_id", "secondary_id", "tca", "tca_unix", "miss_m", "rel_speed_ms", "r_m",
                     "t_m", "n_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source", "p_cov_rtn",
-                    "s_cov_rtn", "pc", "pc_valid",
-                    "pc_flag", "pc_reason", "level", "reason", "hbr_m", "primary_name", "secondary_name",
+                    "s_cov_rtn", "p_dcp_sigma", "p_dcp_rtn", "s_dcp_sigma", "s_dcp_rtn", "pc", "pc_valid",
+                    "pc_flag", "pc_reason", "miss_probability", "level", "alert_rule", "reason", "hbr_m",
+                    "primary_name", "secondary_name",
                     "primary_intldes", "secondary_intldes", "flag", "p_maneuverable", "s_maneuverable")
 
 
@@ -70,25 +83,38 @@ def pc_flag(result: Pc2DResult) -> str | None:
     return "unusable covariance"
 
 
-def alert_level(pc: float | None, miss_m: float, settings, flag: str | None = None) -> tuple[str, str]:
-    """(level, reason): red if pc >= pc_red; yellow if pc >= pc_yellow or miss < alert distance; else
-    none. ``pc`` None (or NaN): the 2-D method is invalid, the miss distance alone decides."""
+def judge(pc: float | None, miss_m: float, settings, flag: str | None = None,
+          p_miss: float | None = None) -> tuple[str, str, tuple[str, ...]]:
+    """(level, reason, rules fired) of the module docstring's rules. ``pc`` None (or NaN): the 2-D method is
+    invalid, the miss distance and its probability decide; ``p_miss`` None: that rule is not applied."""
     red, yellow = float(settings.pc_red), float(settings.pc_yellow)
     dist_m = float(settings.alert_distance_km) * 1000.0
-    under = f"miss {miss_m:.0f} m under the {dist_m:.0f} m alert distance"
-    over = f"miss {miss_m:.0f} m at or above the {dist_m:.0f} m alert distance"
-    if pc is not None and math.isfinite(pc):
-        if pc >= red:
-            return "red", f"Pc {pc:.3g} >= red threshold {red:g}"
-        if pc >= yellow:
-            return "yellow", f"Pc {pc:.3g} >= yellow threshold {yellow:g}"
-        if miss_m < dist_m:
-            return "yellow", f"{under} (Pc {pc:.3g} below the yellow threshold {yellow:g})"
-        return "none", f"Pc {pc:.3g} below the yellow threshold {yellow:g} and {over}"
-    pre = f"Pc not computed, the 2-D method is invalid ({flag or 'invalid geometry'}): level from the miss distance, "
-    if miss_m < dist_m:
-        return "yellow", pre + under
-    return "none", pre + over
+    threshold = float(settings.alert_miss_probability)
+    valid = pc is not None and math.isfinite(pc)
+    fired = (valid and pc >= yellow, miss_m < dist_m, p_miss is not None and p_miss >= threshold)
+    rules = tuple(rule for rule, on in zip(RULES, fired) if on)
+    level = "red" if valid and pc >= red else "yellow" if rules else "none"
+    if not valid:
+        parts = [f"Pc not computed, the 2-D method is invalid ({flag or 'invalid geometry'}): "
+                 f"level from the miss distance and its probability"]
+    elif pc >= red:
+        parts = [f"Pc {pc:.3g} >= red threshold {red:g}"]
+    elif pc >= yellow:
+        parts = [f"Pc {pc:.3g} >= yellow threshold {yellow:g}"]
+    else:
+        parts = [f"Pc {pc:.3g} below the yellow threshold {yellow:g}"]
+    parts.append(f"miss {miss_m:.0f} m under the {dist_m:.0f} m alert distance" if fired[1] else
+                 f"miss {miss_m:.0f} m at or above the {dist_m:.0f} m alert distance")
+    if p_miss is not None:
+        parts.append(f"P(miss < {dist_m:.0f} m) {p_miss:.3g} {'>=' if fired[2] else 'below'} {threshold:g}")
+    return level, "; ".join(parts), rules
+
+
+def alert_level(pc: float | None, miss_m: float, settings, flag: str | None = None,
+                p_miss: float | None = None) -> tuple[str, str]:
+    """(level, reason) of :func:`judge`."""
+    level, reason, _ = judge(pc, miss_m, settings, flag, p_miss)
+    return level, reason
 
 
 # --------------------------------------------------------------------------- inputs
@@ -236,9 +262,42 @@ def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarr
         geometry = _geometry(p_state, s_state)
     r1, v1 = p_state[:3], p_state[3:]
     r2, v2 = s_state[:3], s_state[3:]
-    covs, sigmas, sources = [], [], []
-    for n, state, which in ((pid, p_state, "p_cov"), (sid, s_state, "s_cov")):
-        cov_teme = None if refined is None else getattr(refined, which)
+    covs, sigmas, sources, dcps = _covariances((pid, sid), (p_state, s_state), t, ref, refined, fused)
+    res = pc2d_pair(r1, v1, covs[0], r2, v2, covs[1], hbr, dcps[0], dcps[1])
+    pc = float(res.pc) if res.valid and math.isfinite(res.pc) else None
+    flag = pc_flag(res)
+    miss_m = geometry[0]
+    dist_m = float(settings.alert_distance_km) * 1000.0
+    p_miss = miss_probability(r1, v1, covs[0], r2, v2, covs[1], dist_m, dcps[0], dcps[1])
+    level, reason, rules = judge(pc, miss_m, settings, flag, p_miss)
+    if flag_i:  # no closest approach in the window: say so, the miss is the smallest distance in it
+        reason = f"{flag_i} (smallest distance {miss_m:.0f} m); {reason}"
+    p_info, s_info = catalog.get(pid, {}), catalog.get(sid, {})
+    return {
+        "event_id": event_id, "primary_id": pid, "secondary_id": sid,
+        "tca": aware(t), "tca_unix": t, "miss_m": miss_m, "rel_speed_ms": geometry[1],
+        "r_m": geometry[2][0], "t_m": geometry[2][1], "n_m": geometry[2][2],
+        **dict(zip(STATE_FIELDS, [float(x) for x in np.r_[r1, v1, r2, v2]])),
+        **dict(zip(SIGMA_FIELDS, [float(x) for x in np.r_[sigmas[0], sigmas[1]]])),
+        "p_cov_source": sources[0], "s_cov_source": sources[1],
+        "p_cov_rtn": _full(covs[0], sources[0]), "s_cov_rtn": _full(covs[1], sources[1]),
+        **_dcp_fields(dcps),
+        "pc": pc, "pc_valid": bool(res.valid), "pc_flag": flag, "pc_reason": res.reason, "miss_probability": p_miss,
+        "level": level, "alert_rule": ",".join(rules) or None, "reason": reason, "hbr_m": hbr,
+        "primary_name": p_info.get("name"), "secondary_name": s_info.get("name"),
+        "primary_intldes": intl_designator(p_info.get("line1")),
+        "secondary_intldes": intl_designator(s_info.get("line1")),
+        "flag": flag_i,
+    }
+
+
+def _covariances(ids, states, t: float, ref, refined, fused):
+    """Per object (primary, secondary): its RTN covariance at TCA, 1-sigmas, source and density terms
+    (:class:`sda.orbit.pair_covariance.Dcp` on its own R/T/N axes; None without a fused orbit)."""
+    covs, sigmas, sources, dcps = [], [], [], []
+    for n, state, which in zip(ids, states, ("p", "s")):
+        cov_teme = None if refined is None else getattr(refined, f"{which}_cov")
+        dcp = None if refined is None else getattr(refined, f"{which}_dcp")
         if cov_teme is not None:
             from sda.orbit.estimation.measurements import rtn_covariance
 
@@ -252,29 +311,23 @@ def _assess_event(ev, flag_i: str | None, p_state: np.ndarray, s_state: np.ndarr
             cov = np.diag(sigmas[-1] ** 2)
             sources.append(ref_n.label)
         covs.append(cov)
-    res = pc2d_foster_rtn(r1, v1, covs[0], r2, v2, covs[1], hbr)
-    pc = float(res.pc) if res.valid and math.isfinite(res.pc) else None
-    flag = pc_flag(res)
-    miss_m = geometry[0]
-    level, reason = alert_level(pc, miss_m, settings, flag)
-    if flag_i:  # no closest approach in the window: say so, the miss is the smallest distance in it
-        reason = f"{flag_i} (smallest distance {miss_m:.0f} m); {reason}"
-    p_info, s_info = catalog.get(pid, {}), catalog.get(sid, {})
-    return {
-        "event_id": event_id, "primary_id": pid, "secondary_id": sid,
-        "tca": aware(t), "tca_unix": t, "miss_m": miss_m, "rel_speed_ms": geometry[1],
-        "r_m": geometry[2][0], "t_m": geometry[2][1], "n_m": geometry[2][2],
-        **dict(zip(STATE_FIELDS, [float(x) for x in np.r_[r1, v1, r2, v2]])),
-        **dict(zip(SIGMA_FIELDS, [float(x) for x in np.r_[sigmas[0], sigmas[1]]])),
-        "p_cov_source": sources[0], "s_cov_source": sources[1],
-        "p_cov_rtn": _full(covs[0], sources[0]), "s_cov_rtn": _full(covs[1], sources[1]),
-        "pc": pc, "pc_valid": bool(res.valid), "pc_flag": flag, "pc_reason": res.reason,
-        "level": level, "reason": reason, "hbr_m": hbr,
-        "primary_name": p_info.get("name"), "secondary_name": s_info.get("name"),
-        "primary_intldes": intl_designator(p_info.get("line1")),
-        "secondary_intldes": intl_designator(s_info.get("line1")),
-        "flag": flag_i,
-    }
+        dcps.append(None if dcp is None or cov_teme is None else _dcp_rtn(dcp, state))
+    return covs, sigmas, sources, dcps
+
+
+def _dcp_rtn(dcp, state: np.ndarray) -> Dcp:
+    """A refinement's (sigma, TEME sensitivity [m, m/s]) on the R/T/N axes of ``state`` (TEME, m, m/s)."""
+    sigma, g = float(dcp[0]), np.asarray(dcp[1], float)
+    axes = rtn_basis(state[:3], state[3:])
+    return Dcp(sigma, np.r_[axes.T @ g[:3], axes.T @ g[3:]])
+
+
+def _dcp_fields(dcps) -> dict:
+    out = {}
+    for o, dcp in zip(("p", "s"), dcps):
+        out[f"{o}_dcp_sigma"] = None if dcp is None else float(dcp.sigma)
+        out[f"{o}_dcp_rtn"] = None if dcp is None else [float(x) for x in dcp.rtn]
+    return out
 
 
 def _full(cov: np.ndarray, source: str) -> list[float] | None:
@@ -284,8 +337,6 @@ def _full(cov: np.ndarray, source: str) -> list[float] | None:
 
 def _geometry(p_state: np.ndarray, s_state: np.ndarray) -> tuple[float, float, list[float]]:
     """(miss m, relative speed m/s, secondary - primary in the primary's RTN frame [m]) of two TEME states."""
-    from sda.orbit.pc import rtn_basis
-
     dr, dv = s_state[:3] - p_state[:3], s_state[3:] - p_state[3:]
     rtn = rtn_basis(p_state[:3], p_state[3:]).T @ dr
     return float(np.linalg.norm(dr)), float(np.linalg.norm(dv)), [float(x) for x in rtn]

@@ -17,7 +17,13 @@ Frames (:func:`pc_from_cdm`): states in an inertial REF_FRAME (EME2000, GCRF, IC
 :func:`sda.alerts.outbox.build_cdm` writes) are used as written. ITRF states are taken to TEME
 (:func:`sda.orbit.frames.ecef_to_teme`: PEF at UT1 = UTC, polar motion neglected, the same rotation for both
 objects) and their covariances, on the R/T/N axes of the ITRF state as the standard defines them, are carried
-to the R/T/N axes of the TEME state through the full linear map (Earth rotation's ``w x r`` term included).
+to the R/T/N axes of the TEME state through the full linear map (Earth rotation's ``w x r`` term included),
+and so are their DCP sensitivity vectors.
+
+Cross-correlation (:func:`pc_from_cdm`): when both object sections carry CARA's density-forecast terms
+(``COMMENT DCP ...``, :meth:`sda.alerts.cdm_model.CdmObject.dcp`), the Pc is on the pair's covariance, the
+shared density error subtracted (:mod:`sda.orbit.pair_covariance`, CARA's ``Pc_CovXCorr.m``); with one
+section's terms only, none (as CARA).
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import numpy as np
 
 from sda.alerts.cdm_model import Cdm, CdmError, CdmObject, CdmSection, Entry
 from sda.orbit import frames
-from sda.orbit.pc import Pc2DResult, inertial_to_rtn, pc2d_foster_rtn, rtn_basis, rtn_to_inertial
+from sda.orbit.pair_covariance import Dcp, pc2d_pair
+from sda.orbit.pc import Pc2DResult, inertial_to_rtn, rtn_basis, rtn_to_inertial
 
 __all__ = [
     "parse_cdm",
@@ -173,11 +180,13 @@ def new_cdm(*, tca: str, originator: str, message_id: str, creation_date: str,
     return cdm
 
 
-def _inertial(o: CdmObject, unix_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(r m, v m/s, RTN covariance) of an object section in an inertial frame (module docstring)."""
+def _inertial(o: CdmObject, unix_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, Dcp | None]:
+    """(r m, v m/s, RTN covariance, DCP on those RTN axes) of an object section in an inertial frame
+    (module docstring)."""
     frame = (o.ref_frame or "").upper()
+    dcp = o.dcp
     if frame in _INERTIAL_FRAMES:
-        return o.position_m, o.velocity_ms, o.cov_rtn
+        return o.position_m, o.velocity_ms, o.cov_rtn, dcp
     if frame != "ITRF":
         raise CdmError(f"{o.name}: REF_FRAME {o.ref_frame!r} not supported "
                        f"(need ITRF or an inertial frame: {sorted(_INERTIAL_FRAMES)})")
@@ -187,17 +196,23 @@ def _inertial(o: CdmObject, unix_s: float) -> tuple[np.ndarray, np.ndarray, np.n
     unit = np.eye(6)  # the map ITRF -> TEME is linear in (r, v): its matrix column by column
     jac = np.vstack([np.r_[frames.ecef_to_teme(u[:3], u[3:], unix_s)] for u in unit]).T
     cart = jac @ rtn_to_inertial(o.cov_rtn, o.position_m, o.velocity_ms) @ jac.T
-    return r, v, inertial_to_rtn(cart, r, v)
+    if dcp is not None:
+        g = jac @ np.kron(np.eye(2), rtn_basis(o.position_m, o.velocity_ms)) @ dcp.rtn
+        dcp = Dcp(dcp.sigma, np.kron(np.eye(2), rtn_basis(r, v)).T @ g)
+    return r, v, inertial_to_rtn(cart, r, v), dcp
 
 
 def pc_from_cdm(cdm: Cdm, hbr_m: float | None = None, *, check_validity: bool = True,
-                **kwargs) -> Pc2DResult:
-    """2-D Pc (:func:`sda.orbit.pc.pc2d_foster_rtn`) from the states and RTN covariances as written in the
-    CDM (CARA's "Pc2D_NoAdj": no re-search of the TCA). ``hbr_m`` overrides the CDM's HBR comment.
-    States in an inertial REF_FRAME or in ITRF (module docstring)."""
+                cross_correlation: bool = True, **kwargs) -> Pc2DResult:
+    """2-D Pc (:func:`sda.orbit.pair_covariance.pc2d_pair`) from the states, RTN covariances and DCP terms as
+    written in the CDM (CARA's "Pc2D_NoAdj": no re-search of the TCA; with both objects' DCP terms and
+    ``cross_correlation``, CARA's covariance cross-correlation correction). ``hbr_m`` overrides the CDM's HBR
+    comment. States in an inertial REF_FRAME or in ITRF (module docstring)."""
     hbr = hbr_m if hbr_m is not None else cdm.hbr_m
     if hbr is None:
         raise CdmError("no hard-body radius in the CDM (COMMENT HBR = ...); pass hbr_m")
     t = cdm.tca.timestamp()
-    (r1, v1, cov1), (r2, v2, cov2) = (_inertial(o, t) for o in cdm.objects)
-    return pc2d_foster_rtn(r1, v1, cov1, r2, v2, cov2, hbr, check_validity=check_validity, **kwargs)
+    (r1, v1, cov1, dcp1), (r2, v2, cov2, dcp2) = (_inertial(o, t) for o in cdm.objects)
+    if not cross_correlation:
+        dcp1 = dcp2 = None
+    return pc2d_pair(r1, v1, cov1, r2, v2, cov2, hbr, dcp1, dcp2, check_validity=check_validity, **kwargs)

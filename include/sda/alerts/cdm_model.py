@@ -8,7 +8,12 @@ km and km/s, RTN covariance CR_R .. CNDOT_NDOT in m^2, m^2/s, m^2/s^2). Values a
 the text written in the message, so numbers survive a round trip through :mod:`sda.alerts.cdm`
 (which parses and writes the KVN text) bit for bit; the accessors here convert on demand.
 CARA's hard-body radius, which CDMs carry in a COMMENT, is read (:meth:`Cdm.hbr_m`) and written
-(:meth:`Cdm.set_hbr_m`) here too.
+(:meth:`Cdm.set_hbr_m`) here too, and so are CARA's density-forecast terms of an object (:meth:`CdmObject.dcp`,
+:meth:`CdmObject.set_dcp`), three COMMENT lines of its data section::
+
+    COMMENT DCP Density Forecast Uncertainty = 2.013152860000000099e-01
+    COMMENT DCP Sensitivity Vector RTN Pos = 1.74477955875023e+00 2.18251614005765e+04 1.00762227338813e+00 [m]
+    COMMENT DCP Sensitivity Vector RTN Vel = -2.42720312855865e+01 1.37173405803000e-02 9.99178935500000e-04 [m/sec]
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from sda.orbit.pair_covariance import Dcp
+
 __all__ = [
     "CdmError",
     "Entry",
@@ -29,6 +36,7 @@ __all__ = [
     "COV_KEYS",
     "STATE_KEYS",
     "parse_epoch",
+    "Dcp",
 ]
 
 STATE_KEYS = ("X", "Y", "Z", "X_DOT", "Y_DOT", "Z_DOT")
@@ -44,6 +52,13 @@ _HBR_RE = re.compile(
     r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?:\[\s*([A-Za-z]+)\s*\])?\s*$",
     re.IGNORECASE,
 )
+
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_DCP_SIGMA_RE = re.compile(rf"^DCP\s+Density\s+Forecast\s+Uncertainty\s*=\s*({_NUMBER})\s*$", re.IGNORECASE)
+_DCP_VECTOR_RE = re.compile(rf"^DCP\s+Sensitivity\s+Vector\s+RTN\s+(Pos|Vel)\s*=\s*({_NUMBER})\s+({_NUMBER})\s+"
+                            rf"({_NUMBER})\s*(?:\[\s*([A-Za-z/]+)\s*\])?\s*$", re.IGNORECASE)
+_DCP_UNITS = {"pos": ("m",), "vel": ("m/sec", "m/s")}
 
 
 class CdmError(ValueError):
@@ -206,6 +221,43 @@ class CdmObject(CdmSection):
                 continue
             C[i, j] = C[j, i] = _to_float(v)
         return C
+
+    @property
+    def dcp(self) -> Dcp | None:
+        """CARA's density-forecast terms of the object (module docstring): the relative 1-sigma density forecast
+        error and the sensitivity vector on the R/T/N axes of the object's state (m, m/s); None when the section
+        has none. An incomplete set (one or two of the three lines) is an error, as in CARA's reader."""
+        sigma, parts = None, {}
+        for text in self.comments:
+            text = text.strip()
+            m = _DCP_SIGMA_RE.match(text)
+            if m:
+                sigma = _to_float(m.group(1))
+                continue
+            m = _DCP_VECTOR_RE.match(text)
+            if m:
+                kind, unit = m.group(1).lower(), (m.group(5) or _DCP_UNITS[m.group(1).lower()][0]).lower()
+                if unit not in _DCP_UNITS[kind]:
+                    raise CdmError(f"{self.name}: DCP sensitivity {kind} in [{unit}], expected {_DCP_UNITS[kind]}")
+                parts[kind] = [_to_float(m.group(i)) for i in (2, 3, 4)]
+        found = (sigma is not None, "pos" in parts, "vel" in parts)
+        if not any(found):
+            return None
+        if not all(found):
+            raise CdmError(f"{self.name}: incomplete set of DCP values (density uncertainty, RTN Pos, RTN Vel)")
+        return Dcp(sigma, np.r_[parts["pos"], parts["vel"]])
+
+    def set_dcp(self, dcp: Dcp, before: str = "X") -> None:
+        """Write ``dcp`` as CARA's three COMMENT lines, just before ``before`` (the state vector's X)."""
+        g = [_fmt_value(float(x)) for x in dcp.rtn]
+        lines = [f"DCP Density Forecast Uncertainty = {_fmt_value(float(dcp.sigma))}",
+                 f"DCP Sensitivity Vector RTN Pos = {' '.join(g[:3])} [m]",
+                 f"DCP Sensitivity Vector RTN Vel = {' '.join(g[3:])} [m/sec]"]
+        self.entries = [e for e in self.entries if not (e.key == "COMMENT" and (
+            _DCP_SIGMA_RE.match(e.value.strip()) or _DCP_VECTOR_RE.match(e.value.strip())))]
+        i = self._find(before)
+        i = len(self.entries) if i is None else i
+        self.entries[i:i] = [Entry("COMMENT", text) for text in lines]
 
     def set_state_km(self, state) -> None:
         s = np.asarray(state, float).reshape(6)

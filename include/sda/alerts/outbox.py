@@ -28,6 +28,14 @@ CARA-style ``COMMENT HBR = 20.0 [m]`` in the relative metadata. MANEUVERABLE = Y
 CREATION_DATE, :func:`sda.alerts.publish.publish`), else N/A. Every number is written with the shortest text
 that reads back to the same double (up to 17 significant digits). ORIGINATOR and the MESSAGE_ID prefix:
 ``settings.cdm_originator``.
+
+A fused object's density-forecast terms (CARA's DCP: ``p_dcp_sigma`` / ``p_dcp_rtn``) are CARA's three
+``COMMENT DCP ...`` lines of its data section, just before X (:meth:`sda.alerts.cdm_model.CdmObject.set_dcp`),
+the sensitivity vector on the R/T/N axes of the state as written (turned as the covariance is); when both
+objects carry them the COLLISION_PROBABILITY is on the pair's covariance (:mod:`sda.orbit.pair_covariance`) and
+a comment says so. The relative metadata says which alert rules fired (``COMMENT ALERT_RULE = pc,miss_distance``,
+:func:`sda.alerts.assessment.judge`) and the probability that the miss is under the alert distance
+(``COMMENT MISS_PROBABILITY = ...``).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from sda.alerts.cdm import new_cdm, write_cdm
-from sda.alerts.cdm_model import Cdm, Entry
+from sda.alerts.cdm_model import Cdm, Dcp, Entry
 from sda.alerts.values import aware, flag, iso, missing
 from sda.config.settings import Settings
 from sda.lake import schemas
@@ -93,14 +101,26 @@ def _unix_ns(t: dt.datetime) -> int:
     return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1) * 1000
 
 
-def to_eme2000(teme_km: np.ndarray, cov_rtn: np.ndarray, unix_ns: int) -> tuple[np.ndarray, np.ndarray]:
+def to_eme2000(teme_km: np.ndarray, cov_rtn: np.ndarray, unix_ns: int,
+               dcp_rtn: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """A TEME state [km, km/s] and its covariance on that state's R/T/N axes -> (the EME2000 state, the
-    covariance on the EME2000 state's R/T/N axes): ``C' = R C R^T``, R the rotation between the triads."""
+    covariance on the EME2000 state's R/T/N axes): ``C' = R C R^T``, R the rotation between the triads; with
+    ``dcp_rtn`` (a DCP sensitivity vector on the TEME state's R/T/N axes) also ``R g``, a third value."""
     q = inertial.eme2000_to_teme(unix_ns).T  # TEME of date -> EME2000
     r, v = q @ teme_km[:3], q @ teme_km[3:]
     turn = rtn_basis(r, v).T @ q @ rtn_basis(teme_km[:3], teme_km[3:])
     big = np.kron(np.eye(2), turn)
-    return np.r_[r, v], big @ np.asarray(cov_rtn, float) @ big.T
+    out = (np.r_[r, v], big @ np.asarray(cov_rtn, float) @ big.T)
+    return out if dcp_rtn is None else (*out, big @ np.asarray(dcp_rtn, float))
+
+
+def dcp_of(row: Mapping, o: str) -> Dcp | None:
+    """The alert's DCP terms of object ``o`` (p or s) on its TEME state's R/T/N axes, or None (no fused orbit,
+    or a row from before the columns)."""
+    sigma, g = row.get(f"{o}_dcp_sigma"), row.get(f"{o}_dcp_rtn")
+    if missing(sigma) or g is None or not isinstance(g, (list, tuple, np.ndarray)) or len(g) != 6:
+        return None
+    return Dcp(float(sigma), np.asarray(g, float))
 
 
 def _objects(row: Mapping) -> dict[int, dict]:
@@ -118,11 +138,16 @@ def _objects(row: Mapping) -> dict[int, dict]:
 def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
     """The CCSDS CDM (508.0-B-1) of one alert version, a pure function of its alerts row."""
     tca = aware(row["tca"])
-    eme, cov = {}, {}
+    eme, cov, dcp = {}, {}, {}
     for o in ("p", "s"):
         full = _full_cov(row, o)
-        eme[o], cov[o] = to_eme2000(_states_km(row, o), full if full is not None else np.diag(_sigmas(row, o) ** 2),
-                                    _unix_ns(tca))
+        full = full if full is not None else np.diag(_sigmas(row, o) ** 2)
+        terms = dcp_of(row, o)
+        if terms is None:
+            (eme[o], cov[o]), dcp[o] = to_eme2000(_states_km(row, o), full, _unix_ns(tca)), None
+        else:
+            eme[o], cov[o], g = to_eme2000(_states_km(row, o), full, _unix_ns(tca), terms.rtn)
+            dcp[o] = Dcp(terms.sigma, g)
     objects = _objects(row)
     cdm = new_cdm(tca=_epoch(tca), originator=originator,
                   message_id=f"{originator}-{row['alert_id']}-V{int(row['version'])}",
@@ -142,10 +167,13 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
     ]
     if row.get("close_reason"):
         comments.append(f"closed: {row['close_reason']}")
+    comments += _rule_comments(row)
     if row["pc_valid"] and not missing(row.get("pc")):
         rel.set("COLLISION_PROBABILITY", float(row["pc"]))
         rel.set("COLLISION_PROBABILITY_METHOD", "FOSTER-1992")
-        comments.append("COLLISION_PROBABILITY: 2-D Pc of the states, covariances and HBR of this message")
+        comments.append("COLLISION_PROBABILITY: 2-D Pc of the states, covariances and HBR of this message" + (
+            ", on the pair's covariance: the shared density forecast error (both objects' DCP comments) "
+            "subtracted as CARA's Pc_CovXCorr does" if dcp["p"] is not None and dcp["s"] is not None else ""))
     else:
         comments.append(f"COLLISION_PROBABILITY not given: the 2-D Pc method is invalid for this encounter "
                         f"({row.get('pc_flag') or 'invalid geometry'})")
@@ -155,7 +183,20 @@ def build_cdm(row: Mapping, originator: str = Settings.cdm_originator) -> Cdm:
     rel.entries[0:0] = [Entry("COMMENT", c) for c in comments]
     for n, o in ((1, "p"), (2, "s")):
         _object_comments(cdm.object(n), row, o)
+        if dcp[o] is not None:
+            cdm.object(n).set_dcp(dcp[o])
     return cdm
+
+
+def _rule_comments(row: Mapping) -> list[str]:
+    """The alert rules that fired (sda.alerts.assessment.judge) and the miss probability, when the row has them."""
+    out = []
+    if not missing(row.get("alert_rule")):
+        out.append(f"ALERT_RULE = {row['alert_rule']}")
+    if not missing(row.get("miss_probability")):
+        out.append(f"MISS_PROBABILITY = {float(row['miss_probability'])!r}: the probability that the miss is "
+                   f"under the alert distance (the pair's covariance)")
+    return out
 
 
 def _object_comments(obj, row: Mapping, o: str) -> None:

@@ -66,7 +66,8 @@ CLOSE_NOT_FOUND = "no longer found by screening"
 _VALUE_FIELDS = ("event_id", "primary_id", "secondary_id", "primary_name", "secondary_name", "primary_intldes",
                  "secondary_intldes", "screen_start", "tca", "miss_m", "rel_speed_ms", "r_m", "t_m", "n_m", "pc",
                  "pc_valid", "pc_flag", "hbr_m", *STATE_FIELDS, *SIGMA_FIELDS, "p_cov_source", "s_cov_source",
-                 "p_cov_rtn", "s_cov_rtn", "p_maneuverable", "s_maneuverable")
+                 "p_cov_rtn", "s_cov_rtn", "p_maneuverable", "s_maneuverable", "miss_probability", "alert_rule",
+                 "p_dcp_sigma", "p_dcp_rtn", "s_dcp_sigma", "s_dcp_rtn")
 
 
 @dataclasses.dataclass

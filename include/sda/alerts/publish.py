@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 
-from sda.alerts.assessment import assess, dedup_events
+from sda.alerts.assessment import RULES, assess, dedup_events
 from sda.alerts.outbox import ALERT_FIELDS, TIME_FIELDS, emit, outbox_lookup
 from sda.alerts.plan import Plan, plan_alerts
 from sda.alerts.values import UTC, aware, missing
@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from sda.config.settings import Settings
 
-__all__ = ["EVENT_FIELDS", "publish", "manoeuvred_objects", "publish_manoeuvres"]
+__all__ = ["EVENT_FIELDS", "publish", "rule_counts", "manoeuvred_objects", "publish_manoeuvres"]
 
 #: alerts older than this (TCA before screen start minus it) cannot match anything: not read
 _LOOKBACK = dt.timedelta(days=1)
@@ -77,7 +77,7 @@ def _spark_row(row: Mapping, fields: Iterable[str]) -> tuple:
             v = v.item()
         if f == "version":
             v = int(v)
-        if f == "pc" and missing(v):
+        if f in ("pc", "miss_probability", "p_dcp_sigma", "s_dcp_sigma") and missing(v):
             v = None
         out.append(v)
     return tuple(out)
@@ -131,7 +131,8 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
     (default end: ``screen_start + settings.screening_horizon_h``). ``lifecycle=False`` (a replay) stops
     after the ``conjunctions`` upsert: no alert changes, no outbox files. Returns the run's figures: events,
     alerts_new, alerts_updated, alerts_closed, alerts_unchanged, alerts_recovered (versions found in the
-    outbox from an interrupted attempt), emitted_files, red, yellow, pc_invalid (among this run's events).
+    outbox from an interrupted attempt), emitted_files, red, yellow, pc_invalid and the alert rules' counts
+    (:func:`rule_counts`) among this run's events.
     kept: the open events an incremental screening kept without re-assessing them (their alerts are
     still found, :func:`sda.alerts.plan.plan_alerts`).
     fused_rows: every object's usable fused orbit already read (:data:`sda.alerts.fused.FUSED_COLUMNS`; None:
@@ -180,7 +181,19 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
         "red": levels.count("red"),
         "yellow": levels.count("yellow"),
         "pc_invalid": int((~assessed["pc_valid"].astype(bool)).sum()) if len(assessed) else 0,
+        **rule_counts(assessed),
     }
+
+
+def rule_counts(assessed: pd.DataFrame) -> dict[str, int]:
+    """Among the assessed events, how many each alert rule fired for (``rule_<name>``; an event can fire
+    several) and for how many it was the only one (``rule_<name>_only``)."""
+    fired = [] if not len(assessed) else [str(r).split(",") for r in assessed["alert_rule"] if not missing(r)]
+    out = {}
+    for rule in RULES:
+        out[f"rule_{rule}"] = sum(rule in f for f in fired)
+        out[f"rule_{rule}_only"] = sum(f == [rule] for f in fired)
+    return out
 
 
 def manoeuvred_objects(spark: "SparkSession", settings: "Settings", ids: Iterable[int], at: dt.datetime) -> set[int]:

@@ -7,7 +7,9 @@ import-linter contracts check it):
   (:mod:`.uncertainty`), element sets in and out (:mod:`.catalog` reads TLE/OMM and generates synthetic
   catalogues, :mod:`.ndm` writes OMM/OEM), the probability of collision (:mod:`.pc`);
 * :mod:`.estimation` -- orbit determination: measurement models, the estimator's force model and
-  transition matrix, batch least squares, process noise, priors, initial orbit determination;
+  transition matrix, batch least squares, process noise, priors, initial orbit determination; beside it
+  :mod:`.pair_covariance`, a pair's relative covariance with its shared density-forecast error taken out
+  (CARA's DCP cross-correlation) and the probabilities on it;
 * :mod:`.correlation` -- which object each observation sees (the gate uses the estimation's
   measurement models; fused orbits predict where they are usable);
 * :mod:`.screening` -- conjunction screening, and its products from fused orbits (element sets fitted

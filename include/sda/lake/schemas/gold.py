@@ -264,6 +264,11 @@ CONJUNCTION = T.StructType(
         # a window edge with no approach inside, or all along (sda.orbit.screening.pair_events): one row per
         # pair, at its smallest distance in the window, updated in place by later screenings
         T.StructField("flag", T.StringType()),
+        # the probability that the miss is under settings.alert_distance_km (the pair's covariance) and the alert
+        # rules that fired: pc, miss_distance, miss_probability, comma-separated (sda.alerts.assessment.judge;
+        # null: none fired, or a row from before the columns)
+        T.StructField("miss_probability", T.DoubleType()),
+        T.StructField("alert_rule", T.StringType()),
     ]
 )
 
@@ -314,6 +319,16 @@ _ALERT_STATE = [
     # = YES (else N/A); null in rows from before the column, read as false (sda.alerts.content)
     T.StructField("p_maneuverable", T.BooleanType()),
     T.StructField("s_maneuverable", T.BooleanType()),
+    # as in conjunctions; null in rows from before the columns
+    T.StructField("miss_probability", T.DoubleType()),
+    T.StructField("alert_rule", T.StringType()),
+    # a fused object's density-forecast terms at TCA (CARA's DCP, the CDM's "COMMENT DCP ..." lines): the relative
+    # 1-sigma density forecast error and the state's sensitivity to it on its RTN axes (m, m/s; 6 values); null
+    # for an object without a fused orbit. Both present: the Pc is on the pair's covariance (sda.orbit.pair_covariance)
+    T.StructField("p_dcp_sigma", T.DoubleType()),
+    T.StructField("p_dcp_rtn", T.ArrayType(T.DoubleType(), False)),
+    T.StructField("s_dcp_sigma", T.DoubleType()),
+    T.StructField("s_dcp_rtn", T.ArrayType(T.DoubleType(), False)),
 ]
 
 ALERT = T.StructType(_ALERT_STATE + [T.StructField("first_run_id", T.StringType(), False)])
