@@ -4,7 +4,9 @@ For every screened event and open alert: predicted against true miss distance an
 approach of the pair within 10 minutes of the predicted TCA), and the alerts whose true miss is over 5 km; split
 by whether both, one or neither object screened with a fused orbit. ``recall``: of the true approaches between
 catalogued objects in the horizon (brute force over the truth), the share under 1 km and under the screening
-threshold that the screening found (an event of the same pair within 2 minutes of the true TCA).
+threshold that the screening found (an event of the same pair within 2 minutes of the true TCA). ``alerts_by_rule``:
+per alert rule (the alerts' ``alert_rule``, sda.alerts.assessment.judge) the open alerts it fired for, those it
+alone fired for, and of them the truly closer than 1 km and truly farther than 5 km.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from sda.sim.alert_truth import judged
 
 FOUND_WITHIN_S = 120.0  # an event of the pair this close to a true TCA found it
 CLOSE_M = 1000.0
+FAR_M = 5000.0
+RULES = ("pc", "miss_distance", "miss_probability")  # sda.alerts.assessment.RULES
 
 
 def pairs_alerted(true: pd.DataFrame, alerts: pd.DataFrame) -> dict:
@@ -58,8 +62,24 @@ def _figures(frame: pd.DataFrame) -> dict:
 
     return {"count": int(len(frame)), "miss_error_m": accuracy.summary(frame["miss_error_m"]),
             "tca_error_s": accuracy.summary(frame["tca_error_s"]),
-            "true_miss_over_5km": int((frame["true_miss_m"] > 5000.0).sum()),
+            "true_miss_over_5km": int((frame["true_miss_m"] > FAR_M).sum()),
+            "share_true_miss_over_5km": None if frame.empty else round(float((frame["true_miss_m"] > FAR_M).mean()), 4),
             "truly_under_1km": int((frame["true_miss_m"] < CLOSE_M).sum())}
+
+
+def by_rule(alerts: pd.DataFrame) -> dict:
+    """Per alert rule: the alerts it fired for (``alerts``) and it alone (``only``), and of those the truly
+    closer than 1 km and farther than 5 km (``alerts`` with ``alert_rule`` and ``true_miss_m``)."""
+    if "alert_rule" not in alerts.columns:
+        return {}
+    fired = [[] if not isinstance(r, str) else r.split(",") for r in alerts["alert_rule"]]
+    out = {}
+    for rule in RULES:
+        for key, mask in ((rule, [rule in f for f in fired]), (f"{rule}_only", [f == [rule] for f in fired])):
+            sub = alerts[np.array(mask, bool)] if len(alerts) else alerts
+            out[key] = {"alerts": int(len(sub)), "truly_under_1km": int((sub["true_miss_m"] < CLOSE_M).sum()),
+                        "true_miss_over_5km": int((sub["true_miss_m"] > FAR_M).sum())}
+    return out
 
 
 def _recall(true: pd.DataFrame, limit_m: float) -> dict:
@@ -87,6 +107,7 @@ def score_events(eph, tables: dict, horizon: tuple[float, float], threshold_km: 
                                             "found": int(true_fused[true_fused["miss_m"] < CLOSE_M]["found"].sum()),
                                             **pairs_alerted(true_fused, alerts),
                                             "missed": fused_missed.head(20).round(1).to_dict("records")},
+            "alerts_by_rule": by_rule(alerts),
             "recall_under_1km": _recall(true, CLOSE_M), "recall_under_threshold": _recall(true, threshold_km * 1000.0),
             "missed_under_1km": missed.head(20).round(1).to_dict("records"),
             "alerts_detail": alerts[["primary_id", "secondary_id", "level", "miss_m", "true_miss_m", "tca_error_s"]]

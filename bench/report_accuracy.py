@@ -19,8 +19,11 @@ Row = tuple[str, tuple[str, ...], str, str]  # label, path in the JSON, format, 
 BLOCK = "accuracy-{sky}"
 RESULT_NAME = re.compile(r"accuracy_(?P<sky>[a-z]+)_seed(?P<seed>\d+)")
 FUSED_TARGETS = {("LEO", "2+ passes", "0h"): "<= 0.10", ("LEO", "2+ passes", "24h"): "<= 0.333"}
-ALERT_GROUPS = (("all", "all open alerts"), ("both_fused", "both objects fused"), ("one_fused", "one object fused"),
-                ("catalogue_only", "neither fused"))
+ALERT_GROUPS = (("all", "all open alerts"), ("both_fused", "both objects fused"),
+                ("both_fused_sum", "both objects fused, covariances summed without the shared density term"),
+                ("one_fused", "one object fused"), ("catalogue_only", "neither fused"))
+RULES = (("pc", "Pc >= the yellow threshold"), ("miss_distance", "predicted miss under the alert distance"),
+         ("miss_probability", "P(miss < alert distance) >= its threshold"))
 
 
 def command(result: dict) -> str:
@@ -66,6 +69,15 @@ def _event_rows() -> list[Row]:
             (f"{what}: TCA error, median", (what, "tca_error_s", "median"), "{:.2f} s", ""),
             (f"{what}: truly closer than 1 km", (what, "truly_under_1km"), "{:,}", ""),
             (f"{what}: truly farther than 5 km", (what, "true_miss_over_5km"), "{:,}", ""),
+        ]
+    rows.append(("alerts: share truly farther than 5 km", ("alerts", "share_true_miss_over_5km"), "{:.3f}", "<= 0.10"))
+    for rule, which in RULES:
+        base = ("alerts_by_rule",)
+        rows += [
+            (f"alerts the rule {rule} fired for ({which})", (*base, rule, "alerts"), "{:,}", ""),
+            (f"alerts the rule {rule} alone fired for", (*base, f"{rule}_only", "alerts"), "{:,}", ""),
+            (f"alerts the rule {rule} fired for, truly farther than 5 km", (*base, rule, "true_miss_over_5km"),
+             "{:,}", ""),
         ]
     return rows
 

@@ -117,3 +117,20 @@ def test_the_command_says_when_the_stages_light_time_was_not_the_skys(report):
     before = {k: v for k, v in harsh.items() if k != "light_time"}  # measured before the stages modelled it
     assert accuracy.command(before) == "bench/accuracy.py --sky harsh --seed 11 --objects 600 --light-time off"
     assert accuracy.command({**_result(11, "held out", sky="kind"), "light_time": True}).endswith("--light-time on")
+
+
+def test_the_alert_rules_and_the_pair_covariance_rows(report, tmp_path):
+    result = {**_result(11, "held out"),
+              "alerts": {"count": 40, "share_true_miss_over_5km": 0.075, "true_miss_over_5km": 3},
+              "alerts_by_rule": {"miss_probability": {"alerts": 12, "true_miss_over_5km": 2},
+                                 "miss_probability_only": {"alerts": 5}},
+              "alerts_cdm": {"both_fused_sum": {"count": 29, "median_d2": 4.25}}}
+    _write(tmp_path, "accuracy_harsh_seed11", result)
+    cells = [[c.strip() for c in row.split("|")[1:4]] for row in report.tables(tmp_path)["accuracy-harsh"].splitlines()]
+    rule = "alerts the rule miss_probability"
+    summed = "alert CDMs, both objects fused, covariances summed without the shared density term"
+    for expected in (["alerts: count", "40", ""], ["alerts: share truly farther than 5 km", "0.075", "<= 0.10"],
+                     [f"{rule} fired for (P(miss < alert distance) >= its threshold)", "12", ""],
+                     [f"{rule} alone fired for", "5", ""], [f"{rule} fired for, truly farther than 5 km", "2", ""],
+                     [f"{summed}: relative position at TCA, median d^2", "4.25", "2.37"]):
+        assert expected in cells

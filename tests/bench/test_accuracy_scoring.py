@@ -9,12 +9,14 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 import pytest
-from accuracy_cdm import cdm_d2, relative_covariance, relative_d2, score_alert_cdms
+from accuracy_cdm import cdm_d2, read_dcp, relative_covariance, relative_d2, score_alert_cdms
+from accuracy_events import by_rule
 from accuracy_positions import HOURS, group_figures
 from accuracy_stats import chi2_test, d2_figures, hourly_test, mahalanobis_d2
 from scipy import stats
 
 from sda.alerts.cdm import new_cdm, write_cdm
+from sda.alerts.cdm_model import Dcp
 from sda.orbit import inertial
 
 
@@ -98,6 +100,11 @@ STATE2_KM = np.array([7000.1, 0.0, 0.0, 0.0, 0.0, 7.5])
 COV1, COV2 = np.diag([1.0, 4.0, 9.0, 1e-4, 1e-4, 1e-4]), np.diag([16.0, 25.0, 36.0, 1e-4, 1e-4, 1e-4])
 TRUE_REL_M = np.array([104.0, 6.0, -3.4])
 D2 = 16.0 / 17.0 + 36.0 / 40.0 + 11.56 / 34.0
+# With CARA's DCP terms: OBJECT1's position sensitivity (0, 10, 0) on its R/T/N axes is (0, 10, 0) in EME2000,
+# OBJECT2's (0, 0, 5) is 5 along its N = -y: (0, -5, 0). sigma 0.2 and 0.4: the shared part
+# 0.2 x 0.4 x (g1 g2' + g2 g1') has -0.08 x 100 = -8 on y, y, which the pair's covariance subtracts: 40 + 8 = 48.
+DCP = ((0.2, [0.0, 10.0, 0.0, 0.01, 0.0, 0.0]), (0.4, [0.0, 0.0, 5.0, 0.0, 0.02, 0.0]))
+D2_PAIR = 16.0 / 17.0 + 36.0 / 48.0 + 11.56 / 34.0
 TCA = dt.datetime(2026, 11, 21, 9, 0, 0, tzinfo=dt.timezone.utc)
 TCA_NS = 1_795_251_600 * 10**9
 
@@ -124,11 +131,14 @@ class _Truth:
         return self._teme_km[np.asarray(index)], np.zeros((len(index), 3))
 
 
-def _write_cdm(path, first: str = "70001") -> None:
+def _write_cdm(path, first: str = "70001", dcp: bool = False) -> None:
     cdm = new_cdm(tca="2026-11-21T09:00:00.000000", originator="TEST", message_id="m",
                   creation_date="2026-11-21T06:00:00", state1_km=STATE1_KM, cov1_rtn=COV1, state2_km=STATE2_KM,
                   cov2_rtn=COV2, hbr_m=10.0,
                   object1={"OBJECT_DESIGNATOR": first}, object2={"OBJECT_DESIGNATOR": "70002"})
+    if dcp:
+        for o, (sigma, g) in zip(cdm.objects, DCP):
+            o.set_dcp(Dcp(sigma, g))
     path.write_text(write_cdm(cdm))
 
 
@@ -139,9 +149,9 @@ def _truth() -> _Truth:
 
 def test_a_cdm_file_against_the_truth_in_teme(tmp_path):
     _write_cdm(tmp_path / "a.cdm")
-    assert cdm_d2(tmp_path / "a.cdm", _truth()) == pytest.approx(D2, rel=1e-6)
+    assert cdm_d2(tmp_path / "a.cdm", _truth()) == pytest.approx((D2, D2), rel=1e-6)  # no DCP: pair = sum
     _write_cdm(tmp_path / "b.cdm", first="SAT-A")  # not a catalogue number: not scored
-    assert np.isnan(cdm_d2(tmp_path / "b.cdm", _truth()))
+    assert np.isnan(cdm_d2(tmp_path / "b.cdm", _truth())).all()
 
 
 def test_alert_cdms_are_split_by_the_orbits_the_alerts_used(tmp_path):
@@ -159,3 +169,34 @@ def test_alert_cdms_are_split_by_the_orbits_the_alerts_used(tmp_path):
     assert [out[g]["alerts"] for g in ("both_fused", "one_fused", "catalogue_only")] == [1, 1, 2]
     assert [out[g]["count"] for g in ("both_fused", "one_fused", "catalogue_only")] == [1, 1, 1]
     assert out["both_fused"]["test"]["passes"] is None  # one CDM: not tested
+
+
+def test_a_cdm_with_dcp_terms_scored_on_the_pair_covariance(tmp_path):
+    _write_cdm(tmp_path / "a.cdm", dcp=True)
+    assert cdm_d2(tmp_path / "a.cdm", _truth()) == pytest.approx((D2_PAIR, D2), rel=1e-6)
+    objects = _objects()
+    objects[0]["dcp"], objects[1]["dcp"] = ((s, np.array(g[:3])) for s, g in DCP)
+    assert np.allclose(relative_covariance(objects), np.diag([17.0, 48.0, 34.0]), atol=1e-9)
+    objects[1]["dcp"] = None  # one object's terms only: none subtracted, as CARA
+    assert np.allclose(relative_covariance(objects), np.diag([17.0, 40.0, 34.0]), atol=1e-9)
+
+
+def test_read_dcp_needs_all_three_lines():
+    lines = ["DCP Density Forecast Uncertainty = 2.5e-01", "DCP Sensitivity Vector RTN Pos = 1 -2.5e3 3 [m]",
+             "DCP Sensitivity Vector RTN Vel = 4 5 6 [m/sec]", "HBR = 20 [m]"]
+    sigma, g = read_dcp(lines)
+    assert sigma == 0.25 and g.tolist() == [1.0, -2500.0, 3.0]
+    assert read_dcp(lines[:2]) is None and read_dcp([]) is None
+
+
+def test_alerts_by_rule_against_the_truth():
+    alerts = pd.DataFrame({"alert_rule": ["pc,miss_distance", "miss_probability", "miss_distance,miss_probability",
+                                          None, "miss_probability"],
+                           "true_miss_m": [400.0, 6000.0, 900.0, 3000.0, 2000.0]})
+    out = by_rule(alerts)
+    assert out["pc"] == {"alerts": 1, "truly_under_1km": 1, "true_miss_over_5km": 0}
+    assert out["miss_distance"] == {"alerts": 2, "truly_under_1km": 2, "true_miss_over_5km": 0}
+    assert out["miss_probability"] == {"alerts": 3, "truly_under_1km": 1, "true_miss_over_5km": 1}
+    assert out["miss_probability_only"] == {"alerts": 2, "truly_under_1km": 0, "true_miss_over_5km": 1}
+    assert out["pc_only"]["alerts"] == 0 and out["miss_distance_only"]["alerts"] == 0
+    assert by_rule(alerts.drop(columns="alert_rule")) == {}  # an outbox from before the rules
