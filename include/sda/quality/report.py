@@ -238,7 +238,8 @@ def _alerts_section(alerts: list[dict[str, Any]], threshold_m: float) -> str:
                    f'<span class="badge" style="background:{colour}">{_e(a["level"])}</span> '
                    f'{names} — {_e(a["status"])} v{a["version"]}</h3>'
                    f'<p>TCA {_e(a["tca"])} · miss {a["miss_m"]:,.0f} m · '
-                   f'relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · orbits screened: '
+                   f'relative speed {a["rel_speed_ms"]:,.0f} m/s · Pc {pc} · '
+                   f'alert rules {_e(a.get("alert_rule") or "none")} · orbits screened: '
                    f'{_e(a["primary_id"])} {orbits[0]}, {_e(a["secondary_id"])} {orbits[1]} · '
                    f'alert <code>{_e(a["alert_id"])}</code> (<code>sda trace {_e(a["alert_id"])}</code>)</p>')
         if a.get("series") is None:

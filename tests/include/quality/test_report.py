@@ -174,3 +174,15 @@ def test_ingest_says_what_space_weather_the_run_received(tmp_path):
     assert 'data-storm="false"' in quiet and "no 3-hour interval of it observed yet" in quiet
     assert "geomagnetic storm" not in quiet
     assert "data-space-weather" not in page(None)
+
+
+def test_each_alert_says_which_rules_fired(tmp_path):
+    def alert(alert_id, rule):
+        return {"alert_id": alert_id, "level": "yellow", "primary_id": 11, "secondary_id": 22, "status": "new",
+                "version": 1, "tca": "2026-11-28T03:00:00Z", "miss_m": 1500.0, "rel_speed_ms": 14000.0, "pc": 1e-9,
+                "p_cov_source": "tle/LEO", "s_cov_source": "tle/LEO", "series": None, "alert_rule": rule}
+
+    base = {"run_id": "r", "interval": None, "metrics": [], "checks": [], "calibration": None, "fusion": None,
+            "built": "now", "alerts": [alert("a", "miss_probability"), alert("b", None)]}
+    page = report.render(base, tmp_path, 5000.0)
+    assert "alert rules miss_probability ·" in page and "alert rules none ·" in page
