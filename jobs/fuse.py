@@ -35,7 +35,7 @@ from sda.lake import schemas
 from sda.lake.tables import TABLES
 from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.sensors import load_sensors
-from sda.pipeline import changefeed, faults, runtime, sinks, space_weather
+from sda.pipeline import calibrations, changefeed, faults, runtime, sinks, space_weather
 from sda.pipeline import manoeuvres as manoeuvre_io
 from sda.pipeline.arguments import stage_parser, with_defaults
 
@@ -59,7 +59,8 @@ def arc_settings(settings: "Settings"):
 
     return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
                        lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
-                       lines_min_span_s=settings.fusion_min_span_s, config=OdConfig(light_time=settings.light_time))
+                       lines_min_span_s=settings.fusion_min_span_s,
+                       config=OdConfig(light_time=settings.light_time, residuals=True))
 
 
 def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
@@ -97,18 +98,21 @@ def priors(spark: "SparkSession", settings: "Settings", first: dict[int, int], a
 
 
 def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict[int, list[tuple]],
-                sigmas: dict, arc) -> "DataFrame":
-    """Keyed by object: each object's windows fitted in order (:func:`sda.orbit.fusion.arcs.fuse_object`)."""
+                sigmas: dict, arc, calibrations: dict | None = None) -> "DataFrame":
+    """Keyed by object: each object's windows fitted in order (:func:`sda.orbit.fusion.arcs.fuse_object`), the
+    observations corrected by the sensor calibrations (:func:`sda.orbit.estimation.calibration.apply`)."""
     names = UDF_SCHEMA.fieldNames()
 
     def fuse(pdf: pd.DataFrame) -> pd.DataFrame:
         import json
 
+        from sda.orbit.estimation.calibration import apply
         from sda.orbit.fusion.arcs import fuse_object
         from sda.orbit.times import unix_seconds
 
         # an observation re-associated since it was read as held (a crash between the moves) counts once
         pdf = pdf.sort_values(["candidate", "obs_id"], kind="stable").drop_duplicates("obs_id")
+        pdf = apply(pdf, calibrations or {}, arc.arc_s)
         norad = int(pdf["norad_id"].iloc[0])
         t_first = float(unix_seconds(pdf["event_time"]).min())
         history = sets.get(norad, [])
@@ -174,7 +178,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     noise = space_weather.process_noise(spark, settings, lo - dt.timedelta(hours=3))
     arc = dataclasses.replace(arc, config=dataclasses.replace(arc.config, noise=noise))
     fitted = fit_objects(observations, priors(spark, settings, first, arc.arc_s), element_sets(spark, settings, ids),
-                         registry_sigmas(load_sensors()), arc)
+                         registry_sigmas(load_sensors()), arc, calibrations.lookup(spark, settings, min(first.values()),
+                                                                                 arc.arc_s))
     rows = with_times(fitted, args.run_id).localCheckpoint()
     faults.checkpoint("fuse:before-write")
     sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
@@ -191,6 +196,8 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     faults.checkpoint("fuse:after-manoeuvres")
     accepted = sorted({(i, int(r["norad_id"])) for r in written for i in (r["reassociated_ids"] or [])})
     done.update(manoeuvre_io.reassociate(spark, settings, accepted, keys, lo))
+    done.update(calibrations.refresh(spark, settings, sorted({k for _, k in fitted_keys} | {k for _, k in emptied}),
+                                     arc.arc_s, args.run_id))
     figures = summary(written)
     # conservation counts windows: each one refitted is written, or deleted when it has no observations left
     n = figures["windows"] + len(emptied)
