@@ -60,7 +60,7 @@ from accuracy_positions import score_fused, score_positions
 from accuracy_run import prepare_work, read_tables, recorded_stage_seconds, run_stages, truth_to
 from accuracy_sensors import score_sensor_calibrations
 from accuracy_stats import REFERENCE
-from common import RESULTS, WORK, age_range, log, write_result
+from common import RESULTS, WORK, age_range, free_port, log, write_result
 
 DEVELOPMENT_SEEDS = (1, 2, 3, 5, 7)
 DEFAULT_SEED = 11
@@ -157,6 +157,7 @@ def main(argv=None) -> dict:
     settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
                              outbox=args.work / "outbox", ephemeris_cache=args.work / "ephemeris",
                              catalog_file=Path(sim["catalog_file"]), shuffle_partitions=4, driver_memory="8g",
+                             connect_port=free_port(),  # its own server: benchmarks side by side share none
                              light_time=args.light_time == "on" or (args.light_time == "sky" and args.sky != "kind"))
     started = time.monotonic()
     with server.running(settings) as spark:  # the settings' server (started for the run if none answers)

@@ -37,6 +37,15 @@ CHI2_3_95 = 7.815  # d^2 of a 3-D Gaussian's 95 % ellipsoid
 
 # --- progress -----------------------------------------------------------------------------------------------
 
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (a benchmark's own Spark Connect server: runs side by side do not share one)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def log(msg: str) -> None:
     """A progress line, stamped with the wall-clock time."""
     print(f"[{dt.datetime.now():%H:%M:%S}] {msg}", flush=True)

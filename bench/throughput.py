@@ -76,12 +76,11 @@ import multiprocessing
 import os
 import re
 import shutil
-import socket
 import statistics
 import time
 from pathlib import Path
 
-from common import RESULTS, WORK, elapsed_logger, iso_z, run_stage, stage_argv, write_result
+from common import RESULTS, WORK, elapsed_logger, free_port, iso_z, run_stage, stage_argv, write_result
 from throughput_measure import WorkerPeak, cpu_used, layer_writes, memory_now
 
 from sda.pipeline.topology import stages_between, stages_upto
@@ -100,12 +99,6 @@ MAX_OBJECTS = 29900  # sda.orbit.catalog.synthetic's NORAD id range
 # one clock for the parent and its spawned children (they re-import this module)
 _T0 = float(os.environ.setdefault("THROUGHPUT_BENCH_T0", str(time.time())))
 say = elapsed_logger(_T0)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def settings_for(root: Path, catalog: Path, port: int, driver_memory: str):
