@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import RESULTS, WORK, iso_z, log, run_stage, stage_argv, write_result
+from common import KIND_SKY, RESULTS, WORK, iso_z, log, run_stage, stage_argv, write_result
 
 from sda.pipeline.topology import stages_upto
 
@@ -106,7 +106,7 @@ def main(argv=None) -> dict:
     sim = simulate(SimConfig(start=start, end=start + dt.timedelta(hours=args.hours), landing=staging,
                              catalog_out=args.work / "catalog.tle", objects=args.objects, seed=args.seed,
                              tle_age_days=(0.5, 3.0), reorder_rate=0.0, **{name: 0.0 for name in RATE_NAMES}))
-    settings = load_settings(env={}, light_time=False, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
+    settings = load_settings(env={}, **KIND_SKY, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
                              outbox=args.work / "outbox", catalog_file=sim.catalog_file, shuffle_partitions=4,
                              **({} if args.renew_m is None else {"fusion_renew_m": args.renew_m}))
     files = [p for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts and file_time(p.name)]

@@ -60,7 +60,8 @@ def arc_settings(settings: "Settings"):
     return ArcSettings(arc_s=settings.fusion_arc_h * 3600.0,
                        lines_span_s=(settings.screening_horizon_h + settings.fusion_arc_h) * 3600.0,
                        lines_min_span_s=settings.fusion_min_span_s,
-                       config=OdConfig(light_time=settings.light_time, residuals=True))
+                       config=OdConfig(light_time=settings.light_time, residuals=True,
+                                                       bias_scale=settings.sensor_bias_consider))
 
 
 def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:

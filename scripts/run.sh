@@ -99,9 +99,10 @@ else
 fi
 
 # The sensors of a harsher sky report light-time-delayed measurements, as real ones do, and the stages model it
-# (SDA_LIGHT_TIME's default); the kinder sky's are geometric (SDA_LIGHT_TIME=false, unless set)
-if [[ -z "${SDA_LIGHT_TIME:-}" && "$("$PY" -m sda.sim.feed sky)" == kind ]]; then
-    export SDA_LIGHT_TIME=false
+# (SDA_LIGHT_TIME's default); the kinder sky's are geometric, from sensors without biases (SDA_LIGHT_TIME=false,
+# SDA_SENSOR_BIAS_CONSIDER=0, unless set)
+if [[ "$("$PY" -m sda.sim.feed sky)" == kind ]]; then
+    export SDA_LIGHT_TIME="${SDA_LIGHT_TIME:-false}" SDA_SENSOR_BIAS_CONSIDER="${SDA_SENSOR_BIAS_CONSIDER:-0}"
 fi
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests import chain, cluster_probe, injected_pair
+from tests.conftest import KIND_SKY
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -123,7 +124,7 @@ def _settings(landed, name: str, **extra):
 
     base = landed["root"] / name
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=landed["landing"], outbox=base / "outbox",
-                         light_time=False, catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
+                         **KIND_SKY, catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
 
 
 def _args(stage: str) -> list[str]:

@@ -100,7 +100,8 @@ def data(tmp_path_factory, connect_server):
         "SDA_CATALOG_FILE": str(root / "catalog" / "catalog.tle"),
         "SDA_SHUFFLE_PARTITIONS": "2",
         "SDA_SCREENING_HORIZON_H": "3",
-        "SDA_LIGHT_TIME": "false",  # the kinder sky's geometric measurements
+        "SDA_LIGHT_TIME": "false",  # the kinder sky's geometric measurements from sensors without biases
+        "SDA_SENSOR_BIAS_CONSIDER": "0",
         # every task runs on the suite's one Spark Connect server
         "SDA_CONNECT_PORT": str(connect_server.connect_port),
         "AIRFLOW_CONN_SPARK_CONNECT": json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1",

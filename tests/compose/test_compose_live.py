@@ -163,7 +163,8 @@ def stack(images):
         f"SDA_IMAGE={images['sda']}",
         f"SDA_POSTGRES_IMAGE={images['postgres']}",
         f"AIRFLOW_UID={50000}",
-        "SDA_LIGHT_TIME=false",  # the kinder sky's geometric measurements (the simulation below)
+        "SDA_LIGHT_TIME=false",  # the kinder sky's geometric measurements (the simulation below) from sensors
+        "SDA_SENSOR_BIAS_CONSIDER=0",  # without biases
     ]) + "\n")
     base = [*compose_command(), "--project-name", PROJECT, "--env-file", str(env_file),
             "-f", str(ROOT / "docker-compose.yaml"), "-f", str(ROOT / "tests" / "compose" / "loopback.yaml")]

@@ -229,6 +229,9 @@ class Settings:
     # a fused orbit's screening element set must stray from its new prediction before it is renewed
     fusion_arc_h: float = 6.0
     fusion_renew_m: float = 500.0
+    # the sensors' remaining biases carried in each fit's covariance as consider parameters of this many times
+    # their nominal sigmas (sda.orbit.estimation.bias_consider); 0: the noise alone (the kinder sky's sensors)
+    sensor_bias_consider: float = 1.0
     # which fused orbits the screening, the assessment and correlation use (sda.lake.orbits.newest_fused_orbits):
     # none older than fusion_max_age_h before the screening's start (the catalogue's element set is used, as for an
     # object never fused), none fitted over a shorter arc than fusion_min_span_s (epoch - first observation): one
@@ -324,6 +327,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "screening_horizon_h": _positive_float,
     "fusion_arc_h": _positive_float,
     "fusion_renew_m": _positive_float,
+    "sensor_bias_consider": _non_negative_float,
     "fusion_max_age_h": _positive_float,
     "fusion_min_span_s": _positive_float,
     "acquire_lookback_h": _positive_float,

@@ -92,6 +92,9 @@ class OdConfig:
     light_time: bool = False  # the measurements carry light time (sda.orbit.estimation.measurements.models)
     #: a converged fit keeps its post-fit residuals (:attr:`OdResult.residuals`: the sensor calibration's input)
     residuals: bool = False
+    #: the sensors' remaining biases as consider parameters of this many times their nominal sigmas
+    #: (:mod:`sda.orbit.estimation.bias_consider`); 0: the covariance of the noise alone
+    bias_scale: float = 0.0
 
 
 @dataclasses.dataclass
@@ -269,11 +272,23 @@ def fit(obs: pd.DataFrame, prior: Prior, sigmas, config: OdConfig = OdConfig(), 
         traj, solve, x, iteration, status, reason = _iterate(blocks, rots, all_times, t0, x_prior, p_prior, config)
     except dynamics.PropagationError as exc:
         return _unfitted(x_prior, p_prior, t0, t_end, rot_end, config, empty, FAILED, str(exc))
-    result = _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty, config.noise)
+    extra = _bias_consider(blocks, traj, solve, rots, config) if config.bias_scale > 0.0 else None
+    result = _result(traj, solve, x, blocks, rot_end, iteration, status, reason, empty, config.noise, extra)
     if config.residuals and result.converged:
         result.residuals = residual_table(blocks, _fitted_teme(traj, solve.dx, rots), solve.accepted,
                                           config.light_time)
     return result
+
+
+def _bias_consider(blocks, traj, solve: _Solve, rots: np.ndarray, config: OdConfig) -> np.ndarray:
+    """The 7x7 consider covariance of the sensors' biases (solve-for space at the fit's start)."""
+    from sda.orbit.estimation import bias_consider
+
+    lin = _linearise(blocks, _head(traj, len(rots)), rots, config.light_time)
+    nominal = {kind: {q: s * config.bias_scale for q, s in values.items()}
+               for kind, values in bias_consider.NOMINAL.items()}
+    return bias_consider.consider(blocks, lin, solve.accepted, np.linalg.inv(solve.info),
+                                  _fitted_teme(traj, solve.dx, rots), config.light_time, nominal)
 
 
 def _fitted_teme(traj: dynamics.Trajectory, dx: np.ndarray, rots: np.ndarray) -> np.ndarray:
@@ -326,15 +341,18 @@ def _head(traj: dynamics.Trajectory, n: int) -> dynamics.Trajectory:
 
 
 def _result(traj, solve: _Solve, x: np.ndarray, blocks, rot_end, iteration: int, status: str, reason: str,
-            meta: dict, noise: ProcessNoise) -> OdResult:
+            meta: dict, noise: ProcessNoise, extra: np.ndarray | None = None) -> OdResult:
     """The fused state at the arc's end: the last linearisation's end state moved by the last correction
-    ``solve.dx`` (``x`` the corrected solve-for vector), with the (RMS-scaled) formal covariance mapped
-    there plus the model error of the arc's last :attr:`ProcessNoise.arc_window_s` (the last 7 times)."""
+    ``solve.dx`` (``x`` the corrected solve-for vector), with the (RMS-scaled) formal covariance, plus
+    ``extra`` (the sensors' biases, solve-for space), mapped there plus the model error of the arc's last
+    :attr:`ProcessNoise.arc_window_s` (the last 7 times)."""
     j_end = np.zeros((7, 7))
     j_end[:6] = traj.jac7[-1]
     j_end[6, 6] = 1.0
     state = np.append(traj.x[-1] + traj.jac7[-1] @ solve.dx, x[6])
     cov = np.linalg.inv(solve.info) * max(1.0, solve.rms**2)
+    if extra is not None:
+        cov = cov + extra
     big = _teme7(rot_end)
     cov = j_end @ cov @ j_end.T
     cov[:6, :6] += arc_model_covariance(traj.phi[-7:], traj.sens[-7:], traj.t[-7:], x[6], traj.x[-1, :3], noise)
