@@ -9,7 +9,9 @@ The pipeline never reads the truth; this reads it after the run, beside the pipe
 * :func:`alert_figures`: the open alerts by the orbits they used (both fused, one, none: whether each object
   was screened on its fused orbit or the catalogue's element set, from the alert's ``*_cov_source``,
   :func:`sda.pipeline.lineage.orbit.orbit_kind`), the miss-distance error of each group against the truth
-  (median and 90th percentile), and the injected pair's alert nearest its true TCA.
+  (median and 90th percentile), and the injected pair's alert nearest its true TCA; ``by_rule``: per alert rule
+  (the alerts' ``alert_rule``, sda.alerts.assessment.judge) the open alerts it fired for and, of them, the truly
+  farther than 5 km.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from sda.pipeline.lineage.orbit import orbit_kind
 from sda.sim import accuracy
 
 INJECTED_PAIR = (99901, 99902)  # sda.sim.conjunction's injected near-collision (simulate --inject-conjunction)
+RULES = ("pc", "miss_distance", "miss_probability")  # sda.alerts.assessment.RULES
+FAR_M = 5000.0
 
 
 def judged(eph, frame: pd.DataFrame) -> pd.DataFrame:
@@ -65,6 +69,7 @@ def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR
            "both_fused": _group(frame[frame["fused_objects"] == 2]),
            "one_fused": _group(frame[frame["fused_objects"] == 1]),
            "catalogue_only": _group(frame[frame["fused_objects"] == 0])}
+    out["by_rule"] = _by_rule(frame)
     lo, hi = sorted(int(n) for n in pair)
     mine = frame[(frame["primary_id"] == lo) & (frame["secondary_id"] == hi)]
     out["pair"] = None
@@ -80,6 +85,15 @@ def alert_figures(eph, alerts: pd.DataFrame, pair: Iterable[int] = INJECTED_PAIR
                        "secondary_orbit": orbit_kind(row["s_cov_source"]),
                        "cdm_file": row.get("cdm_file")}
     return out
+
+
+def _by_rule(frame: pd.DataFrame) -> dict:
+    if "alert_rule" not in frame.columns:
+        return {}
+    fired = [r.split(",") if isinstance(r, str) else [] for r in frame["alert_rule"]]
+    far = (frame["true_miss_m"] > FAR_M).to_numpy(bool)
+    return {rule: {"alerts": sum(rule in f for f in fired),
+                   "true_miss_over_5km": int(sum(rule in f and x for f, x in zip(fired, far)))} for rule in RULES}
 
 
 def _finite(value) -> float | None:

@@ -109,3 +109,16 @@ def test_the_injected_pair_is_judged_at_its_designed_encounter_not_at_another_ap
     assert by_tca["miss_m"] == 156.0 and by_tca["miss_error_m"] == pytest.approx(6.0, abs=0.01)
     closest = alert_truth.alert_figures(eph, alerts)["pair"]  # without it: the one the truth puts closest
     assert closest["miss_m"] == 156.0
+
+
+def test_alerts_counted_per_rule_with_the_truly_far_ones():
+    eph = _straight_lines({(1, 2): 0.2, (3, 4): 6.0, (5, 6): 1.0}, 1800.0)
+    alerts = pd.DataFrame([
+        {**_alert(1, 2, 260.0, "tle/LEO", "tle/LEO"), "alert_rule": "pc,miss_distance"},  # truth 200 m
+        {**_alert(3, 4, 2500.0, "tle/LEO", "tle/LEO"), "alert_rule": "miss_probability"},  # truth 6 km
+        {**_alert(5, 6, 900.0, "tle/LEO", "tle/LEO"), "alert_rule": "miss_distance,miss_probability"},  # 1 km
+    ])
+    assert alert_truth.alert_figures(eph, alerts)["by_rule"] == {
+        "pc": {"alerts": 1, "true_miss_over_5km": 0}, "miss_distance": {"alerts": 2, "true_miss_over_5km": 0},
+        "miss_probability": {"alerts": 2, "true_miss_over_5km": 1}}
+    assert alert_truth.alert_figures(eph, alerts.drop(columns="alert_rule"))["by_rule"] == {}
