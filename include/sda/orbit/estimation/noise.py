@@ -15,7 +15,10 @@ acceleration noise. Used at the fit's epoch (what the arc could not resolve,
   with the geomagnetic activity the pipeline has landed (:class:`SpaceWeather`, the largest Kp, observed
   or forecast, from :attr:`ProcessNoise.lookback_s` before the reference time to the predicted time):
   :attr:`ProcessNoise.density_per_kp` per Kp step above :attr:`ProcessNoise.kp_quiet`, so a storm grows
-  the covariance of every prediction that crosses it, as a storm's 2-3-fold density does the errors.
+  the covariance of every prediction that crosses it, as a storm's 2-3-fold density does the errors; a storm
+  observed is assumed to go on for a day whatever the forecast says (:class:`SpaceWeather`'s persistence).
+  0.3 per Kp step was chosen on development seed 3's storm (ap 150-240 for 12 hours, the density 2.5-2.8
+  times; the fit absorbs part of it).
   Without space weather, or in quiet times, the term is the quiet one.
 * **White acceleration noise** (state noise compensation): spectral density ``q`` per axis
   (:attr:`ProcessNoise.accel_psd`, m^2/s^3, at :data:`R_REF_M`), mapped through the dynamics,
@@ -44,13 +47,19 @@ import numpy as np
 R_REF_M = 6878.137e3  # 500 km up: where :attr:`ProcessNoise.accel_psd` applies
 
 
+PERSIST_S = 24 * 3600.0  # a storm observed is assumed to last this long past its newest observed interval
+
+
 @dataclasses.dataclass(frozen=True)
 class SpaceWeather:
-    """The 3-hour Kp the pipeline has landed (observed, else the forecast), as unix-second intervals."""
+    """The 3-hour Kp the pipeline has landed (observed, else the forecast), as unix-second intervals; ``observed``
+    says which are. A forecast does not know a storm under way: for :data:`PERSIST_S` after the newest observed
+    interval, a forecast interval takes that interval's Kp when larger (persistence)."""
 
     start: tuple[float, ...] = ()
     end: tuple[float, ...] = ()
     kp: tuple[float, ...] = ()
+    observed: tuple[bool, ...] = ()
 
     @classmethod
     def from_frame(cls, frame) -> "SpaceWeather | None":
@@ -61,8 +70,23 @@ class SpaceWeather:
         unix = [frame[c].astype("datetime64[ns, UTC]").astype("int64").to_numpy() / 1e9
                 for c in ("interval_start", "interval_end")]
         kp = frame["kp"].astype(float).to_numpy()
+        observed = frame["observed"].fillna(False).astype(bool).to_numpy() if "observed" in frame else np.zeros(
+            len(kp), bool)
         keep = np.isfinite(kp)
-        return cls(tuple(unix[0][keep].tolist()), tuple(unix[1][keep].tolist()), tuple(kp[keep].tolist()))
+        return cls(tuple(unix[0][keep].tolist()), tuple(unix[1][keep].tolist()), tuple(kp[keep].tolist()),
+                   tuple(observed[keep].tolist()))
+
+    def effective_kp(self) -> np.ndarray:
+        """[n] each interval's Kp, the forecast's raised by persistence (class docstring)."""
+        kp = np.asarray(self.kp, float).copy()
+        observed = np.asarray(self.observed, bool) if len(self.observed) == len(kp) else np.zeros(len(kp), bool)
+        if not observed.any():
+            return kp
+        start, end = np.asarray(self.start, float), np.asarray(self.end, float)
+        newest = int(np.flatnonzero(observed)[np.argmax(end[observed])])
+        ahead = ~observed & (start >= end[newest] - 1e-6) & (start < end[newest] + PERSIST_S)
+        kp[ahead] = np.maximum(kp[ahead], kp[newest])
+        return kp
 
     def kp_max(self, t0: float, times) -> np.ndarray:
         """[m] the largest Kp of the intervals overlapping ``[t0, t]`` for each ``t`` in ``times`` (NaN: none)."""
@@ -70,7 +94,7 @@ class SpaceWeather:
         out = np.full(len(times), np.nan)
         if not self.kp:
             return out
-        start, end, kp = (np.asarray(a, float) for a in (self.start, self.end, self.kp))
+        start, end, kp = np.asarray(self.start, float), np.asarray(self.end, float), self.effective_kp()
         live = end > float(t0)
         start, kp = start[live], kp[live]
         for i, t in enumerate(times):
@@ -85,7 +109,7 @@ class ProcessNoise:
     drag_fraction: float = 0.4  # relative error of B over hours (consider), quiet: the density's and the body's
     density_fraction: float = 0.2  # of which the density forecast's (shared by objects at one place and time)
     kp_quiet: float = 3.0  # the density forecast's error grows above this Kp ...
-    density_per_kp: float = 0.15  # ... by this much (relative density) per Kp step
+    density_per_kp: float = 0.3  # ... by this much (relative density) per Kp step
     lookback_s: float = 3 * 3600.0  # the density answers the Kp of some hours before
     weather: SpaceWeather | None = None  # the landed Kp (None: quiet)
     b_floor: float = 0.05  # m^2/kg: the B the drag fraction applies to at least

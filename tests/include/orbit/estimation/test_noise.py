@@ -32,6 +32,19 @@ def test_kp_max_over_the_intervals_a_prediction_crosses():
     assert np.isnan(SpaceWeather().kp_max(T0, [T0 + H])).all()
 
 
+def test_a_storm_observed_persists_over_a_quiet_forecast_for_a_day():
+    # observed 2, 6 (the newest observed), then a forecast of 1 for two days
+    kps = [2.0, 6.0] + [1.0] * 16
+    start = T0 + 3 * H * np.arange(len(kps))
+    w = SpaceWeather(tuple(start), tuple(start + 3 * H), tuple(kps), (True, True) + (False,) * 16)
+    got = w.effective_kp()
+    assert got[:2].tolist() == [2.0, 6.0]
+    assert got[2:10].tolist() == [6.0] * 8  # the 24 hours after the newest observed interval
+    assert got[10:].tolist() == [1.0] * 8
+    assert w.kp_max(T0 + 7 * H, [T0 + 8 * H]).tolist() == [6.0]  # the forecast hour says 1, persistence 6
+    assert w.kp_max(T0 + 31 * H, [T0 + 40 * H]).tolist() == [1.0]  # a day on, the forecast again
+
+
 def test_from_frame_reads_the_landed_intervals():
     frame = pd.DataFrame({"interval_start": pd.to_datetime([T0, T0 + 3 * H], unit="s", utc=True),
                           "interval_end": pd.to_datetime([T0 + 3 * H, T0 + 6 * H], unit="s", utc=True),
@@ -47,8 +60,8 @@ def test_quiet_consider_is_the_b_error_and_a_storm_grows_the_density_share():
     b = 0.02  # under the floor: 0.05 applies
     expected = (0.4 * 0.05) ** 2 * np.outer(sens[1], sens[1])
     assert quiet.consider(b, sens, T0, [T0, T0 + H])[1] == pytest.approx(expected, rel=1e-12)
-    # Kp 7 landed: the density's share goes from 0.2 to 0.2 + 0.15 * (7 - 3) = 0.8
-    stormy = dataclasses.replace(quiet, weather=_weather([7.0, 7.0]))
+    # Kp 5 landed: the density's share goes from 0.2 to 0.2 + 0.3 * (5 - 3) = 0.8
+    stormy = dataclasses.replace(quiet, weather=_weather([5.0, 5.0]))
     rho = stormy.density_sigma(T0 + 4 * H, [T0 + 5 * H])
     assert rho.tolist() == pytest.approx([0.8])
     got = stormy.consider(0.1, sens[1:], T0 + 4 * H, [T0 + 5 * H])[0]
