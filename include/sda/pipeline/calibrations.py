@@ -44,7 +44,8 @@ def lookup(spark: "SparkSession", settings: "Settings", first_k: int, arc_s: flo
         return {}
     lo = _utc((first_k - calibration.MAX_AGE_WINDOWS) * arc_s)
     rows = (TABLES[TABLE].read(spark, settings).where(F.col("window_start") >= F.lit(lo))
-            .select("sensor_id", (F.unix_micros("window_start") / 1e6).alias("window_start_unix"), "quantity", "bias")
+            .select("sensor_id", (F.unix_micros("window_start") / 1e6).alias("window_start_unix"), "quantity",
+                    "bias", "sigma")
             .collect())
     return calibration.lookup([r.asDict() for r in rows], arc_s)
 

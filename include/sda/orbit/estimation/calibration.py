@@ -46,6 +46,7 @@ MAX_SIGMA_M = 1000.0  # a fit's 3-D position sigma (m) above which its residuals
 MAX_SHARE = 0.5  # without ISL, a sensor's residuals count where it gave at most this share of the fit
 MIN_OBS = 20  # a window's estimate needs this many of a sensor's observations...
 MIN_OBJECTS = 2  # ...of this many objects
+SIGNIFICANT = 3.0  # a calibration is applied only where its bias is at least this many of its sigmas
 MAX_AGE_WINDOWS = 4  # a calibration older than this many windows is not applied
 RATE_STEP_S = 0.5
 MAX_AZ_EL = math.radians(70.0)  # radar azimuth residuals above this elevation do not count
@@ -181,6 +182,9 @@ def lookup(rows, arc_s: float) -> dict[str, list[tuple[int, dict[str, float]]]]:
     ``{sensor_id: [(window index, {quantity: bias}), ...]}`` in window order: what :func:`apply` takes."""
     out: dict[str, dict[int, dict[str, float]]] = {}
     for r in rows:
+        sigma = r.get("sigma")
+        if sigma is not None and abs(float(r["bias"])) < SIGNIFICANT * float(sigma):
+            continue  # not told apart from none: not applied (a sensor without bias stays uncorrected)
         k = int(round(float(r["window_start_unix"]) / arc_s))
         out.setdefault(str(r["sensor_id"]), {}).setdefault(k, {})[str(r["quantity"])] = float(r["bias"])
     return {s: sorted(v.items()) for s, v in out.items()}
