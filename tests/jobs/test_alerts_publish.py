@@ -114,8 +114,11 @@ def test_lifecycle_across_runs(spark, settings, events):
 
     # run 1: one red alert, new, one CDM + JSON
     m1 = publish(spark, settings, events, SCREEN_START, "run-1", screen_end=SCREEN_END)
+    rules = {k: m1.pop(k) for k in list(m1) if k.startswith("rule_")}
     assert m1 == {"events": 2, "alerts_new": 1, "alerts_updated": 0, "alerts_closed": 0, "alerts_unchanged": 0,
                   "alerts_recovered": 0, "emitted_files": 2, "red": 1, "yellow": 0, "pc_invalid": 0}
+    # the red event's Pc rule, and the predicted-miss rule for each event under the 1 km alert distance
+    assert rules["rule_pc"] == 1 and rules["rule_miss_distance"] == int((events["miss_km"] < 1.0).sum())
     conj = {r["event_id"]: r for r in table(spark, settings, "conjunctions")}
     assert sorted(r["level"] for r in conj.values()) == ["none", "red"]
     assert all(r["pc_valid"] and r["pc"] is not None and r["pc_flag"] is None for r in conj.values())

@@ -104,26 +104,34 @@ def test_conjunction_job_matches_reference_and_reruns_emit_nothing_twice(spark, 
         else:
             assert row["pc"] is None and row["pc_flag"]
 
-    # exactly one alert: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts.assessment)
-    [alert] = TABLES["alerts"].read(spark, settings).collect()
-    assert (alert["primary_id"], alert["secondary_id"]) == (101, 102)
+    # two alerts: 101/102 at the node, ~150 m apart, Pc above the red threshold (sda.alerts.assessment), and the
+    # slow pair 201/202, ~1.2 km apart all along with ~600 m along-track sigmas: no 2-D Pc, the miss over the 1 km
+    # alert distance, but likely under it (the miss-probability rule)
+    alerts = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
+    assert set(alerts) == {(101, 102), (201, 202)}
+    alert, slow_alert = alerts[(101, 102)], alerts[(201, 202)]
     assert alert["level"] == "red" and alert["miss_m"] < 200 and "red threshold" in alert["reason"]
     assert alert["pc"] >= settings.pc_red and (alert["status"], alert["version"]) == ("new", 1)
     assert abs(alert["tca"].replace(tzinfo=UTC) - EPOCH) < dt.timedelta(seconds=30)
-    files = sorted(settings.outbox.iterdir())
+    assert (slow_alert["level"], slow_alert["alert_rule"], slow_alert["pc"]) == ("yellow", "miss_probability", None)
+    assert slow_alert["miss_m"] > 1000.0 and slow_alert["miss_probability"] >= settings.alert_miss_probability
+    files = [f for f in sorted(settings.outbox.iterdir()) if alert["alert_id"] in f.name]
     assert [f.name for f in files] == [f"CDM-{alert['alert_id']}-v1.cdm", f"CDM-{alert['alert_id']}-v1.json"]
+    assert len(list(settings.outbox.iterdir())) == 4
     assert (alert["cdm_file"], alert["json_file"]) == (files[0].name, files[1].name)
     message = json.loads(files[1].read_text())
     assert message["alert_id"] == alert["alert_id"] and message["level"] == "red" and message["version"] == 1
     cdm = parse_cdm(files[0].read_text())
     assert cdm.collision_probability == alert["pc"] and cdm.miss_distance_m == alert["miss_m"]
+    files = sorted(settings.outbox.iterdir())
     mtimes = [f.stat().st_mtime_ns for f in files]
-    assert metrics["alerts_new"] == 1 and metrics["emitted_files"] == 2
-    assert [r["version"] for r in TABLES["alert_events"].read(spark, settings).collect()] == [1]
+    assert metrics["alerts_new"] == 2 and metrics["emitted_files"] == 4
+    assert metrics["rule_miss_probability_only"] == 1
+    assert [r["version"] for r in TABLES["alert_events"].read(spark, settings).collect()] == [1, 1]
 
     before = {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts", "alert_events")}
     again = job.run(spark, settings, args("run-2"))
-    assert again["events"] == metrics["events"] and again["emitted_files"] == 0 and again["alerts_unchanged"] == 1
+    assert again["events"] == metrics["events"] and again["emitted_files"] == 0 and again["alerts_unchanged"] == 2
     assert (again["alerts_new"], again["alerts_updated"], again["alerts_closed"]) == (0, 0, 0)
     assert {t: snapshot(spark, settings, t) for t in ("conjunctions", "alerts", "alert_events")} == before
     assert sorted(settings.outbox.iterdir()) == files  # no temp files left, no second message
@@ -171,7 +179,7 @@ def test_manoeuvre_messages_once_and_maneuverable_cdms(spark, settings):
     metrics = job.run(spark, settings, args("run-1"))
     assert (metrics["manoeuvre_messages"], metrics["manoeuvre_files"], metrics["manoeuvre_messages_pending"]) == (
         2, 4, 1)
-    [alert] = TABLES["alerts"].read(spark, settings).collect()
+    [alert] = [a for a in TABLES["alerts"].read(spark, settings).collect() if a["primary_id"] == 101]
     assert (alert["primary_id"], alert["p_maneuverable"], alert["s_maneuverable"]) == (101, True, False)
     cdm = parse_cdm((settings.outbox / alert["cdm_file"]).read_text())
     assert (cdm.object1["MANEUVERABLE"], cdm.object2["MANEUVERABLE"]) == ("YES", "N/A")
@@ -188,7 +196,7 @@ def test_manoeuvre_messages_once_and_maneuverable_cdms(spark, settings):
     mtimes = {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()}
     again = job.run(spark, settings, args("run-2"))
     assert (again["manoeuvre_messages"], again["manoeuvre_files"], again["manoeuvre_messages_pending"]) == (0, 0, 1)
-    assert again["emitted_files"] == 0 and again["alerts_unchanged"] == 1
+    assert again["emitted_files"] == 0 and again["alerts_unchanged"] == 2  # and 201/202's (the test above)
     assert {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()} == mtimes
 
 
@@ -243,7 +251,7 @@ def test_cli_arguments():
 @pytest.mark.slow  # five runs of the job (~60-90 s on 2 cores)
 def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
     """Three runs a minute apart: the first screens in full; the second (nothing renewed) screens only
-    the new minute and keeps the 101/102 alert as it is; the third, after 102's element set was renewed
+    the new minute and keeps the alerts as they are; the third, after 102's element set was renewed
     (moved ~450 km along track), re-screens 102 against everything over the whole horizon and closes
     the alert as no longer found -- that screening covered both objects at its TCA. A co-located pair
     (403 and a copy of its element set, 404) is one persistent event and one alert, emitted once. The
@@ -259,9 +267,9 @@ def test_incremental_runs_and_the_alert_lifecycle(spark, settings):
         return a
 
     first = job.run(spark, settings, at("inc-1", 0))
-    assert first["mode"] == "full" and first["alerts_new"] == 2 and first["ephemeris_states_read"] == 0
+    assert first["mode"] == "full" and first["alerts_new"] == 3 and first["ephemeris_states_read"] == 0
     by_pair = {(r["primary_id"], r["secondary_id"]): r for r in TABLES["alerts"].read(spark, settings).collect()}
-    assert set(by_pair) == {(101, 102), (403, 404)}
+    assert set(by_pair) == {(101, 102), (403, 404), (201, 202)}  # 201/202: the miss-probability rule
     assert by_pair[(403, 404)]["level"] == "yellow" and by_pair[(403, 404)]["miss_m"] == 0.0
     assert by_pair[(403, 404)]["alert_id"] == screening.persistent_event_id(403, 404)
     [persistent] = [r for r in TABLES["conjunctions"].read(spark, settings).collect() if r["primary_id"] == 403]
