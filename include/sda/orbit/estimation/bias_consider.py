@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sda.orbit.estimation.calibration import ARCSEC, DEG, QUANTITIES, TIME, _moved
+from sda.orbit.estimation.calibration import ARCSEC, DEG, QUANTITIES, TIME, measurement_rates
 from sda.orbit.estimation.measurements import models
 
 #: per sensor kind, the 1-sigma of an uncalibrated bias, in the calibration's units (m, deg, arcsec, ms)
@@ -32,7 +32,6 @@ NOMINAL = {"radar": {"range_m": 15.0, "az_deg": 0.006, "el_deg": 0.006, TIME: 1.
            "isl": {TIME: 0.2}}
 CALIBRATED = 0.3  # the share of the nominal sigma a calibrated quantity keeps
 UNITS = {"range_m": 1.0, "az_deg": DEG, "el_deg": DEG, "ra_arcsec": ARCSEC, "dec_arcsec": ARCSEC}
-RATE_STEP_S = 0.5
 
 
 def _calibrated(obs: pd.DataFrame, name: str) -> np.ndarray:
@@ -42,11 +41,7 @@ def _calibrated(obs: pd.DataFrame, name: str) -> np.ndarray:
 
 def _rates(kind: str, obs: pd.DataFrame, t: np.ndarray, x_teme: np.ndarray, light_time: bool) -> np.ndarray:
     """[m, k] d(measurement)/dt along the fitted two-body arc (units per second)."""
-    model = models(light_time)[kind]
-    h = RATE_STEP_S
-    ahead = model.predict(_moved(x_teme, h), t + h, obs)
-    behind = model.predict(_moved(x_teme, -h), t - h, obs)
-    return model.residual(ahead, behind) / (2.0 * h)
+    return measurement_rates(models(light_time)[kind], x_teme, t, obs)
 
 
 def _effects(kind: str, obs: pd.DataFrame, rates: np.ndarray, k: int):

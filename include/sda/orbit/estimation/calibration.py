@@ -20,7 +20,8 @@ sensor gave at most :data:`MAX_SHARE` of the fit's accepted measurements. A sens
 its bias absorbed by the orbit.
 
 **Applied** (:func:`apply`): the fits of window ``k`` take, per sensor, the newest calibration of a window before
-``k`` and not older than :data:`MAX_AGE_WINDOWS` windows: the bias subtracted from the measured value, the event
+``k`` and not older than :data:`MAX_AGE_WINDOWS` windows, where its bias is at least :data:`SIGNIFICANT` of its
+sigmas (a sensor without bias stays uncorrected): the bias subtracted from the measured value, the event
 time moved by the time-tag bias (within its window, so an observation stays in the window it was read in). The
 residuals the next estimate sees are put back into raw terms (the correction applied added back), so each
 estimate is of the whole bias, not of what is left.
@@ -65,6 +66,14 @@ def _moved(x: np.ndarray, h: float) -> np.ndarray:
     return np.concatenate([r + v * h + 0.5 * a * h * h, v + a * h], axis=1)
 
 
+def measurement_rates(model, x: np.ndarray, t: np.ndarray, obs: pd.DataFrame) -> np.ndarray:
+    """[m, k] d(measurement)/dt (units per second) of states ``x`` [m, 6] (TEME, m, m/s) along their two-body arc:
+    what a time-tag error does to each measured value."""
+    h = RATE_STEP_S
+    ahead, behind = model.predict(_moved(x, h), t + h, obs), model.predict(_moved(x, -h), t - h, obs)
+    return model.residual(ahead, behind) / (2.0 * h)
+
+
 def residual_table(blocks, x_teme: np.ndarray, accepted, light_time: bool) -> pd.DataFrame:
     """One row per accepted observation and biased quantity of a fit: ``sensor_id``, ``kind``, ``quantity``,
     the raw residual ``r`` (quantity units: the applied calibration, columns ``cal_<quantity>``, added back),
@@ -78,9 +87,7 @@ def residual_table(blocks, x_teme: np.ndarray, accepted, light_time: bool) -> pd
         model, obs, t = models(light_time)[block.kind], block.obs[ok].reset_index(drop=True), block.t[ok]
         x = x_teme[block.index[ok]]
         res = model.residual(block.y[ok], model.predict(x, t, obs))
-        h = RATE_STEP_S
-        rate = model.residual(model.predict(_moved(x, h), t + h, obs), model.predict(_moved(x, -h), t - h, obs))
-        rate = rate / (2.0 * h) / 1000.0  # per ms
+        rate = measurement_rates(model, x, t, obs) / 1000.0  # per ms
         on_sky = np.cos(obs["dec_rad"].to_numpy(float)) if block.kind == "optical" else np.ones(len(obs))
         cal_t = _cal(obs, TIME)
         high = obs["el_rad"].to_numpy(float) > MAX_AZ_EL if block.kind == "radar" else np.zeros(len(obs), bool)
