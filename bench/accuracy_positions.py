@@ -11,14 +11,14 @@ its own model (:data:`CIRCULAR_NOTE`).
 
 ``fused`` (:func:`score_fused`), per regime, for objects whose newest fused orbit converged, split by how many
 passes the arc had (an observation more than 20 minutes after the previous one starts a pass): the fused orbit
-predicted (:func:`sda.orbit.estimation.predict`, its covariance grown by drag-consider and process noise; one
-prediction per object for all the hours) and the catalogue's element set (SGP4) every hour from the run's end to
-24 h later. At the run's end, +6 h and +24 h: the position error against the truth (median, p90), the
-catalogue's for the same objects and the ratio of the medians, and the d^2 of the true error under the fused
-orbit's full position covariance (mean, median, share inside the 95 % ellipsoid: bench/accuracy_stats.py). Over
-the 25 hourly times: the CARA-style test (:func:`accuracy_stats.hourly_test`; groups of at least 20 objects). At
-most ``sample`` objects per regime are scored (chosen with the seed): each needs a numerical prediction with its
-covariance.
+predicted (:func:`sda.orbit.estimation.predict`, its covariance grown by drag-consider and process noise, the
+density's error from the landed space weather as the alerts' predictions take it; one prediction per object for all
+the hours) and the catalogue's element set (SGP4) every hour from the run's end to 24 h later. At the run's end, +6
+h and +24 h: the position error against the truth (median, p90), the catalogue's for the same objects and the ratio
+of the medians, and the d^2 of the true error under the fused orbit's full position covariance (mean, median, share
+inside the 95 % ellipsoid: bench/accuracy_stats.py). Over the 25 hourly times: the CARA-style test
+(:func:`accuracy_stats.hourly_test`; groups of at least 20 objects). At most ``sample`` objects per regime are
+scored (chosen with the seed): each needs a numerical prediction with its covariance.
 """
 
 from __future__ import annotations
@@ -93,9 +93,10 @@ def passes_by_object(observed: pd.DataFrame) -> dict[int, int]:
     return out
 
 
-def score_one(row: dict, line1: str, line2: str, eph, index: int, times: np.ndarray) -> np.ndarray:
+def score_one(row: dict, line1: str, line2: str, eph, index: int, times: np.ndarray, noise=None) -> np.ndarray:
     """[3, times]: the fused orbit's position error (m), the catalogue element set's (m) and the fused error's d^2
-    under the fused position covariance, at ``times``: one numerical prediction of the fused orbit."""
+    under the fused position covariance, at ``times``: one numerical prediction of the fused orbit, its model error
+    ``noise`` (:class:`sda.orbit.estimation.noise.ProcessNoise`, the landed space weather's; None: quiet)."""
     from sgp4.api import Satrec
 
     from sda.orbit import frames
@@ -103,7 +104,7 @@ def score_one(row: dict, line1: str, line2: str, eph, index: int, times: np.ndar
     from sda.orbit.fusion.arcs import result_from_row
 
     result = result_from_row(row)
-    pred = predict(result, np.maximum(times, result.epoch))
+    pred = predict(result, np.maximum(times, result.epoch), *([noise] if noise is not None else []))
     r_true, _ = eph.at_pairs(np.full(len(times), index), times)
     _, r_cat, _ = frames.propagate([Satrec.twoline2rv(line1, line2)], times)
     err_m = (r_true - pred.r_km) * 1000.0
@@ -137,6 +138,7 @@ def group_figures(scored: list[np.ndarray]) -> dict:
 def score_fused(eph, tables: dict, end_unix: float, sample: int, seed: int) -> dict:
     """Figures per regime and pass group (module docstring), plus the fused orbits' status counts."""
     fused = tables["fused_orbits"]
+    noise = tables.get("process_noise")  # the landed space weather's model error (a storm grows it)
     status = fused.sort_values("window_start").groupby("norad_id").tail(1)["status"].value_counts().to_dict()
     usable = fused[(fused["status"] == "converged") & fused["line1"].notna()]
     newest = usable.sort_values("window_start").groupby("norad_id").tail(1)
@@ -154,7 +156,7 @@ def score_fused(eph, tables: dict, end_unix: float, sample: int, seed: int) -> d
         scored: dict[str, list] = {"2+ passes": [], "1 pass": []}
         for r in rows:
             n = int(r["norad_id"])
-            one = score_one(r, cat.at[n, "line1"], cat.at[n, "line2"], eph, int(eph.rows([n])[0]), times)
+            one = score_one(r, cat.at[n, "line1"], cat.at[n, "line2"], eph, int(eph.rows([n])[0]), times, noise)
             scored["2+ passes" if passes.get(n, 0) >= 2 else "1 pass"].append(one)
         out["regimes"][regime] = {"fused": int(len(group)), "scored": len(rows),
                                   **{g: group_figures(v) for g, v in scored.items()}}

@@ -122,6 +122,9 @@ def read_tables(spark, settings) -> dict:
         .collect()]
     out["observed_times"] = (TABLES["correlated"].read(spark, settings).select("norad_id", "event_time")
                              .toPandas())
+    from sda.pipeline.space_weather import process_noise
+
+    out["process_noise"] = process_noise(spark, settings)  # every landed interval, as the alerts' predictions take
     out["catalog"] = out["catalog"].sort_values("epoch").groupby("norad_id").tail(1)
     out["object_state"] = out["object_state"].sort_values("last_observed").groupby("norad_id").tail(1)
     return out

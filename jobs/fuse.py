@@ -16,6 +16,13 @@ window on are read back from gold (partition pruning by ``event_date``). The row
 (norad_id, window_start); a window left without observations (dedup withdrew them) is deleted. A
 replay refits the windows its range touches, and the later ones, the same way. A retried run finds the
 same changes (its progress is committed last) and writes the same rows.
+
+**Window by window.** A window's sensor calibrations (:mod:`sda.pipeline.calibrations`) are estimated from all
+objects' fits of that window and applied to the later windows' fits, so a run fits in event-time order: every
+object's window ``k`` (one keyed pass, each prior the object's orbit of an earlier window, read back from gold),
+window ``k``'s calibrations re-estimated, then window ``k + 1`` with them. A run over two windows thus fits the
+second as a run split at their boundary does (the same input gives the same output, whatever the run split).
+Manoeuvres and re-associations are written once, after the last window.
 """
 
 from __future__ import annotations
@@ -178,32 +185,56 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
     # the arcs' model error with the Kp landed over them (a storm grows it: sda.orbit.estimation.noise)
     noise = space_weather.process_noise(spark, settings, lo - dt.timedelta(hours=3))
     arc = dataclasses.replace(arc, config=dataclasses.replace(arc.config, noise=noise))
-    fitted = fit_objects(observations, priors(spark, settings, first, arc.arc_s), element_sets(spark, settings, ids),
-                         registry_sigmas(load_sensors()), arc, calibrations.lookup(spark, settings, min(first.values()),
-                                                                                 arc.arc_s))
-    rows = with_times(fitted, args.run_id).localCheckpoint()
-    faults.checkpoint("fuse:before-write")
-    sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
-    faults.checkpoint("fuse:after-orbits")
-    written = rows.select("norad_id", F.unix_micros("window_start").alias("us"), "fused_id", "manoeuvres_json",
-                          "reassociated_ids", *SUMMARY_COLUMNS).collect()
-    fitted_keys = {(int(r["norad_id"]), round(r["us"] / 1e6 / arc.arc_s)) for r in written}
-    emptied = sorted(set(touched) - fitted_keys)
-    if emptied:  # windows whose only observations dedup withdrew
-        sinks.delete_keys(spark, spark.createDataFrame(
-            [(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc)) for n, k in emptied],
-            "norad_id long, window_start timestamp"), "fused_orbits", settings)
+    written, emptied, cal = fit_in_window_order(spark, settings, observations, touched, (
+        element_sets(spark, settings, ids), registry_sigmas(load_sensors()), arc), args.run_id)
     done = manoeuvre_io.write_manoeuvres(spark, settings, written, args.run_id)
     faults.checkpoint("fuse:after-manoeuvres")
     accepted = sorted({(i, int(r["norad_id"])) for r in written for i in (r["reassociated_ids"] or [])})
     done.update(manoeuvre_io.reassociate(spark, settings, accepted, keys, lo))
-    done.update(calibrations.refresh(spark, settings, sorted({k for _, k in fitted_keys} | {k for _, k in emptied}),
-                                     arc.arc_s, args.run_id))
+    done.update(cal)
     figures = summary(written)
     # conservation counts windows: each one refitted is written, or deleted when it has no observations left
     n = figures["windows"] + len(emptied)
     return {**metrics, **figures, **done, "records_in": n, "records_out": n, "windows_emptied": len(emptied),
             "consumed": consumed}
+
+
+def fit_in_window_order(spark: "SparkSession", settings: "Settings", observations: "DataFrame",
+                        touched: list[tuple[int, int]], inputs: tuple, run_id: str) -> tuple[list, list, dict]:
+    """Fit, write and calibrate window after window (module docstring): every object's observations of window
+    ``k`` against its prior from gold and the calibrations of the windows before ``k``; a touched window left
+    without observations is deleted. ``inputs``: (element sets, sensor sigmas, arc settings). Returns the rows
+    written, the (norad_id, window) keys deleted, and the calibrations' figures."""
+    sets, sigmas, arc = inputs
+    k_col = F.floor(F.unix_micros("event_time") / F.lit(arc.arc_s * 1e6)).cast("long")
+    observations = observations.withColumn("k", k_col).localCheckpoint()
+    present = {int(r["k"]) for r in observations.select("k").distinct().collect()}
+    written: list = []
+    emptied: list = []
+    cal = {"calibrations": 0, "calibrations_deleted": 0}
+    for k in sorted(present | {w for _, w in touched}):
+        rows_k: list = []
+        if k in present:
+            part = observations.where(F.col("k") == k).drop("k")
+            ids = [int(r["norad_id"]) for r in part.select("norad_id").distinct().collect()]
+            fitted = fit_objects(part, priors(spark, settings, dict.fromkeys(ids, k), arc.arc_s), sets, sigmas, arc,
+                                 calibrations.lookup(spark, settings, k, arc.arc_s))
+            rows = with_times(fitted, run_id).localCheckpoint()
+            faults.checkpoint("fuse:before-write")
+            sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
+            faults.checkpoint("fuse:after-orbits")
+            rows_k = rows.select("norad_id", F.unix_micros("window_start").alias("us"), "fused_id", "manoeuvres_json",
+                                 "reassociated_ids", *SUMMARY_COLUMNS).collect()
+        gone = sorted({n for n, w in touched if w == k} - {int(r["norad_id"]) for r in rows_k})
+        if gone:  # windows whose only observations dedup withdrew
+            sinks.delete_keys(spark, spark.createDataFrame(
+                [(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc)) for n in gone],
+                "norad_id long, window_start timestamp"), "fused_orbits", settings)
+        for name, n in calibrations.refresh(spark, settings, [k], arc.arc_s, run_id).items():
+            cal[name] = cal.get(name, 0) + n
+        written += rows_k
+        emptied += [(n, k) for n in gone]
+    return written, emptied, cal
 
 
 SUMMARY_COLUMNS = ("regime", "status", "observations", "rms", "sigma_r_m", "sigma_t_m", "sigma_n_m")
