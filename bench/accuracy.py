@@ -70,6 +70,10 @@ CALIBRATION = {
     "process_noise": "sda.orbit.estimation.noise.ProcessNoise: chosen on bench/od.py seeds 1 and 2 (the kind sky, "
                      "300 generated objects over 6 h; 56 LEO and 10 MEO/GEO objects fitted), checked on its seeds 3 "
                      "and 4",
+    "sensor_bias_consider": "sda.config.settings sensor_bias_consider 0.3 (the share of the nominal sensor biases "
+                            "carried as consider parameters): chosen on development seed 1, harsh sky",
+    "density_per_kp": "sda.orbit.estimation.noise.ProcessNoise.density_per_kp 0.3 (the density forecast's error per "
+                      "Kp step above 3) and the storm's day of persistence: chosen on development seed 3, storm sky",
     "catalogue_covariance": "sda.orbit.uncertainty.REGIMES: rounded values from published TLE accuracy "
                             "assessments, fitted to no seed; the simulator draws the catalogue's errors from them",
 }
