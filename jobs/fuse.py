@@ -7,8 +7,8 @@ optical and ISL observations together, weighted by each sensor's noise from the 
 outlier editing, over event-time arc windows of ``settings.fusion_arc_h``; each window's prior is the
 object's previous converged fused orbit, or the catalogue's element set (:mod:`sda.orbit.fusion.arcs` says
 how, and why the result does not depend on the run split). The edge into the fit is keyed by
-``norad_id`` (a hash shuffle; ``applyInPandas``, one group per object): an object's windows are fitted in
-order in one place, and objects spread over the tasks.
+``norad_id`` (a hash shuffle; ``applyInPandas``, one group per object), one keyed pass per window the run
+refits (below), objects spread over the tasks.
 
 **What a run refits.** The windows its changes fall in and every later window of the same objects (a
 window's prior is the window before it): the objects' correlated observations from the earliest touched
@@ -107,8 +107,9 @@ def priors(spark: "SparkSession", settings: "Settings", first: dict[int, int], a
 
 def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict[int, list[tuple]],
                 sigmas: dict, arc, calibrations: dict | None = None) -> "DataFrame":
-    """Keyed by object: each object's windows fitted in order (:func:`sda.orbit.fusion.arcs.fuse_object`), the
-    observations corrected by the sensor calibrations (:func:`sda.orbit.estimation.calibration.apply`)."""
+    """Keyed by object: each object's windows in ``observations`` fitted in order
+    (:func:`sda.orbit.fusion.arcs.fuse_object`; the run passes one window at a time), the observations corrected
+    by the sensor calibrations (:func:`sda.orbit.estimation.calibration.apply`)."""
     names = UDF_SCHEMA.fieldNames()
 
     def fuse(pdf: pd.DataFrame) -> pd.DataFrame:
