@@ -209,17 +209,18 @@ def fit_in_window_order(spark: "SparkSession", settings: "Settings", observation
     sets, sigmas, arc = inputs
     k_col = F.floor(F.unix_micros("event_time") / F.lit(arc.arc_s * 1e6)).cast("long")
     observations = observations.withColumn("k", k_col).localCheckpoint()
-    present = {int(r["k"]) for r in observations.select("k").distinct().collect()}
+    present: dict[int, list[int]] = {}  # window -> its objects, from one small job
+    for r in observations.select("k", "norad_id").distinct().collect():
+        present.setdefault(int(r["k"]), []).append(int(r["norad_id"]))
     written: list = []
     emptied: list = []
     cal = {"calibrations": 0, "calibrations_deleted": 0}
-    for k in sorted(present | {w for _, w in touched}):
+    for k in sorted(set(present) | {w for _, w in touched}):
         rows_k: list = []
         if k in present:
             part = observations.where(F.col("k") == k).drop("k")
-            ids = [int(r["norad_id"]) for r in part.select("norad_id").distinct().collect()]
-            fitted = fit_objects(part, priors(spark, settings, dict.fromkeys(ids, k), arc.arc_s), sets, sigmas, arc,
-                                 calibrations.lookup(spark, settings, k, arc.arc_s))
+            prior = priors(spark, settings, dict.fromkeys(present[k], k), arc.arc_s)
+            fitted = fit_objects(part, prior, sets, sigmas, arc, calibrations.lookup(spark, settings, k, arc.arc_s))
             rows = with_times(fitted, run_id).localCheckpoint()
             faults.checkpoint("fuse:before-write")
             sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
