@@ -1,0 +1,120 @@
+"""Does the service keep up with the catalogue? The steady state of every stage, run after run, on slices of
+the real catalogue of three sizes or more, and the whole catalogue's 15-minute batch extrapolated from them
+(issue 50, point 4).
+
+    .venv/bin/python bench/catalogue_runs.py [--sizes 500,1000,2000] [--warm-hours 6] [--runs 8]
+                                             [--seed 13] [--work DIR] [--out FILE]
+
+Per size N: ``bench/fusion_runs.py --catalogue reference --objects N``: the whole catalogue
+(../shared/data/catalog, 13,286 usable element sets, 0.5-3 days old) is loaded and screened, and the simulated
+network (the kind sky's; numerical truth) observes a random N-object slice of it, so the screening's cost is
+the whole catalogue's and the stages that follow the observations grow with N:
+the first run takes ``--warm-hours`` of sensors at once, then ``--runs`` 15-minute micro-batches follow, each
+running every stage of the DAG in sequence up to the conjunction screening and its alerts (Airflow and the
+quality gates not in the loop), on a Spark Connect server of its own (fresh per size, so its memory peak is
+that size's). Per size: the medians over the runs after the first of each stage's seconds and their sum,
+objects refitted and renewed per run, alerts, and the memory peaks.
+
+The extrapolation: per stage, a power law ``t = c * N^p`` through the sizes' median seconds (least squares in
+log-log; ``p`` near 0 is a fixed cost, 1 linear, above 1 growing faster than the catalogue), evaluated at the
+whole catalogue's 13,407 objects all observed; their sum against the target of 600 s (the batch must finish well
+inside its 15 minutes). ``per_object_ms``: a size's median seconds of the observation stages (ingest to acquire)
+per observed object; flat means the largest size's within 20 % of the smallest's. What it leaves out: the
+quality gates and Airflow's task overheads (``bench/latency.py``), the sky's disorder (no late, duplicate or
+malformed files), harsher skies.
+
+Prints a line per run and, last, one JSON line; the same JSON goes to ``--out`` (default
+``bench/results/catalogue_runs.json``). Exits with status 2 when ../shared/data is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import fusion_runs
+import numpy as np
+from common import CATALOG_DIR, REFERENCE_FILES, RESULTS, WORK, log, write_result
+
+CATALOGUE_OBJECTS = 13_407  # ../shared/data/catalog, both files
+TARGET_S = 600.0
+
+
+def sizes(text: str) -> list[int]:
+    try:
+        out = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated object counts, e.g. 500,1000,2000")
+    if len(out) < 3 or out[0] < 50 or out[-1] > CATALOGUE_OBJECTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least three different sizes, each in [50, {CATALOGUE_OBJECTS}]")
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=sizes, default=sizes("500,1000,2000"))
+    p.add_argument("--warm-hours", type=float, default=6.0)
+    p.add_argument("--runs", type=int, default=8, help="15-minute micro-batches after the warm-up (at least 8)")
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--work", default=WORK / "catalogue_runs")
+    p.add_argument("--out", default=RESULTS / "catalogue_runs.json")
+    return p
+
+
+def power_law(ns: list[int], seconds: list[float], at: int) -> dict:
+    """``t = c * N^p`` through the points (least squares in log-log), and its value at ``at``."""
+    t = np.maximum(np.asarray(seconds, float), 1e-3)
+    p, log_c = np.polyfit(np.log(np.asarray(ns, float)), np.log(t), 1)
+    return {"exponent": round(float(p), 3), "at_catalogue_s": round(float(np.exp(log_c) * at ** p), 1)}
+
+
+def summary(result: dict) -> dict:
+    """One size's figures: the medians over the runs after the first."""
+    keep = ("objects", "simulate_s", "median_stage_s", "median_total_s", "median_fuse_objects", "median_renewed",
+            "median_fuse_share", "fuse_s_per_object", "median_fuse_conjunction_s_per_object", "alerts", "memory",
+            "runs_measured")
+    out = {k: result[k] for k in keep}
+    observing = sum(s for stage, s in result["median_stage_s"].items() if stage != "conjunction")
+    out["per_object_ms"] = round(1000 * observing / result["objects"], 2)
+    out["runs"] = [{k: r[k] for k in ("run", "total_s", "fuse_objects", "renewed", "events", "catalogue")}
+                   for r in result["runs"]]
+    return out
+
+
+def extrapolate(per_size: list[dict], at: int = CATALOGUE_OBJECTS) -> dict:
+    ns = [s["objects"] for s in per_size]
+    stages = {stage: power_law(ns, [s["median_stage_s"][stage] for s in per_size], at)
+              for stage in per_size[0]["median_stage_s"]}
+    total = round(sum(v["at_catalogue_s"] for v in stages.values()), 1)
+    per_object = [s["per_object_ms"] for s in per_size]
+    return {"objects": at, "stages": stages, "total_s": total, "target_s": TARGET_S, "met": total <= TARGET_S,
+            "per_object_ms": per_object, "per_object_flat": per_object[-1] <= 1.2 * per_object[0]}
+
+
+def main(argv=None) -> dict:
+    args = parser().parse_args(argv)
+    if args.runs < 8:
+        sys.exit("--runs: at least 8 micro-batches after the warm-up (issue 50, point 4)")
+    missing = [f for f in REFERENCE_FILES if not (CATALOG_DIR / f).exists()]
+    if missing:
+        print(f"bench/catalogue_runs.py: the reference catalogue is absent ({CATALOG_DIR}: {', '.join(missing)})",
+              file=sys.stderr)
+        sys.exit(2)
+    hours = args.warm_hours + args.runs * 0.25
+    per_size = []
+    for n in args.sizes:
+        log(f"--- {n} objects ---")
+        one = fusion_runs.main(["--catalogue", "reference", "--objects", str(n), "--warm-hours", str(args.warm_hours),
+                                "--hours", str(hours), "--seed", str(args.seed), "--work", f"{args.work}/{n}",
+                                "--out", f"{args.work}/{n}.json"])
+        per_size.append(summary(one))
+    result = {"catalogue": [f"../shared/data/catalog/{f}" for f in REFERENCE_FILES], "seed": args.seed,
+              "warm_hours": args.warm_hours, "runs_after_warm_up": args.runs, "cadence_minutes": 15,
+              "airflow_in_loop": False, "quality_gates_in_loop": False, "sky": "kind",
+              "sizes": per_size, "extrapolated": extrapolate(per_size)}
+    write_result(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
