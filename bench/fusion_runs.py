@@ -8,7 +8,7 @@ fused objects' screening element sets it renews (issue 38, points 3 and 6).
 The simulator writes ``--hours`` of sensors over a generated catalogue of ``--objects`` (``make run``'s size by
 default), or with ``--catalogue reference`` over a random slice of ``--objects`` of the real 13,407-object
 catalogue (../shared/data/catalog), the whole of which is loaded and screened (``bench/catalogue_runs.py`` runs
-several sizes); element sets 0.5-3 days old; no disorder: a re-ordered or late file holds observations of other
+several sizes); element sets 0.5-3 days old; no disorder (a re-ordered or late file holds observations of other
 times than its name says, which landing by name would turn into late data). The files land one cadence at a
 time, by the time in their names, and after each landing the stages run as the DAG runs them (every stage of
 sda.pipeline.topology up to conjunction, the screening starting at the slice's end, 24 h horizon; the catalogue
@@ -107,16 +107,6 @@ def one_run(spark, settings, k: int, slice_end: dt.datetime) -> dict:
 ALERT_KEYS = ("alerts_new", "alerts_updated", "alerts_closed")
 
 
-def server_pid(settings) -> int | None:
-    """The settings' Spark Connect server's process id, when this machine started it (its pid file)."""
-    from sda.lake import server
-
-    try:
-        return int(server.pid_file(settings).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def simulated(args, staging: Path, start: dt.datetime):
     """The sensors' files of the whole span in ``staging``; the simulation's summary."""
     from sda.sim.common import RATE_NAMES
@@ -150,7 +140,7 @@ def main(argv=None) -> dict:
     files = [p for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts and file_time(p.name)]
     rows = []
     with server.running(settings) as spark, \
-            WorkerPeak(server_pid(settings)) as sampler:  # the settings' server (started if none answers)
+            WorkerPeak(server.read_pid(settings)) as sampler:  # the settings' server (started if none answers)
         run_stage(spark, settings, "catalog", stage_argv("catalog", settings, "catalog-1"))
         step = dt.timedelta(minutes=args.cadence_minutes)
         k, slice_end = 0, start + (dt.timedelta(hours=args.warm_hours) if args.warm_hours > 0 else step)
