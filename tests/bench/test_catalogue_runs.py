@@ -1,0 +1,46 @@
+"""bench/catalogue_runs.py's extrapolation and arguments, on hand-made sizes (no simulation, no Spark)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from bench import catalogue_runs as bench
+
+
+def size(n: int, stage_s: dict[str, float]) -> dict:
+    observing = sum(v for k, v in stage_s.items() if k != "conjunction")
+    return {"objects": n, "median_stage_s": stage_s, "per_object_ms": round(1000 * observing / n, 2)}
+
+
+def test_a_power_law_is_recovered_and_evaluated_at_the_catalogue():
+    # t = 0.002 * N^1.5 at 100, 400, 1600: 2, 16, 128 s; at 6400: 0.002 * 512000 = 1024 s
+    fit = bench.power_law([100, 400, 1600], [2.0, 16.0, 128.0], 6400)
+    assert fit == {"exponent": pytest.approx(1.5, abs=1e-3), "at_catalogue_s": pytest.approx(1024.0, abs=0.1)}
+    # a fixed cost stays one: exponent 0, the same seconds
+    assert bench.power_law([500, 1000, 2000], [15.0, 15.0, 15.0], 13_407) == {"exponent": 0.0, "at_catalogue_s": 15.0}
+
+
+def test_the_whole_catalogue_is_the_sum_of_the_stages_extrapolated_and_judged_against_600_s():
+    # fuse linear (20 ms an object), conjunction fixed at 40 s: at 13,407 objects 268.1 + 40 = 308.1 s
+    per_size = [size(n, {"fuse": 0.02 * n, "conjunction": 40.0}) for n in (500, 1000, 2000)]
+    out = bench.extrapolate(per_size)
+    assert out["stages"]["fuse"]["exponent"] == pytest.approx(1.0, abs=1e-3)
+    assert out["total_s"] == pytest.approx(308.1, abs=0.2) and out["met"] and out["per_object_flat"]
+    assert out["per_object_ms"] == [20.0, 20.0, 20.0]
+    # a stage growing with the square of the slice: 4x per doubling, 2x per object, so neither flat nor met
+    squared = [size(n, {"fuse": 1e-5 * n * n, "conjunction": 40.0}) for n in (500, 1000, 2000)]
+    out = bench.extrapolate(squared)
+    assert out["stages"]["fuse"]["exponent"] == pytest.approx(2.0, abs=1e-3)
+    assert out["total_s"] == pytest.approx(1e-5 * 13_407 ** 2 + 40, rel=1e-3)
+    assert not out["met"] and not out["per_object_flat"]
+
+
+@pytest.mark.parametrize("text, why", [
+    ("500,1000", "at least three"), ("500,500,1000", "at least three"), ("10,500,1000", "at least three"),
+    ("500,1000,20000", "at least three"), ("500,a,1000", "comma-separated")])
+def test_bad_sizes_are_refused_saying_what_is_wrong(text, why):
+    with pytest.raises(argparse.ArgumentTypeError, match=why):
+        bench.sizes(text)
+    assert bench.sizes("2000, 500,1000") == [500, 1000, 2000]
