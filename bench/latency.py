@@ -2,7 +2,8 @@
 conjunction pair enters the catalogue -> how long until the file's observations are in silver and
 the pair's alert is in gold, and where that time goes.
 
-    .venv/bin/python bench/latency.py [--files 10] [--gap-s 30] [--cadence-minutes 15] [--timeout-s 1500] [--out FILE]
+    .venv/bin/python bench/latency.py [--files 10] [--warm-up scenario|short] [--gap-s 30] [--cadence-minutes 15]
+                                      [--timeout-s 1500] [--out FILE]
 
 Everything lives under ``--work`` (default ``var/bench/latency``, wiped at the start): its own
 AIRFLOW_HOME (SQLite, logs), lakehouse, landing, outbox and catalogue file, all passed as environment
@@ -12,18 +13,24 @@ of the benchmark's own (``sda.lake.server``, on a free port from 25002), started
 at the end; every task is a client of it. Runs start from the landing watcher (``sda.orchestration.landing_watch``)
 within seconds of a file landing; the cadence (default 15 minutes) is only the safety net.
 
-1. *warm-up*: a generated catalogue and 5 simulated minutes of sensors in the landing zone;
-   the local Airflow starts (``sda.orchestration.local_stack``, as ``make run``; own process group,
-   stopped at the end even on error) with ``SDA_CADENCE_MINUTES=--cadence-minutes``; ``sda_pipeline``
-   is unpaused and the scheduler's first run processes the warm-up files. Measuring starts once that run has succeeded.
-   ``--timeout-s`` bounds that warm-up, and then each file's wait for silver and gold.
+1. *warm-up* (``--warm-up scenario``, the default): ``make run``'s first simulation (``bench/latency_sample.py``:
+   its window of three hours or more, the harsher sky, element sets 0.5-3 days old, the injected pair), so that
+   the warm-up run fuses the objects' orbits over several passes and the screening uses them; with ``--warm-up
+   short``, a generated catalogue and 5 simulated minutes of sensors (nothing fused). The local Airflow starts
+   (``sda.orchestration.local_stack``, as ``make run``; own process group, stopped at the end even on error)
+   with ``SDA_CADENCE_MINUTES=--cadence-minutes``; ``sda_pipeline`` is unpaused and the scheduler's first run
+   processes the warm-up files. Measuring starts once that run has succeeded. ``--timeout-s`` bounds that
+   warm-up, and then each file's wait for silver and gold.
 2. *per file* i (after a random pause of 0..``--gap-s``, so landings fall at different moments of the
-   run before theirs): 3 simulated minutes of sensors ending now are written to a staging directory and
-   a conjunction pair is designed (:func:`sda.sim.conjunction.design_conjunction`, TCA now + 2 h, miss
-   150 m, renumbered to NORAD 99801+2i / 99802+2i with correct TLE checksums); then, at ``t0``, the
-   files get mtime ``t0`` and are moved into ``<landing>/<kind>/bench-<i>/`` with ``os.replace`` (a
-   directory of their own: simulator file names repeat within a 5-minute chunk), and the catalogue
-   file is replaced by itself + the pair (``os.replace`` too, so ``catalog`` never reads half a TLE).
+   run before theirs): the sensors' files -- with ``scenario``, the whole 5-minute chunks of the same sky passed
+   since the last sample, observed on the continued true orbits (:mod:`sda.sim.feed`; the sample first waits
+   for the next chunk to pass, so samples are at least 5 minutes apart, as make run's sensors deliver); with
+   ``short``, 3 simulated minutes ending now -- are staged and a conjunction pair is designed
+   (:func:`sda.sim.conjunction.design_conjunction`, TCA now + 2 h, miss 150 m, renumbered to NORAD 99801+2i /
+   99802+2i with correct TLE checksums); then, at ``t0``, the files get mtime ``t0`` and are moved into
+   ``<landing>/<kind>/bench-<i>/`` with ``os.replace`` (a directory of their own: simulator file names repeat
+   within a 5-minute chunk), and the catalogue file is replaced by itself + the pair (``os.replace`` too, so
+   ``catalog`` never reads half a TLE).
 3. the Delta logs of ``silver.observations``, ``gold.alerts``, ``ops.ingested_files`` and
    ``ops.run_metrics`` are tailed (new ``_delta_log/*.json`` commits; the parquet files they add are
    read with pyarrow, no JVM in this process): ``landing_to_silver_s`` = commit time of the first
@@ -50,7 +57,8 @@ Prints progress lines and, last, one JSON line (medians over the files, plus eve
 JSON goes to ``--out`` (default ``bench/results/latency.json``).
 
 This file is the command line and the report; the stack it starts is ``bench/latency_stack.py``, the
-measurement of the warm-up and of each file ``bench/latency_measure.py``.
+measurement of the warm-up and of each file ``bench/latency_measure.py``, what a sample lands
+``bench/latency_sample.py``.
 """
 
 from __future__ import annotations
@@ -67,7 +75,8 @@ import sys
 from pathlib import Path
 
 from common import RESULTS, WORK, write_result
-from latency_measure import FIRST_PAIR_ID, MAX_FILES, WARMUP_MINUTES, Lake, measure_one, simulate_into, warm_up
+from latency_measure import Lake, measure_one, warm_up
+from latency_sample import FIRST_PAIR_ID, MAX_FILES, WARMUP_MINUTES, simulate_into, warm_sky
 from latency_stack import (
     DAG_ID,
     LOCATION_SETTINGS,
@@ -122,6 +131,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default 15)")
     p.add_argument("--timeout-s", type=float, default=1500.0,
                    help="limit for the warm-up and for each file to reach silver and gold (default 1500)")
+    p.add_argument("--warm-up", choices=("scenario", "short"), default="scenario",
+                   help="scenario (default): make run's first simulation (3 h or more, the harsher sky), so the "
+                        "fused orbits are in use, and each sample the next 5-minute chunk of that sky; short: 5 "
+                        "minutes of a generated catalogue, and 3 minutes of a new simulation per sample (nothing "
+                        "fused)")
     p.add_argument("--seed", type=int, default=1, help="seed of the random landing phases (default 1)")
     p.add_argument("--work", type=Path, default=WORK / "latency",
                    help="working directory, wiped at the start (default var/bench/latency)")
@@ -204,7 +218,7 @@ def report(args: argparse.Namespace, env: dict[str, str], samples: list[dict]) -
         "landing_to_silver_median_s": median([s["landing_to_silver_s"] for s in samples]),
         "landing_to_alert_median_s": median(alerts),
         "landing_to_alert_p90_s": r2(alerts[p90_index]) if alerts else None,
-        "cadence_minutes": args.cadence_minutes,
+        "cadence_minutes": args.cadence_minutes, "warm_up": args.warm_up,
         "breakdown": summarize(samples),
         "samples": samples,
         "machine": {"cores": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
@@ -221,8 +235,11 @@ def main(argv: list[str] | None = None) -> dict:
     env, dirs = prepare_work(args.work, args.cadence_minutes)
 
     now = dt.datetime.now(UTC).replace(microsecond=0)
-    warm = simulate_into(dirs["landing"], now - dt.timedelta(minutes=WARMUP_MINUTES), now, seed=1, catalog=None,
-                         catalog_out=dirs["catalog"])
+    if args.warm_up == "scenario":
+        warm = warm_sky(dirs["landing"], dirs["catalog"])
+    else:
+        warm = simulate_into(dirs["landing"], now - dt.timedelta(minutes=WARMUP_MINUTES), now, seed=1, catalog=None,
+                             catalog_out=dirs["catalog"])
     shutil.copy2(dirs["catalog"], dirs["base_catalog"])  # what the sensors observe in every sample
     say(f"warm-up data: catalogue {dirs['catalog']}, {len(warm.files)} files in {dirs['landing']}")
 

@@ -2,32 +2,23 @@
 and to a gold alert, the run that picked it up broken down, and the warm-up before the first file.
 
 * the Delta logs the benchmark watches, tailed without a JVM (:class:`DeltaTail`, :class:`Lake`);
-* the data of a sample: sensor files simulated into a staging directory, a conjunction pair designed and
-  renumbered, both landed at ``t0`` (:func:`design_pair`, :func:`land`, :func:`replace_catalog`);
+* what a sample lands: ``bench/latency_sample.py``;
 * waiting for the warm-up run (:func:`warm_up`) and for each file (:func:`measure_one`);
 * where the time of the pickup run went, from the REST API (:func:`breakdown`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
-import shutil
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
 
-from latency_stack import UTC, Airflow, BenchError, Progress, iso, r2, say, ts
+from latency_sample import land, prepare_sample, replace_catalog, wait_for_chunk
+from latency_stack import Airflow, BenchError, Progress, iso, r2, say, ts
 
-FIRST_PAIR_ID = 99801  # pair i: 99801 + 2i / 99802 + 2i; 99901/99902 belong to the simulator
-MAX_FILES = (99899 - FIRST_PAIR_ID) // 2  # the last pair stays below the simulator's 99901
-WARMUP_MINUTES = 5.0
-SAMPLE_MINUTES = 3.0
-MISS_M = 150.0
-TCA_AHEAD = dt.timedelta(hours=2)
 POLL_S = 2.0
 
 
@@ -72,72 +63,6 @@ class DeltaTail:
                 commit_ts = commit.stat().st_mtime * 1000.0
             out.append((self.next_version, commit_ts / 1000.0, rows))
             self.next_version += 1
-
-
-# --- data ----------------------------------------------------------------------------------------
-
-def tle_checksum(line68: str) -> int:
-    return sum(int(c) if c.isdigit() else (1 if c == "-" else 0) for c in line68[:68]) % 10
-
-
-def renumber(line: str, norad_id: int) -> str:
-    """A TLE line with another catalogue number (columns 3-7) and its checksum (column 69) redone."""
-    if not 10000 <= norad_id <= 99999:
-        raise ValueError(f"NORAD id {norad_id} does not fit a 5-digit TLE field")
-    body = (line[:2] + f"{norad_id:05d}" + line[7:68]).ljust(68)
-    return body + str(tle_checksum(body))
-
-
-def design_pair(index: int, tca: dt.datetime) -> dict:
-    """A conjunction pair for sample ``index``: the simulator's designer, renumbered, checked."""
-    from sgp4.api import WGS72, Satrec
-
-    from sda.sim.conjunction import closest_approach, design_conjunction
-
-    primary, secondary = FIRST_PAIR_ID + 2 * index, FIRST_PAIR_ID + 2 * index + 1
-    designed = design_conjunction(tca, MISS_M, seed=1000 + index)
-    lines, sats = [], []
-    for (_, l1, l2), norad_id, role in zip(designed["tle"], (primary, secondary), ("PRIMARY", "SECONDARY")):
-        n1, n2 = renumber(l1, norad_id), renumber(l2, norad_id)
-        sat = Satrec.twoline2rv(n1, n2, WGS72)
-        if sat.satnum != norad_id or sat.error:
-            raise BenchError(f"renumbered TLE for {norad_id} does not read back "
-                             f"(satnum {sat.satnum}, error {sat.error})")
-        lines += [f"BENCH-{index:02d}-{role}", n1, n2]
-        sats.append(sat)
-    t_ca, miss_m = closest_approach(sats[0], sats[1], tca.timestamp())
-    return {"primary_id": primary, "secondary_id": secondary, "designed_tca": iso(tca.timestamp()),
-            "achieved_tca": iso(t_ca), "achieved_miss_m": round(miss_m, 1), "text": "\n".join(lines) + "\n"}
-
-
-def simulate_into(directory: Path, start: dt.datetime, end: dt.datetime, seed: int, catalog: Path | None,
-                  catalog_out: Path | None = None):
-    from sda.sim.simulate import SimConfig, simulate
-
-    return simulate(SimConfig(start=start, end=end, landing=directory, catalog=catalog, catalog_out=catalog_out,
-                              seed=seed))
-
-
-def land(staging: Path, files: list[str], landing: Path, subdir: str, t0: float) -> list[str]:
-    """Move the staged sensor files into ``<landing>/<kind>/<subdir>/`` with mtime ``t0``: one
-    ``os.replace`` each, so ingest sees a whole file or none."""
-    landed = []
-    for rel in files:
-        kind, name = rel.split("/", 1)
-        src, dst = staging / rel, landing / kind / subdir / name
-        os.utime(src, (t0, t0))
-        os.replace(src, dst)
-        landed.append(f"{kind}/{subdir}/{name}")
-    return landed
-
-
-def replace_catalog(catalog: Path, extra: str) -> None:
-    text = catalog.read_text()
-    if text and not text.endswith("\n"):
-        text += "\n"
-    tmp = catalog.with_name(f".{catalog.name}.bench.tmp")
-    tmp.write_text(text + extra)
-    os.replace(tmp, catalog)
 
 
 # --- the measurement -----------------------------------------------------------------------------
@@ -309,25 +234,6 @@ def pause_randomly(index: int, args, rng: random.Random, progress: Progress) -> 
         time.sleep(min(POLL_S, max(0.0, pause_end - time.monotonic())))
 
 
-def prepare_sample(index: int, lake: Lake, dirs: dict[str, Path]) -> tuple[dt.datetime, Any, dict, Path, str]:
-    """Before ``t0`` (not timed): the sample's sensor files in staging, its pair designed, its landing
-    directories made and the tails moved past every commit so far. Returns (now, the simulation, the pair,
-    the staging directory, the landing subdirectory)."""
-    now = dt.datetime.now(UTC).replace(microsecond=0)
-    staging = dirs["staging"] / f"bench-{index:02d}"
-    shutil.rmtree(staging, ignore_errors=True)
-    sim = simulate_into(staging, now - dt.timedelta(minutes=SAMPLE_MINUTES), now, seed=100 + index,
-                        catalog=dirs["base_catalog"])
-    pair = design_pair(index, now + TCA_AHEAD)
-    subdir = f"bench-{index:02d}"
-    for kind in {rel.split("/", 1)[0] for rel in sim.files}:
-        (dirs["landing"] / kind / subdir).mkdir(parents=True, exist_ok=True)
-    for tail in (lake.silver, lake.alerts):
-        tail.skip_existing()  # earlier commits cannot hold this sample's rows
-    lake.poll_bookkeeping()
-    return now, sim, pair, staging, subdir
-
-
 def silver_seen(index: int, lake: Lake, wanted: set[str], t0: float) -> dict | None:
     """The first new silver commit with rows of the landed files, or None."""
     for version, commit_ts, rows in lake.silver.poll():
@@ -412,16 +318,18 @@ def measure_one(index: int, airflow: Airflow, lake: Lake, args, dirs: dict[str, 
                 progress: Progress) -> dict:
     """One sample (see the docstring of ``bench/latency.py``): pause, land a file and a pair at ``t0``,
     time silver and the alert, break the pickup run down."""
+    if args.warm_up == "scenario":  # the feed's sky: the next whole chunk first
+        wait_for_chunk(progress)
     pause_randomly(index, args, rng, progress)
-    now, sim, pair, staging, subdir = prepare_sample(index, lake, dirs)
+    staged = prepare_sample(index, lake, dirs, args.warm_up)
+    pair, subdir, records = staged["pair"], staged["subdir"], staged["records"]
 
     # t0: land the files and the pair at the same moment
     t0 = time.time()
-    landed = land(staging, sim.files, dirs["landing"], subdir, t0)
+    landed = land(staged["staging"], staged["files"], dirs["landing"], subdir, t0)
     replace_catalog(dirs["catalog"], pair["text"])
-    records = sum(sum(c.values()) for c in sim.counts.values())
     say(f"file {index + 1}: landed {len(landed)} sensor files ({records} records, "
-        f"events {iso(now.timestamp() - SAMPLE_MINUTES * 60)} .. {iso(now.timestamp())}) under */{subdir}/ and pair "
+        f"events {iso(staged['span'][0])} .. {iso(staged['span'][1])}) under */{subdir}/ and pair "
         f"{pair['primary_id']}/{pair['secondary_id']} (TCA {pair['achieved_tca']}, miss {pair['achieved_miss_m']} m) "
         f"at t0 {iso(t0)}")
 
