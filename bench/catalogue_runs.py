@@ -3,7 +3,7 @@ the real catalogue of three sizes or more, and the whole catalogue's 15-minute b
 (issue 50, point 4).
 
     .venv/bin/python bench/catalogue_runs.py [--sizes 500,1000,2000] [--warm-hours 6] [--runs 8]
-                                             [--seed 13] [--work DIR] [--out FILE]
+                                             [--seed 13] [--reuse] [--work DIR] [--out FILE]
 
 Per size N: ``bench/fusion_runs.py --catalogue reference --objects N``: the whole catalogue
 (../shared/data/catalog, 13,286 usable element sets, 0.5-3 days old) is loaded and screened, and the simulated
@@ -30,7 +30,9 @@ Prints a line per run and, last, one JSON line; the same JSON goes to ``--out`` 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 import fusion_runs
 import numpy as np
@@ -56,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-hours", type=float, default=6.0)
     p.add_argument("--runs", type=int, default=8, help="15-minute micro-batches after the warm-up (at least 8)")
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--reuse", action="store_true",
+                   help="take a size's results from an earlier run in --work (<work>/<N>.json, same seed, warm-up "
+                        "and runs) instead of running it again")
     p.add_argument("--work", default=WORK / "catalogue_runs")
     p.add_argument("--out", default=RESULTS / "catalogue_runs.json")
     return p
@@ -91,6 +96,16 @@ def extrapolate(per_size: list[dict], at: int = CATALOGUE_OBJECTS) -> dict:
             "per_object_ms": per_object, "per_object_flat": per_object[-1] <= 1.2 * per_object[0]}
 
 
+def earlier(path: Path, seed: int, warm_hours: float, hours: float) -> dict | None:
+    """A size's results from an earlier run of the same seed, warm-up and span, or None."""
+    try:
+        one = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    same = (one.get("catalogue"), one.get("seed"), one.get("warm_hours"), one.get("hours"))
+    return one if same == ("reference", seed, warm_hours, hours) else None
+
+
 def main(argv=None) -> dict:
     args = parser().parse_args(argv)
     if args.runs < 8:
@@ -103,10 +118,12 @@ def main(argv=None) -> dict:
     hours = args.warm_hours + args.runs * 0.25
     per_size = []
     for n in args.sizes:
-        log(f"--- {n} objects ---")
-        one = fusion_runs.main(["--catalogue", "reference", "--objects", str(n), "--warm-hours", str(args.warm_hours),
-                                "--hours", str(hours), "--seed", str(args.seed), "--work", f"{args.work}/{n}",
-                                "--out", f"{args.work}/{n}.json"])
+        one = earlier(Path(f"{args.work}/{n}.json"), args.seed, args.warm_hours, hours) if args.reuse else None
+        log(f"--- {n} objects{': the results of an earlier run' if one else ''} ---")
+        if one is None:
+            one = fusion_runs.main(["--catalogue", "reference", "--objects", str(n), "--warm-hours",
+                                    str(args.warm_hours), "--hours", str(hours), "--seed", str(args.seed),
+                                    "--work", f"{args.work}/{n}", "--out", f"{args.work}/{n}.json"])
         per_size.append(summary(one))
     result = {"catalogue": [f"../shared/data/catalog/{f}" for f in REFERENCE_FILES], "seed": args.seed,
               "warm_hours": args.warm_hours, "runs_after_warm_up": args.runs, "cadence_minutes": 15,

@@ -45,7 +45,7 @@ NOT_MEASURED = "Not yet measured: run the command above, then `.venv/bin/python 
 MAX_GENERIC_ROWS = 40
 ACCURACY_SKIES = ("harsh", "storm", "kind")  # sda.sim.sky.SKIES: one block each in the page
 
-Row = tuple[str, tuple[str, ...], str, str]  # label, path in the JSON, format, target
+Row = tuple[str, tuple, str, str]  # label, path in the JSON (names, list indexes), format, target
 
 
 def _ages(result: dict) -> list[str]:
@@ -112,6 +112,26 @@ def _service_disk_rows() -> list[tuple]:
     return rows + [("all of it after 24 h of running", ("total", "after_24h_mb"), "{:,.0f} MB", "")]
 
 
+def _catalogue_rows(result: dict) -> list[Row]:
+    """bench/catalogue_runs.py: per slice size the steady state, then the whole catalogue extrapolated."""
+    rows: list[Row] = []
+    for i, size in enumerate(result.get("sizes", [])):
+        n = f"{size['objects']:,} observed"
+        rows += [(f"{n}: a 15-minute run, all stages, median", ("sizes", i, "median_total_s"), "{:.1f} s", ""),
+                 (f"{n}: fuse stage, median", ("sizes", i, "median_stage_s", "fuse"), "{:.1f} s", ""),
+                 (f"{n}: conjunction stage, median", ("sizes", i, "median_stage_s", "conjunction"), "{:.1f} s", ""),
+                 (f"{n}: objects refitted per run, median", ("sizes", i, "median_fuse_objects"), "{:,.0f}", ""),
+                 (f"{n}: element sets renewed per run, median", ("sizes", i, "median_renewed"), "{:,.0f}", ""),
+                 (f"{n}: stages before the screening per observed object", ("sizes", i, "per_object_ms"),
+                  "{:.1f} ms", "flat"),
+                 (f"{n}: server JVM peak", ("sizes", i, "memory", "server_peak_mb"), "{:,.0f} MB", "")]
+    return rows + [
+        ("whole catalogue (13,407 observed), a 15-minute run extrapolated", ("extrapolated", "total_s"), "{:.0f} s",
+         "<= 600 s"),
+        ("fuse stage's growth exponent over the sizes", ("extrapolated", "stages", "fuse", "exponent"), "{:.2f}", ""),
+        ("conjunction stage's growth exponent", ("extrapolated", "stages", "conjunction", "exponent"), "{:.2f}", "")]
+
+
 def _od_rows(result: dict) -> list[Row]:
     """Per regime: fits that converged, fit time, and the fused orbit against the catalogue's at the arc's
     end and 24 h later, with the fused covariance's realism."""
@@ -163,6 +183,7 @@ SPECS: dict[str, dict[str, Any]] = {
     },
     "correlation": {"command": "bench/correlation.py", "rows": _correlation_rows},
     "correlation_tracking": {"command": "bench/correlation.py --tracking", "rows": _tracking_rows},
+    "catalogue_runs": {"command": "bench/catalogue_runs.py", "rows": _catalogue_rows},
     "fusion_runs": {
         "command": "bench/fusion_runs.py",
         "rows": [
@@ -222,11 +243,14 @@ SPECS: dict[str, dict[str, Any]] = {
 }
 
 
-def _get(result: dict, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if not isinstance(result, dict) or key not in result:
+def _get(result: dict, path: tuple) -> Any:
+    for key in path:  # a name in an object, or an index in a list
+        if isinstance(key, int) and isinstance(result, list) and -len(result) <= key < len(result):
+            result = result[key]
+        elif isinstance(result, dict) and key in result:
+            result = result[key]
+        else:
             return None
-        result = result[key]
     return result
 
 

@@ -44,3 +44,14 @@ def test_bad_sizes_are_refused_saying_what_is_wrong(text, why):
     with pytest.raises(argparse.ArgumentTypeError, match=why):
         bench.sizes(text)
     assert bench.sizes("2000, 500,1000") == [500, 1000, 2000]
+
+
+def test_an_earlier_size_is_reused_only_for_the_same_seed_warm_up_and_span(tmp_path):
+    path = tmp_path / "500.json"
+    path.write_text('{"catalogue": "reference", "seed": 13, "warm_hours": 6.0, "hours": 8.0, "objects": 500}')
+    assert bench.earlier(path, 13, 6.0, 8.0)["objects"] == 500
+    assert bench.earlier(path, 14, 6.0, 8.0) is None  # another seed
+    assert bench.earlier(path, 13, 6.0, 9.0) is None  # another span
+    assert bench.earlier(tmp_path / "none.json", 13, 6.0, 8.0) is None
+    path.write_text('{"catalogue": "generated", "seed": 13, "warm_hours": 6.0, "hours": 8.0}')
+    assert bench.earlier(path, 13, 6.0, 8.0) is None  # a synthetic catalogue's run
