@@ -75,11 +75,16 @@ def power_law(ns: list[int], seconds: list[float], at: int) -> dict:
 
 def summary(result: dict) -> dict:
     """One size's figures: the medians over the runs after the first."""
-    keep = ("objects", "simulate_s", "median_stage_s", "median_total_s", "median_fuse_objects", "median_renewed",
-            "median_fuse_share", "fuse_s_per_object", "median_fuse_conjunction_s_per_object", "alerts", "memory",
-            "runs_measured")
+    keep = ("objects", "simulate_s", "median_fuse_objects", "median_renewed", "median_fuse_share",
+            "fuse_s_per_object", "median_fuse_conjunction_s_per_object", "runs_measured")
     out = {k: result[k] for k in keep}
-    observing = sum(s for stage, s in result["median_stage_s"].items() if stage != "conjunction")
+    later = result["runs"][1:]
+    stages = [k[:-2] for k in later[0] if k.endswith("_s") and k != "total_s"]
+    out["median_stage_s"] = {stage: round(float(np.median([r[f"{stage}_s"] for r in later])), 2) for stage in stages}
+    out["median_total_s"] = round(float(np.median([r["total_s"] for r in later])), 2)
+    out["alerts"] = {k: sum(r[k] for r in later) for k in fusion_runs.ALERT_KEYS}
+    out["memory"] = result["runs"][-1]["memory"]
+    observing = sum(s for stage, s in out["median_stage_s"].items() if stage != "conjunction")
     out["per_object_ms"] = round(1000 * observing / result["objects"], 2)
     out["runs"] = [{k: r[k] for k in ("run", "total_s", "fuse_objects", "renewed", "events", "catalogue")}
                    for r in result["runs"]]

@@ -162,6 +162,8 @@ def main(argv=None) -> dict:
               "warm_hours": args.warm_hours,
               "renew_m": settings.fusion_renew_m,
               "seed": args.seed, "runs": rows, "median_fuse_s": med("fuse_s"),
+              "median_stage_s": {stage: med(f"{stage}_s") for stage in STAGES}, "median_total_s": med("total_s"),
+              "alerts": {k: sum(r[k] for r in later) for k in ALERT_KEYS}, "memory": rows[-1]["memory"],
               "median_fuse_objects": med("fuse_objects"), "median_conjunction_s": med("conjunction_s"),
               "median_renewed": med("renewed"), "median_renew_fraction": med("renew_fraction"),
               "max_renew_fraction": max(r["renew_fraction"] for r in later),
