@@ -26,15 +26,25 @@ def test_the_whole_catalogue_is_the_sum_of_the_stages_extrapolated_and_judged_ag
     # fuse linear (20 ms an object), conjunction fixed at 40 s: at 13,407 objects 268.1 + 40 = 308.1 s
     per_size = [size(n, {"fuse": 0.02 * n, "conjunction": 40.0}) for n in (500, 1000, 2000)]
     out = bench.extrapolate(per_size)
-    assert out["stages"]["fuse"]["exponent"] == pytest.approx(1.0, abs=1e-3)
+    assert out["stages"]["fuse"]["power_law"]["exponent"] == pytest.approx(1.0, abs=1e-3)
     assert out["total_s"] == pytest.approx(308.1, abs=0.2) and out["met"] and out["per_object_flat"]
     assert out["per_object_ms"] == [20.0, 20.0, 20.0]
     # a stage growing with the square of the slice: 4x per doubling, 2x per object, so neither flat nor met
     squared = [size(n, {"fuse": 1e-5 * n * n, "conjunction": 40.0}) for n in (500, 1000, 2000)]
     out = bench.extrapolate(squared)
-    assert out["stages"]["fuse"]["exponent"] == pytest.approx(2.0, abs=1e-3)
+    assert out["stages"]["fuse"]["power_law"]["exponent"] == pytest.approx(2.0, abs=1e-3)
     assert out["total_s"] == pytest.approx(1e-5 * 13_407 ** 2 + 40, rel=1e-3)
     assert not out["met"] and not out["per_object_flat"]
+
+
+def test_a_fixed_cost_plus_one_per_object_is_extrapolated_by_the_straight_line():
+    # 15 s + 30 ms an object at 250, 500, 1000 (22.5, 30, 45 s): the power law through them (p ~ 0.5) reads
+    # about 160 s at 13,407; the line 15 + 0.03 * 13,407 = 417.2 s, and the larger is taken
+    per_size = [size(n, {"fuse": 15 + 0.03 * n}) for n in (250, 500, 1000)]
+    fuse = bench.extrapolate(per_size)["stages"]["fuse"]
+    assert fuse["linear"] == {"fixed_s": pytest.approx(15.0), "per_object_ms": pytest.approx(30.0),
+                              "at_catalogue_s": pytest.approx(417.2, abs=0.1)}
+    assert fuse["power_law"]["at_catalogue_s"] < 200 and fuse["at_catalogue_s"] == fuse["linear"]["at_catalogue_s"]
 
 
 @pytest.mark.parametrize("text, why", [
