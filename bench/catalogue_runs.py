@@ -67,8 +67,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reuse", action="store_true",
                    help="take a size's results from an earlier run in --work (<work>/<N>.json, same seed, warm-up "
                         "and runs) instead of running it again")
-    p.add_argument("--work", default=WORK / "catalogue_runs")
-    p.add_argument("--out", default=RESULTS / "catalogue_runs.json")
+    p.add_argument("--work", type=Path, default=WORK / "catalogue_runs")
+    p.add_argument("--out", type=Path, default=RESULTS / "catalogue_runs.json")
     return p
 
 
