@@ -167,8 +167,6 @@ def prepare_sample(index: int, lake: Lake, dirs: dict[str, Path], warm_up_kind: 
     the feed's next chunks: the feed's: ``--warm-up scenario``), its pair designed, its landing directories made and the
     tails moved past every commit so far."""
     if warm_up_kind == "scenario":
-        from latency_feed import observe_chunk
-
         staging, files, records, span = observe_chunk()
     else:
         now = dt.datetime.now(UTC).replace(microsecond=0)
