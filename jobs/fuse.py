@@ -42,7 +42,7 @@ from sda.lake import schemas
 from sda.lake.tables import TABLES
 from sda.orbit.estimation.measurements import FIT_COLUMNS
 from sda.orbit.sensors import load_sensors
-from sda.pipeline import calibrations, changefeed, faults, runtime, sinks, space_weather
+from sda.pipeline import calibrations, changefeed, faults, reassociation, runtime, sinks, space_weather
 from sda.pipeline import manoeuvres as manoeuvre_io
 from sda.pipeline.arguments import stage_parser, with_defaults
 
@@ -146,53 +146,51 @@ def with_times(fitted: "DataFrame", run_id: str) -> "DataFrame":
 
 
 def changed_windows(spark: "SparkSession", settings: "Settings", args, arc_s: float):
-    """The correlated changes' windows and the held ones' (:mod:`sda.pipeline.manoeuvres`), the consumed
-    versions, and whether anything is new."""
+    """The correlated changes' windows and the held ones' (:mod:`sda.pipeline.manoeuvres`), every new row's
+    (obs_id, window) for the re-association, the consumed versions, and whether anything is new."""
     changes, retracted, first_v, last_v = changefeed.net_changes_for(spark, STAGE, SOURCE, settings, args)
     held, _, first_h, last_h = changefeed.net_changes_for(spark, STAGE, HELD, settings, args)
     consumed = {SOURCE: last_v, HELD: last_h}
     if first_v > last_v and first_h > last_h:
-        return None, None, consumed, False
+        return None, None, None, consumed, False
     own = touched_windows(changes, retracted, arc_s) if first_v <= last_v else []
     others = manoeuvre_io.held_touched(held, arc_s) if first_h <= last_h else []
-    return own, others, consumed, True
+    k = F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
+    new = changes.select("obs_id", k).unionByName(held.select("obs_id", k))
+    return own, others, new, consumed, True
 
 
 def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:
     args = with_defaults(args, parser())
     arc = arc_settings(settings)
-    touched, held, consumed, new = changed_windows(spark, settings, args, arc.arc_s)
+    touched, held, new_rows, consumed, new = changed_windows(spark, settings, args, arc.arc_s)
     metrics: dict[str, Any] = {"versions": [consumed[SOURCE], consumed[HELD]], "records_in": 0, "records_out": 0,
                                "quarantined": 0, "duplicates": 0, "objects": 0, "windows": 0}
     if not new:
         return metrics
-    if not touched and not held:
+    rounds = reassociation.Rounds(spark, settings, arc.arc_s, new_rows, args.run_id)
+    if not touched and not held and not rounds.new_windows:
         return {**metrics, "consumed": consumed}
     first: dict[int, int] = {}
     for norad, k in touched + held:
         first[norad] = min(k, first.get(norad, k))
-    ids = sorted(first)
-    runtime.progress(STAGE, "%d objects with changed observations (%d windows, %d with held ones)", len(ids),
+    runtime.progress(STAGE, "%d objects with changed observations (%d windows, %d with held ones)", len(first),
                      len(touched), len(held))
-    keys = spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc))
-                                  for n, k in first.items()], "norad_id long, first_start timestamp")
-    lo = dt.datetime.fromtimestamp(min(first.values()) * arc.arc_s, dt.timezone.utc)
-    observations = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
-                    .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
-                    .select(*FIT_COLUMNS, manoeuvre_io.is_reassociated().alias("candidate"))
-                    .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
+    lo = dt.datetime.fromtimestamp(min([*first.values(), *rounds.new_windows]) * arc.arc_s, dt.timezone.utc)
     from sda.orbit.estimation import registry_sigmas
 
     # the arcs' model error with the Kp landed over them (a storm grows it: sda.orbit.estimation.noise)
     noise = space_weather.process_noise(spark, settings, lo - dt.timedelta(hours=3))
     arc = dataclasses.replace(arc, config=dataclasses.replace(arc.config, noise=noise))
-    written, emptied, cal = fit_in_window_order(spark, settings, observations, touched, (
-        element_sets(spark, settings, ids), registry_sigmas(load_sensors()), arc), args.run_id)
+    written, emptied, cal = fit_in_window_order(spark, settings, first, touched, (
+        element_sets(spark, settings, sorted(first)), registry_sigmas(load_sensors()), arc), args.run_id, rounds)
+    keys = object_keys(spark, first, arc.arc_s)
     done = manoeuvre_io.write_manoeuvres(spark, settings, written, args.run_id)
     faults.checkpoint("fuse:after-manoeuvres")
     accepted = sorted({(i, int(r["norad_id"])) for r in written for i in (r["reassociated_ids"] or [])})
     done.update(manoeuvre_io.reassociate(spark, settings, accepted, keys, lo))
     done.update(cal)
+    done["reassociation"] = rounds.figures
     figures = summary(written)
     # conservation counts windows: each one refitted is written, or deleted when it has no observations left
     n = figures["windows"] + len(emptied)
@@ -200,35 +198,68 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
             "consumed": consumed}
 
 
-def fit_in_window_order(spark: "SparkSession", settings: "Settings", observations: "DataFrame",
-                        touched: list[tuple[int, int]], inputs: tuple, run_id: str) -> tuple[list, list, dict]:
-    """Fit, write and calibrate window after window (module docstring): every object's observations of window
-    ``k`` against its prior from gold and the calibrations of the windows before ``k``; a touched window left
-    without observations is deleted. ``inputs``: (element sets, sensor sigmas, arc settings). Returns the rows
-    written, the (norad_id, window) keys deleted, and the calibrations' figures."""
+def object_keys(spark: "SparkSession", first: dict[int, int], arc_s: float) -> "DataFrame":
+    """(norad_id, first_start): each object's first window the run refits."""
+    return spark.createDataFrame([(n, dt.datetime.fromtimestamp(k * arc_s, dt.timezone.utc)) for n, k in first.items()],
+                                 "norad_id long, first_start timestamp")
+
+
+def observations_of(spark: "SparkSession", settings: "Settings", first: dict[int, int], arc_s: float,
+                    k: int | None = None) -> "DataFrame":
+    """The objects' correlated rows and held candidates (:mod:`sda.pipeline.manoeuvres`) from their first refitted
+    window on (``k``: of that window alone), read from gold, with their window ``k``."""
+    keys = object_keys(spark, first, arc_s)
+    lo = dt.datetime.fromtimestamp((min(first.values()) if k is None else k) * arc_s, dt.timezone.utc)
+    rows = (TABLES["correlated"].read(spark, settings).where(F.col("event_date") >= F.lit(lo.date()))
+            .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
+            .select(*FIT_COLUMNS, manoeuvre_io.is_reassociated().alias("candidate"))
+            .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
+    rows = rows.withColumn("k", F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long"))
+    return rows if k is None else rows.where(F.col("k") == k)
+
+
+def newest_window(spark: "SparkSession", settings: "Settings", arc_s: float, lo: int) -> int | None:
+    """The newest window with observations (correlated or not) from window ``lo`` on."""
+    day = dt.datetime.fromtimestamp(lo * arc_s, dt.timezone.utc).date()
+    newest = [TABLES[t].read(spark, settings).where(F.col("event_date") >= F.lit(day))
+              .agg(F.max(F.unix_micros("event_time"))).first()[0] for t in ("correlated", "uncorrelated")]
+    newest = [n for n in newest if n is not None]
+    return int(max(newest) // (arc_s * 1e6)) if newest else None
+
+
+def fit_in_window_order(spark: "SparkSession", settings: "Settings", first: dict[int, int],
+                        touched: list[tuple[int, int]], inputs: tuple, run_id: str, rounds) -> tuple[list, list, dict]:
+    """Decide again, fit, write and calibrate window after window (module docstring): window ``k``'s rows decided
+    again (:class:`sda.pipeline.reassociation.Rounds`), then every refitted object's observations of ``k`` against
+    its prior from gold and the calibrations of the windows before ``k``; a touched window left without
+    observations is deleted. ``first``: each object's first refitted window (objects that gain or lose
+    observations join it). ``inputs``: (element sets, sensor sigmas, arc settings). Returns the rows written, the
+    (norad_id, window) keys deleted, and the calibrations' figures."""
     sets, sigmas, arc = inputs
-    k_col = F.floor(F.unix_micros("event_time") / F.lit(arc.arc_s * 1e6)).cast("long")
-    observations = observations.withColumn("k", k_col).localCheckpoint()
-    present: dict[int, list[int]] = {}  # window -> its objects, from one small job
-    for r in observations.select("k", "norad_id").distinct().collect():
-        present.setdefault(int(r["k"]), []).append(int(r["norad_id"]))
+    windows = {w for _, w in touched}
+    if first:
+        windows |= {int(r["k"]) for r in observations_of(spark, settings, first, arc.arc_s).select("k").distinct()
+                    .collect()}
     written: list = []
     emptied: list = []
     cal = {"calibrations": 0, "calibrations_deleted": 0}
-    for k in sorted(set(present) | {w for _, w in touched}):
-        rows_k: list = []
-        if k in present:
-            part = observations.where(F.col("k") == k).drop("k")
-            prior = priors(spark, settings, dict.fromkeys(present[k], k), arc.arc_s)
-            fitted = fit_objects(part, prior, sets, sigmas, arc, calibrations.lookup(spark, settings, k, arc.arc_s))
-            rows = with_times(fitted, run_id).localCheckpoint()
-            faults.checkpoint("fuse:before-write")
-            sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
-            faults.checkpoint("fuse:after-orbits")
-            rows_k = rows.select("norad_id", F.unix_micros("window_start").alias("us"), "fused_id", "manoeuvres_json",
-                                 "reassociated_ids", *SUMMARY_COLUMNS).collect()
-        gone = sorted({n for n, w in touched if w == k} - {int(r["norad_id"]) for r in rows_k})
-        if gone:  # windows whose only observations dedup withdrew
+    visited: set[int] = set()
+    newest = None
+    while pending := sorted((windows | rounds.windows(newest)) - visited):
+        k = pending[0]
+        visited.add(k)
+        joined = {n for n in rounds.before_fit(k) if first.get(n, k + 1) > k}
+        if joined:
+            first.update(dict.fromkeys(joined, k))
+            sets.update(element_sets(spark, settings, sorted(joined)))
+            windows |= {int(r["k"]) for r in observations_of(spark, settings, dict.fromkeys(joined, k), arc.arc_s)
+                        .select("k").distinct().collect()}
+        rows_k = fit_window(spark, settings, k, {n: f for n, f in first.items() if f <= k}, inputs, run_id)
+        if rows_k:
+            rounds.written.add(k)
+            newest = newest_window(spark, settings, arc.arc_s, k) if newest is None else newest
+        gone = sorted(({n for n, w in touched if w == k} | joined) - {int(r["norad_id"]) for r in rows_k})
+        if gone:  # windows whose only observations dedup withdrew or re-association moved
             sinks.delete_keys(spark, spark.createDataFrame(
                 [(n, dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc)) for n in gone],
                 "norad_id long, window_start timestamp"), "fused_orbits", settings)
@@ -237,6 +268,27 @@ def fit_in_window_order(spark: "SparkSession", settings: "Settings", observation
         written += rows_k
         emptied += [(n, k) for n in gone]
     return written, emptied, cal
+
+
+def fit_window(spark: "SparkSession", settings: "Settings", k: int, objects: dict[int, int], inputs: tuple,
+               run_id: str) -> list:
+    """Fit and write window ``k`` of the ``objects`` (norad_id -> first refitted window) that have observations
+    there; returns the rows written."""
+    sets, sigmas, arc = inputs
+    if not objects:
+        return []
+    part = observations_of(spark, settings, objects, arc.arc_s, k).drop("k").localCheckpoint()
+    present = [int(r["norad_id"]) for r in part.select("norad_id").distinct().collect()]
+    if not present:
+        return []
+    prior = priors(spark, settings, dict.fromkeys(present, k), arc.arc_s)
+    fitted = fit_objects(part, prior, sets, sigmas, arc, calibrations.lookup(spark, settings, k, arc.arc_s))
+    rows = with_times(fitted, run_id).localCheckpoint()
+    faults.checkpoint("fuse:before-write")
+    sinks.upsert(spark, rows, "fused_orbits", settings, unique=True)
+    faults.checkpoint("fuse:after-orbits")
+    return rows.select("norad_id", F.unix_micros("window_start").alias("us"), "fused_id", "manoeuvres_json",
+                       "reassociated_ids", *SUMMARY_COLUMNS).collect()
 
 
 SUMMARY_COLUMNS = ("regime", "status", "observations", "rms", "sigma_r_m", "sigma_t_m", "sigma_n_m")

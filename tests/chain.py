@@ -117,3 +117,33 @@ def assert_each_observation_once(spark, settings) -> None:
     assert len(corr) == len(set(corr)) and len(unc) == len(set(unc))
     assert not set(corr) & set(unc)
     assert set(corr) | set(unc) == dedup
+
+
+def truth_key(sensor, t, a) -> tuple:
+    """What matches a landed measurement to the simulator's truth: sensor, event time (ms), its first value."""
+    import pandas as pd
+
+    return str(sensor), pd.Timestamp(t).tz_localize(None).round("ms").value if pd.Timestamp(t).tzinfo else \
+        pd.Timestamp(t).round("ms").value, round(float(a), 2)
+
+
+def first_value(row) -> float:
+    """A measurement's first value (range, right ascension x 1e6 or x), as :func:`truth_key` takes it."""
+    for c in ("range_m", "ra_rad", "x_m"):
+        if row.get(c) is not None and row[c] == row[c]:
+            return row[c] * (1.0 if c != "ra_rad" else 1e6)
+    raise ValueError(row)
+
+
+def truth_bodies(result) -> dict:
+    """:func:`truth_key` -> the true object, for every measurement of a simulation that reaches correlation."""
+    from sda.orbit.sensors import load_sensors
+    from sda.sim import scoring
+
+    truth = scoring.landed_observations(result, load_sensors())
+    return {truth_key(r["sensor_id"], r["event_time"], first_value(r)): r["true_id"] for r in truth.to_dict("records")}
+
+
+def body_of(bodies: dict, row: dict):
+    """The true object of a gold observation row (None when the truth does not know it)."""
+    return bodies.get(truth_key(row["sensor_id"], row["event_time"], first_value(row)))

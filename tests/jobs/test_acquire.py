@@ -18,14 +18,11 @@ import re
 import shutil
 from collections import Counter
 
-import pandas as pd
 import pytest
 
 from sda.lake.tables import TABLES
-from sda.orbit.sensors import load_sensors
 from sda.pipeline import faults
 from sda.pipeline.provisional import FIRST_NUMBER, NUMBERS
-from sda.sim import scoring
 from sda.sim.simulate import SimConfig, simulate
 from tests import chain
 
@@ -41,18 +38,6 @@ SCREEN = ["--screen-start", chain.iso(SIM_END), "--horizon-h", "3"]
 def _file_time(name: str) -> dt.datetime:
     stamp = re.search(r"_(\d{8}T\d{6}Z)", name).group(1)
     return dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=chain.UTC)
-
-
-def _key(sensor, t, a) -> tuple:
-    return str(sensor), pd.Timestamp(t).tz_localize(None).round("ms").value if pd.Timestamp(t).tzinfo else \
-        pd.Timestamp(t).round("ms").value, round(float(a), 2)
-
-
-def _first_value(row) -> float:
-    for c in ("range_m", "ra_rad", "x_m"):
-        if row.get(c) is not None and row[c] == row[c]:
-            return row[c] * (1.0 if c != "ra_rad" else 1e6)
-    raise ValueError(row)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +61,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     chain.land(sorted(set(files) - set(early)), staging, two.landing)
     second = chain.run_flow(module_spark, two, "run-2", FLOW)
     events = json.loads(next(staging.rglob("*.events.json")).read_text())
-    truth = scoring.landed_observations(result, load_sensors())
-    body = {_key(r["sensor_id"], r["event_time"], _first_value(r)): r["true_id"] for r in truth.to_dict("records")}
+    body = chain.truth_bodies(result)
     orbits = {o["norad_id"]: o for o in map(json.loads, next(staging.rglob("*.orbits.jsonl")).read_text().splitlines())}
     return one, two, single, (first, second), events, body, orbits, killed
 
@@ -108,8 +92,7 @@ def _killed_and_retried(spark, crashed, uninterrupted) -> list[str]:
 def _truth_of(spark, settings, body, where: str) -> list[tuple[int, int]]:
     """(norad_id, true body) of the correlated rows matching ``where``."""
     rows = TABLES["correlated"].read(spark, settings).where(where).collect()
-    return [(int(r["norad_id"]), body.get(_key(r["sensor_id"], r["event_time"], _first_value(r.asDict()))))
-            for r in rows]
+    return [(int(r["norad_id"]), chain.body_of(body, r.asDict())) for r in rows]
 
 
 def _provisional(spark, settings) -> list[dict]:

@@ -5,11 +5,13 @@ counting, and the same detections whatever the run split.
 The scenario: 40 objects for 12 hours (two 6-hour arc windows), half of them burning twice a day on
 average (0.05-2 m/s, numerical truth), catalogue element sets 0.5-3 days old, no late or reordered
 deliveries (so a split by landing time changes nothing upstream). The flow ingest .. fuse runs once over
-everything, and in a second lakehouse over the first 8 hours' files, then the rest; both then run
-``fuse`` until it has nothing left to do (a re-association is a change of ``correlated`` that the next
-run refits to the same orbit).
+everything, and in a second lakehouse over the first 8 hours' files, then the rest, its second ``fuse``
+killed at its first re-association write and retried; both then run ``fuse`` until it has nothing left to
+do (a re-association is a change of ``correlated`` that the next run refits to the same orbit). The second
+window is decided again against the first's fused orbits (sda.pipeline.reassociation).
 
-Oracles: the truth's burns (time, delta-v) and, for the split, the single run.
+Oracles: the truth's burns (time, delta-v) and bodies (which object each landed measurement is of) and, for
+the split, the single run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 import pytest
 
 from sda.lake.tables import TABLES
+from sda.pipeline import faults
 from sda.sim.simulate import SimConfig, simulate
 from tests import chain
 
@@ -52,9 +55,9 @@ def _settle(spark, settings, name: str) -> list[dict]:
 def runs(module_spark, make_settings, tmp_path_factory):
     staging = tmp_path_factory.mktemp("manoeuvre-staging")
     one, two = make_settings("manoeuvre-one"), make_settings("manoeuvre-split")
-    simulate(SimConfig(start=SIM_START, end=SIM_END, landing=staging, catalog_out=one.catalog_file,
-                       objects=40, seed=3, tle_age_days=(0.5, 3.0), manoeuvre_share=0.5,
-                       manoeuvre_rate=2.0, late_rate=0.0, reorder_rate=0.0))
+    result = simulate(SimConfig(start=SIM_START, end=SIM_END, landing=staging, catalog_out=one.catalog_file,
+                                objects=40, seed=3, tle_age_days=(0.5, 3.0), manoeuvre_share=0.5,
+                                manoeuvre_rate=2.0, late_rate=0.0, reorder_rate=0.0))
     files = chain.twin_lakehouses(module_spark, one, two, staging)
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
@@ -64,10 +67,23 @@ def runs(module_spark, make_settings, tmp_path_factory):
     chain.land(early, staging, two.landing)
     chain.run_flow(module_spark, two, "run-1", FLOW)
     chain.land(sorted(set(files) - set(early)), staging, two.landing)
-    chain.run_flow(module_spark, two, "run-2", FLOW)
+    chain.run_flow(module_spark, two, "run-2", FLOW[:-1])
+    _killed(module_spark, two, "fuse:reassociated-into-correlated")
+    chain.run_stage(module_spark, two, "fuse", "run-2")  # the retry, as Airflow runs it
     _settle(module_spark, two, "two")
     burns = json.loads(next(staging.rglob("*.events.json")).read_text())["manoeuvres"]
-    return one, two, burns, single, settle_one
+    body = chain.truth_bodies(result)
+    return one, two, burns, single, settle_one, body
+
+
+def _killed(spark, settings, point: str) -> None:
+    """The fuse stage killed at ``point`` (which must be reached: the run re-associates)."""
+    try:
+        faults.KILL_AT.add(point)
+        with pytest.raises(faults.SimulatedCrash, match=point):
+            chain.run_stage(spark, settings, "fuse", "run-2")
+    finally:
+        faults.KILL_AT.clear()
 
 
 def _manoeuvres(spark, settings) -> list[dict]:
@@ -81,7 +97,7 @@ def _unix(t: dt.datetime) -> float:
 def test_burns_after_the_first_window_are_detected(spark, runs):
     """Every burn of 0.5 m/s or more in the second window (two hours before its end at the latest), of an
     object fused in the first, is in a detection's bracket, with the delta-v close to the truth's."""
-    one, _, burns, single, _ = runs
+    one, _, burns, single, *_ = runs
     found = _manoeuvres(spark, one)
     fused = {int(r["norad_id"]) for r in TABLES["fused_orbits"].read(spark, one)
              .where("status = 'converged' AND window_start < timestamp'2026-11-20 06:00:00'").collect()}
@@ -121,12 +137,44 @@ def test_the_split_run_gives_the_same_detections_and_associations(spark, runs):
                  .where("correlate_run_id LIKE 'reassociated:%'").collect()}
         orbits = {(r["norad_id"], r["window_start"]): r["fused_id"]
                   for r in TABLES["fused_orbits"].read(spark, settings).collect()}
-        return ids, moved, orbits
+        return ids, moved, orbits, _associations(spark, settings)
 
     a, b = state(one), state(two)
     assert a[0] == b[0]
     assert a[1] == b[1]
     assert a[2] == b[2]
+    assert a[3] == b[3]
+
+
+def _associations(spark, settings) -> dict[str, tuple]:
+    """obs_id -> (table, object or the object named as nearest, how it got there: the prefixes of its run id)."""
+    out = {r["obs_id"]: ("correlated", r["norad_id"], r["correlate_run_id"].rpartition(":")[0])
+           for r in TABLES["correlated"].read(spark, settings).collect()}
+    out.update({r["obs_id"]: ("uncorrelated", r["nearest_norad_id"], r["reason"])
+                for r in TABLES["uncorrelated"].read(spark, settings).collect()})
+    return out
+
+
+def test_the_second_window_is_decided_again_on_the_first_windows_orbits(spark, runs):
+    """Re-association ran (a round for the second window), every move is logged, each observation's last logged
+    move is where it is now, and the observations it correlated are of the object it chose, against the truth."""
+    one, *_, single, _, body = runs
+    figures = single["reassociation"]
+    assert figures["rounds"] >= 1 and figures["retested"] > 0 and figures["moved"] > 0, figures
+    log = sorted((r.asDict() for r in TABLES["reassociations"].read(spark, one).collect()),
+                 key=lambda r: (r["run_id"], r["round"]))
+    assert all(_unix(r["window_start"]) >= _unix(SIM_START) + 6 * 3600 for r in log)
+    now = _associations(spark, one)
+    last = {r["obs_id"]: r for r in log}
+    for obs_id, move in last.items():
+        table, norad, how = now[obs_id]
+        assert table == move["to_status"], move
+        if table == "correlated" and how == "gated":
+            assert norad == move["to_norad_id"], move
+    gated = [r for r in TABLES["correlated"].read(spark, one).where("correlate_run_id LIKE 'gated:%'").collect()]
+    truth = [chain.body_of(body, r.asDict()) for r in gated]
+    right = sum(1 for r, t in zip(gated, truth) if t is not None and int(t) == r["norad_id"])
+    assert gated and right >= 0.99 * len(gated), (right, len(gated))
 
 
 def test_the_screening_takes_the_post_burn_orbit(spark, runs):
@@ -148,7 +196,7 @@ def test_the_screening_takes_the_post_burn_orbit(spark, runs):
 
 
 def test_a_settled_rerun_changes_nothing(spark, runs, module_spark):
-    one, *_, settle = runs
+    one, _, _, _, settle, _ = runs
     assert not settle[-1].get("windows")
     before = sorted((r["norad_id"], r["seq"], r["manoeuvre_id"]) for r in _manoeuvres(spark, one))
     again = chain.run_stage(module_spark, one, "fuse", "run-again")

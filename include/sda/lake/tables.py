@@ -120,6 +120,11 @@ _SPECS = [
               "residuals; the fuse stage applies it to the later windows (sda.orbit.estimation.calibration)",
               key=("sensor_id", "window_start", "quantity"), prune=("window_start",),
               stats=("sensor_id", "window_start")),
+    TableSpec("reassociations", "gold", schemas.REASSOCIATIONS,
+              "every move of an observation by re-association against fused orbits: from, to, round, why "
+              "(jobs/fuse.py, sda.pipeline.reassociation)",
+              partition_by=("event_date",), key=("move_id",), prune=("event_date",),
+              stats=("obs_id", "window_start")),
     TableSpec("manoeuvres", "gold", schemas.MANOEUVRES,
               "per object and arc window, a manoeuvre its observations revealed: burn bracket, delta-v, the test, "
               "the orbit re-fitted after it (jobs/fuse.py, sda.orbit.manoeuvre.detection)",

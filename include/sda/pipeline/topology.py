@@ -114,14 +114,15 @@ STAGES: tuple[Stage, ...] = (
         name="fuse",
         summary="fit each observed object's orbit to its radar, optical and ISL observations (orbit determination)",
         upstream=("correlate",),
-        inputs=("correlated", "uncorrelated", "catalog", "fused_orbits", "sensor_calibrations"),
-        outputs=("fused_orbits", "manoeuvres", "correlated", "uncorrelated", "sensor_calibrations"),
+        inputs=("correlated", "uncorrelated", "catalog", "provisional_objects", "fused_orbits", "sensor_calibrations"),
+        outputs=("fused_orbits", "manoeuvres", "correlated", "uncorrelated", "reassociations", "sensor_calibrations"),
         operators=("window", "fold", "map"),
         key=("norad_id",),
-        broadcast=("catalog", "fused_orbits", "sensor_calibrations"),
+        broadcast=("catalog", "provisional_objects", "fused_orbits", "sensor_calibrations"),
         state="fused_orbits: a fold keyed by (norad_id, event-time arc window), each window's fit the prior of "
-              "the next; a change refits its window and the object's later ones. manoeuvres: each window's "
-              "detections. Held observations a fit explains move from uncorrelated to correlated (a feedback "
+              "the next; a change refits its window and the object's later ones. Before a window is fitted its "
+              "observations are decided again against the earlier windows' fused orbits (moves logged in "
+              "reassociations). manoeuvres: each window's detections. Held observations a fit explains move from uncorrelated to correlated (a feedback "
               "edge: the next run refits the same window to the same orbit). sensor_calibrations: per "
               "(sensor, arc window), the sum of the window's fits' residual statistics, applied to the later windows",
     ),

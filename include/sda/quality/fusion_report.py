@@ -116,8 +116,14 @@ def _run_line(fuse_metrics: dict[str, Any] | None) -> str:
     extra = (f'; it found <span class="manoeuvres">{found:,}</span> manoeuvre{"s" if found != 1 else ""} '
              f"(gold <code>manoeuvres</code>) and re-associated {moved:,} held observation{'s' if moved != 1 else ''}"
              + (f" ({back:,} moved back)" if back else "")) if found or moved or back else ""
+    again = figures.get("reassociation") or {}
+    decided = (f' Before fitting, it decided <span class="retested">{again["retested"]:,}</span> observations again '
+               f'against the fused orbits of earlier windows ({again.get("rounds", 0):,} round'
+               f'{"s" if again.get("rounds", 0) != 1 else ""}) and moved <span class="moved">{again.get("moved", 0):,}'
+               "</span> of them (gold <code>reassociations</code>).") if again.get("retested") else ""
     return (f'<p class="fuse-run">This run\'s fuse stage fitted {figures.get("windows", 0):,} windows of '
-            f'{figures.get("objects", 0):,} objects' + (f" ({_e(statuses)})" if statuses else "") + extra + ".</p>")
+            f'{figures.get("objects", 0):,} objects' + (f" ({_e(statuses)})" if statuses else "") + extra + "."
+            + decided + "</p>")
 
 
 def _regimes_table(regimes: list[dict[str, Any]]) -> str:

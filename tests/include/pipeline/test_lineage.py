@@ -115,6 +115,21 @@ def _seed(spark, settings):
     append_rows(spark, settings, "alerts", alerts)
 
 
+
+def test_render_moves_lists_each_move_from_to_round_and_why():
+    moves = [{"event_time": dt.datetime(2026, 11, 21, 12, 5), "obs_id": "a" * 40, "from_status": "uncorrelated",
+              "from_norad_id": None, "to_status": "correlated", "to_norad_id": 25544, "round": 1,
+              "reason": "inside a gate now", "run_id": "r7"},
+             {"event_time": dt.datetime(2026, 11, 21, 12, 9), "obs_id": "b" * 40, "from_status": "correlated",
+              "from_norad_id": 25544, "to_status": "correlated", "to_norad_id": 25545, "round": 2,
+              "reason": "another object likelier", "run_id": "r7"}]
+    out = command.render_moves(moves, limit=1)
+    assert out == ["  observations re-association moved to or from it: 2 (last 1 shown)",
+                   "    2026-11-21 12:09:00 obs bbbbbbbbbbbbbbbb correlated 25544 -> correlated 25545  "
+                   "round 2 of run r7: another object likelier"]
+    assert command.render_moves([], 5) == []
+    assert "uncorrelated -> correlated 25544  round 1" in command.render_moves(moves, 5)[1]
+
 def test_trace_follows_the_fused_orbit_an_alert_used(spark, settings):
     from sda.pipeline import lineage
 

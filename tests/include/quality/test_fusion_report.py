@@ -73,6 +73,14 @@ def test_section_shows_the_figures_and_the_failures():
     html = fusion_report.fusion_section(summary, fuse_row)
     assert ('(converged 9); it found <span class="manoeuvres">2</span> manoeuvres (gold <code>manoeuvres</code>) '
             "and re-associated 1 held observation.") in html
+    assert "decided" not in html  # no re-association figures: no sentence
+    fuse_row["metrics_json"] = json.dumps({"windows": 2, "objects": 2, "by_status": {"converged": 2},
+                                           "reassociation": {"retested": 1200, "rewritten": 40, "moved": 3,
+                                                             "rounds": 1}})
+    html = fusion_report.fusion_section(summary, fuse_row)
+    assert ('fitted 2 windows of 2 objects (converged 2). Before fitting, it decided <span class="retested">1,200'
+            '</span> observations again against the fused orbits of earlier windows (1 round) and moved '
+            '<span class="moved">3</span> of them (gold <code>reassociations</code>).</p>') in html
 
 
 def test_the_page_has_the_section_only_with_fused_orbits(tmp_path):

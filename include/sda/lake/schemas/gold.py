@@ -214,6 +214,27 @@ MANOEUVRES = T.StructType(
     ]
 )
 
+# One row per move of an observation by the fuse stage's re-association (sda.pipeline.reassociation): decided
+# again against the fused orbits of the windows before its own, it changed status or object. Keyed by a hash of
+# (obs_id, from, to, basis), so a retried run logs nothing twice; ``round`` is the window's place in the run.
+REASSOCIATIONS = T.StructType(
+    [
+        T.StructField("move_id", T.StringType(), False),
+        T.StructField("obs_id", T.StringType(), False),
+        T.StructField("window_start", T.TimestampType(), False),  # the observation's arc window
+        T.StructField("from_status", T.StringType(), False),  # correlated | uncorrelated
+        T.StructField("from_norad_id", T.LongType()),
+        T.StructField("to_status", T.StringType(), False),
+        T.StructField("to_norad_id", T.LongType()),
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("round", T.LongType(), False),  # 1 for the run's first window decided again, 2 ...
+        T.StructField("basis", T.StringType(), False),  # digest of the fused orbits it was decided against
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("event_time", T.TimestampType(), False),
+        T.StructField("event_date", T.DateType(), False),
+    ]
+)
+
 # One row per provisional object: an object in no catalogue that uncorrelated observations revealed, numbered in
 # the analyst range (sda.pipeline.provisional; docs/acquisition.md, "What a new object becomes"). ``status``:
 # active (in the catalogue: correlated and screened), retired (no observation for a while: out of both), merged

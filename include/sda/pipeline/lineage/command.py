@@ -46,6 +46,22 @@ def render_orbit(used: dict[str, Any], limit: int) -> list[str]:
     return out
 
 
+def _side(status: str, norad) -> str:
+    return f"{status} {norad}" if norad is not None else status
+
+
+def render_moves(moves: list[dict[str, Any]], limit: int) -> list[str]:
+    """The object's observations re-association moved (from, to, round, why)."""
+    if not moves:
+        return []
+    shown = f" (last {min(limit, len(moves))} shown)" if len(moves) > limit else ""
+    out = [f"  observations re-association moved to or from it: {len(moves)}{shown}"]
+    for m in moves[-limit:]:
+        out.append(f"    {m['event_time']} obs {m['obs_id'][:16]} {_side(m['from_status'], m['from_norad_id'])} -> "
+                   f"{_side(m['to_status'], m['to_norad_id'])}  round {m['round']} of run {m['run_id']}: {m['reason']}")
+    return out
+
+
 def render(result: dict[str, Any], limit: int = 20) -> str:
     a = result["alert"]
     out = [f"alert {a['alert_id']} v{a['version']} {a['status']} {a['level']}: "
@@ -72,6 +88,7 @@ def render(result: dict[str, Any], limit: int = 20) -> str:
         for o in obs[-limit:]:
             out.append(f"    {o['event_time']} {o['sensor_id']:<14} obs {o['obs_id'][:16]} "
                        f"residual {o['residual_m']:.0f} m  bronze {o['bronze_id'][:16]}")
+        out += render_moves(obj.get("moves") or [], limit)
     out.append(f"bronze records: {len(result['bronze'])} in {len(result['landing_files'])} landing file(s)")
     for f in result["landing_files"]:
         n = sum(1 for b in result["bronze"] if b["source_file"] == f["file_path"])

@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sda.lake.tables import TABLES
+from sda.lake.tables import TABLES, table_exists
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -57,11 +57,24 @@ def object_lineage(spark: "SparkSession", settings: "Settings", norad: int, scre
              .select("window_start", "window_end", "observations", "residual_rms_m", "last_observed", "final",
                      "run_id").collect())
     obs = TABLES["correlated"].read(spark, settings).where(c("norad_id") == norad)
-    if known_runs is not None:
-        obs = obs.where(c("correlate_run_id").isin(known_runs))
+    if known_runs is not None:  # a row re-association rewrote keeps the run that first decided it
+        obs = obs.where(F.regexp_replace(c("correlate_run_id"), "^gated:", "").isin(known_runs))
     obs = (obs
            .select("obs_id", "sensor_id", "sensor_kind", "event_time", "residual_m", "bronze_id", "correlate_run_id")
            .orderBy("event_time"))
     return {"norad_id": norad, "element_set": element_set,
             "state_window": state[0].asDict() if state else None,
-            "observations": [r.asDict() for r in obs.collect()]}
+            "observations": [r.asDict() for r in obs.collect()], "moves": moves(spark, settings, norad)}
+
+
+def moves(spark: "SparkSession", settings: "Settings", norad: int) -> list[dict[str, Any]]:
+    """The re-association's moves of observations to or from the object (gold ``reassociations``), in time order."""
+    from pyspark.sql import functions as F
+
+    if not table_exists("reassociations", settings):
+        return []
+    rows = (TABLES["reassociations"].read(spark, settings)
+            .where((F.col("to_norad_id") == norad) | (F.col("from_norad_id") == norad))
+            .select("obs_id", "event_time", "from_status", "from_norad_id", "to_status", "to_norad_id", "round",
+                    "reason", "run_id").orderBy("event_time", "obs_id", "run_id"))
+    return [r.asDict() for r in rows.collect()]
