@@ -56,7 +56,7 @@ from common import REFERENCE_FILES, RESULTS, in_range, log, reference_catalogue,
 
 FIXED_SIGMA_M = 2000.0  # the gate's former single prediction sigma
 AGES = [0.5, 1.0, 3.0, 7.0]
-TRACKING_ONLY = ("objects", "fit_hours", "workers")
+TRACKING_ONLY = ("objects", "fit_hours", "workers", "subset")
 
 
 def _ages(text: str) -> list[float]:
@@ -98,6 +98,9 @@ def parser() -> argparse.ArgumentParser:
                    help="--tracking: observed objects, a subset of the catalogue (default 2000)")
     p.add_argument("--fit-hours", type=in_range(24.0, "hours"), default=None,
                    help="--tracking: hours of observations fused before the scored window (default 6)")
+    p.add_argument("--subset", choices=("enriched", "random"), default=None,
+                   help="--tracking: the observed objects: the hard cases first, then random (enriched, the default), "
+                        "or a random sample of the whole catalogue (random)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="--tracking: processes fusing the orbits (default 2)")
     return p
@@ -120,7 +123,7 @@ def parse(argv=None) -> argparse.Namespace:
         p.error(f"--tracking takes one age, not {len(args.ages)}")
     if args.workers is not None and args.workers > 16:
         p.error(f"--workers {args.workers}: at most 16")
-    defaults = {"ages": [1.0], "objects": 2000, "fit_hours": 6.0, "workers": 2,
+    defaults = {"ages": [1.0], "objects": 2000, "fit_hours": 6.0, "workers": 2, "subset": "enriched",
                 "out": RESULTS / "correlation_tracking.json"}
     for name, value in defaults.items():
         if getattr(args, name) is None:

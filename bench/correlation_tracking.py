@@ -52,6 +52,8 @@ KNOWN_CROSS_TAGS = (65119, 65123, 62485, 60233, 49330, 38740, 33056, 44113, 4174
 NEIGHBOUR_KM = 200.0  # around the GEESAT pair
 COLOCATED_KM = 20.0  # two objects this close at --start are kept together ...
 GEO_COLOCATED_KM = 50.0  # ... or this close when one is geostationary
+# issue 51's targets: right on the subset enriched with the hard cases, and on a random sample of the catalogue
+TARGET_RIGHT_PCT = {"enriched": 99.7, "random": 99.9}
 
 
 def _close_pairs(ids: np.ndarray, sats: list, regimes: np.ndarray, t: float) -> list[tuple[int, int]]:
@@ -72,8 +74,9 @@ def _close_pairs(ids: np.ndarray, sats: list, regimes: np.ndarray, t: float) -> 
     return out
 
 
-def select_subset(entries: list, n: int, seed: int, t: float) -> tuple[list[int], dict]:
-    """The observed catalogue numbers (module docstring) in priority order, cut to ``n``, and what they hold."""
+def select_subset(entries: list, n: int, seed: int, t: float, mode: str = "enriched") -> tuple[list[int], dict]:
+    """The observed catalogue numbers (module docstring) in priority order, cut to ``n``, and what they hold;
+    ``mode`` ``random``: a seeded random sample of the whole catalogue, nothing put first."""
     from sda.orbit import frames, uncertainty
     from sda.orbit.screening import satrecs_from_lines
 
@@ -91,11 +94,11 @@ def select_subset(entries: list, n: int, seed: int, t: float) -> tuple[list[int]
     colocated = [x for pair in pairs for x in pair]
     wanted = list(dict.fromkeys([*geesat, *KNOWN_CROSS_TAGS, *partners, *near, *colocated]))
     present = set(int(i) for i in ids)
-    wanted = [w for w in wanted if w in present]
+    wanted = [w for w in wanted if w in present] if mode == "enriched" else []
     rest = [int(i) for i in ids if int(i) not in set(wanted)]
     rng = np.random.default_rng([seed, 38])
     chosen = (wanted + [rest[i] for i in rng.permutation(len(rest))])[:n]
-    info = {"geesat": geesat, "special": len(wanted), "colocated_pairs": len(pairs),
+    info = {"mode": mode, "geesat": geesat, "special": len(wanted), "colocated_pairs": len(pairs),
             "special_kept": len(set(chosen) & set(wanted)), "observed": len(chosen),
             "observed_by_regime": pd.Series(regimes[np.isin(ids, chosen)]).value_counts().to_dict()}
     return chosen, info
@@ -229,7 +232,8 @@ def _simulate(args, root: Path, catalog: Path, start: dt.datetime) -> tuple:
     from sda.sim.simulate import SimConfig
 
     t0 = time.monotonic()
-    keep, info = select_subset(latest_by_object(load_catalog(catalog)[0]), args.objects, args.seed, start.timestamp())
+    keep, info = select_subset(latest_by_object(load_catalog(catalog)[0]), args.objects, args.seed, start.timestamp(),
+                               args.subset)
     age = args.ages[0]
     cfg = SimConfig(start=start - dt.timedelta(hours=args.fit_hours), end=start + dt.timedelta(minutes=args.minutes),
                     landing=root / "landing", catalog=catalog, catalog_out=root / "catalog.tle", seed=args.seed,
@@ -285,6 +289,7 @@ def _log_window(name: str, fig: dict) -> None:
 def run(args: argparse.Namespace) -> dict:
     from sda.config.settings import Settings
     from sda.orbit import correlation, frames, uncertainty
+    from sda.orbit.correlation import reassociation
     from sda.orbit.correlation.tracks import from_results
     from sda.orbit.fusion.arcs import result_from_row
     from sda.orbit.sensors import load_sensors, sensor_sigmas
@@ -313,7 +318,8 @@ def run(args: argparse.Namespace) -> dict:
         rows_of = {int(n): i for i, n in enumerate(ids)}
         t0 = time.monotonic()
         end = start.timestamp() + args.minutes * 60.0 + 60.0
-        tracks = from_results({rows_of[n]: result_from_row(r) for n, r in fused.pop("rows").items() if n in rows_of},
+        used_rows = fused.pop("rows")
+        tracks = from_results({rows_of[n]: result_from_row(r) for n, r in used_rows.items() if n in rows_of},
                               start.timestamp(), end)
         fused["predict_s"] = round(time.monotonic() - t0, 1)
         result["fused"] = fused
@@ -322,14 +328,20 @@ def run(args: argparse.Namespace) -> dict:
         model = correlation.prediction_model(sats)
         result["gate_sigma"] = gate_sizes(tracks, rows_of, keep, model, start.timestamp() + args.minutes * 30.0,
                                           regime_of)
-        for name, extra in (("catalogue", {}), ("tracking", {"tracks": tracks})):
+        fits = {n: result_from_row(r) for n, r in used_rows.items()}
+        for name in ("catalogue", "tracking"):
             t0 = time.monotonic()
-            matched = scoring.correlate(window, ids, sats, gate_km, sigmas, model=model, **extra)
+            if name == "catalogue":
+                matched = scoring.correlate(window, ids, sats, gate_km, sigmas, model=model)
+            else:  # the fuse stage's re-association of a window whose basis is the fit hours' orbits
+                decided = reassociation.retest(window, ids, sats, fits, start.timestamp(), gate_km, sigmas, model=model)
+                matched = window.merge(decided, on="obs_id", validate="one_to_one")
             fig = figures(matched, lines, regime_of)
             fig["correlate_s"] = round(time.monotonic() - t0, 1)
             fig["uct_detail"] = uct_detail(matched, {int(ids[r]) for r in tracks.rows}, lines)
             result[name] = fig
             _log_window(name, fig)
-    result["target"] = {"right_pct": 99.9, "wrong_pct": 0.05,
-                        "met": result["tracking"]["right_pct"] >= 99.9 and result["tracking"]["wrong_pct"] <= 0.05}
+    right = TARGET_RIGHT_PCT[args.subset]
+    result["target"] = {"right_pct": right, "wrong_pct": 0.05,
+                        "met": result["tracking"]["right_pct"] >= right and result["tracking"]["wrong_pct"] <= 0.05}
     return result

@@ -23,6 +23,8 @@ HAVE_CATALOGUE = all((common.CATALOG_DIR / f).is_file() for f in common.REFERENC
     (["--tracking", "--objects", "0"], "expected at least 1"),
     (["--tracking", "--workers", "2.5"], "'2.5' is not a whole number"),
     (["--tracking", "--workers", "17"], "--workers 17: at most 16"),
+    (["--subset", "random"], "--subset only with --tracking"),
+    (["--tracking", "--subset", "all"], "argument --subset: invalid choice: 'all'"),
 ])
 def test_bad_tracking_arguments_are_refused(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -33,7 +35,8 @@ def test_bad_tracking_arguments_are_refused(argv, message, capsys):
 
 def test_tracking_defaults_and_the_plain_mode_unchanged():
     args = bench.parse(["--tracking"])
-    assert (args.ages, args.objects, args.fit_hours, args.workers) == ([1.0], 2000, 6.0, 2)
+    assert (args.ages, args.objects, args.fit_hours, args.workers, args.subset) == ([1.0], 2000, 6.0, 2, "enriched")
+    assert bench.parse(["--tracking", "--subset", "random"]).subset == "random"
     assert args.out.name == "correlation_tracking.json"
     plain = bench.parse([])
     assert plain.ages == [0.5, 1.0, 3.0, 7.0] and plain.out.name == "correlation.json" and plain.objects is None
@@ -57,6 +60,7 @@ def test_a_tiny_tracking_run_writes_its_figures(tmp_path):
     assert json.loads(out.read_text()) == json.loads(json.dumps(result, default=str))
     assert result["mode"] == "tracking" and result["objects"] == 4 and result["age_days"] == 1.0
     assert result["subset"]["observed"] == 4 and result["subset"]["geesat"] == [65119, 65123]
+    assert result["subset"]["mode"] == "enriched" and result["target"]["right_pct"] == 99.7
     assert "numerical" in result["truth_model"]
     for name in ("catalogue", "tracking", "fit_hours_correlation"):
         figures = result[name]
@@ -70,3 +74,21 @@ def test_a_tiny_tracking_run_writes_its_figures(tmp_path):
     assert set(result["gate_sigma"]["all"]) == {"objects", "fused", "fused_sigma_m", "catalogue_sigma_m_same",
                                                "catalogue_sigma_m_all"}
     assert isinstance(result["target"]["met"], bool)
+
+
+@pytest.mark.skipif(not HAVE_CATALOGUE, reason="the reference catalogue ../shared/data/catalog is not there "
+                                               "(a plain clone has no ../shared/data)")
+def test_the_random_subset_puts_no_hard_case_first(tmp_path):
+    import correlation_tracking as tracking
+
+    from sda.orbit.catalog import latest_by_object, load_catalog
+
+    entries = latest_by_object(load_catalog(common.reference_catalogue(tmp_path / "ref.tle"))[0])
+    t = 1759622400.0  # 2025-10-05
+    enriched, info = tracking.select_subset(entries, 40, 5, t)
+    assert enriched[:2] == [65119, 65123] and info["special"] > 40 and info["mode"] == "enriched"
+    random, info = tracking.select_subset(entries, 40, 5, t, "random")
+    assert info["special"] == 0 and info["mode"] == "random" and len(set(random)) == 40
+    assert random == tracking.select_subset(entries, 40, 5, t, "random")[0]  # the seed decides
+    assert random != tracking.select_subset(entries, 40, 6, t, "random")[0]
+    assert len(set(random) & set(tracking.KNOWN_CROSS_TAGS)) <= 1  # 40 of 13,407 at random
