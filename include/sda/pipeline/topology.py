@@ -122,8 +122,9 @@ STAGES: tuple[Stage, ...] = (
         state="fused_orbits: a fold keyed by (norad_id, event-time arc window), each window's fit the prior of "
               "the next; a change refits its window and the object's later ones. Before a window is fitted its "
               "observations are decided again against the earlier windows' fused orbits (moves logged in "
-              "reassociations). manoeuvres: each window's detections. Held observations a fit explains move from uncorrelated to correlated (a feedback "
-              "edge: the next run refits the same window to the same orbit). sensor_calibrations: per "
+              "reassociations). manoeuvres: each window's detections. Held observations a fit explains move "
+              "from uncorrelated to correlated (a feedback edge: the next run refits the same window to the same "
+              "orbit). sensor_calibrations: per "
               "(sensor, arc window), the sum of the window's fits' residual statistics, applied to the later windows",
     ),
     Stage(
