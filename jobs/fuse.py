@@ -22,7 +22,12 @@ objects' fits of that window and applied to the later windows' fits, so a run fi
 object's window ``k`` (one keyed pass, each prior the object's orbit of an earlier window, read back from gold),
 window ``k``'s calibrations re-estimated, then window ``k + 1`` with them. A run over two windows thus fits the
 second as a run split at their boundary does (the same input gives the same output, whatever the run split).
-Manoeuvres and re-associations are written once, after the last window.
+Manoeuvres and the held observations' re-associations are written once, after the last window.
+
+**Decided again before each fit** (:mod:`sda.pipeline.reassociation`): before window ``k`` is fitted, its
+observations are decided again against the fused orbits of the windows before it (all of them when one of those
+fits was written in this run, else the ones new in this run); the objects that gained or lost observations join
+the run from window ``k`` on. A run visits the windows with new rows and up to four windows after any it wrote.
 """
 
 from __future__ import annotations
