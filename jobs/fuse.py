@@ -78,7 +78,7 @@ def arc_settings(settings: "Settings"):
 
 def touched_windows(changes: "DataFrame", retracted: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
     """(norad_id, window index) of every changed or withdrawn correlated observation."""
-    k = F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
+    k = manoeuvre_io.arc_window(arc_s)
     both = changes.select("norad_id", k).unionByName(retracted.select("norad_id", k)).distinct()
     return [(int(r["norad_id"]), int(r["k"])) for r in both.collect()]
 
@@ -160,7 +160,7 @@ def changed_windows(spark: "SparkSession", settings: "Settings", args, arc_s: fl
         return None, None, None, consumed, False
     own = touched_windows(changes, retracted, arc_s) if first_v <= last_v else []
     others = manoeuvre_io.held_touched(held, arc_s) if first_h <= last_h else []
-    k = F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
+    k = manoeuvre_io.arc_window(arc_s)
     new = changes.select("obs_id", k).unionByName(held.select("obs_id", k))
     return own, others, new, consumed, True
 
@@ -219,7 +219,7 @@ def observations_of(spark: "SparkSession", settings: "Settings", first: dict[int
             .join(F.broadcast(keys), on="norad_id").where(F.col("event_time") >= F.col("first_start"))
             .select(*FIT_COLUMNS, manoeuvre_io.is_reassociated().alias("candidate"))
             .unionByName(manoeuvre_io.held_observations(spark, settings, keys, lo, FIT_COLUMNS)))
-    rows = rows.withColumn("k", F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long"))
+    rows = rows.withColumn("k", manoeuvre_io.arc_window(arc_s))
     return rows if k is None else rows.where(F.col("k") == k)
 
 

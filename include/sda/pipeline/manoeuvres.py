@@ -52,12 +52,19 @@ def held_only(uncorrelated: "DataFrame") -> "DataFrame":
     return uncorrelated.where(F.col("nearest_norad_id").isNotNull() & (F.col("reason") == F.lit(REASON_NO_CANDIDATE)))
 
 
+def arc_window(arc_s: float):
+    """The arc window index of a row's ``event_time`` (a column named ``k``)."""
+    from pyspark.sql import functions as F
+
+    return F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
+
+
 def held_touched(changes: "DataFrame", arc_s: float) -> list[tuple[int, int]]:
     """(nearest norad_id, window index) of the new held rows."""
     from pyspark.sql import functions as F
 
-    k = F.floor(F.unix_micros("event_time") / F.lit(arc_s * 1e6)).cast("long").alias("k")
-    rows = held_only(changes).select(F.col("nearest_norad_id").alias("norad_id"), k).distinct().collect()
+    rows = (held_only(changes).select(F.col("nearest_norad_id").alias("norad_id"), arc_window(arc_s))
+            .distinct().collect())
     return [(int(r["norad_id"]), int(r["k"])) for r in rows]
 
 

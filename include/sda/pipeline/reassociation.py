@@ -199,8 +199,6 @@ class Rounds:
     which objects must be fitted there besides the ones the run refits anyway."""
 
     def __init__(self, spark: "SparkSession", settings: "Settings", arc_s: float, new: "DataFrame", run_id: str):
-        from pyspark.sql import functions as F
-
         self.spark, self.settings, self.arc_s, self.run_id = spark, settings, arc_s, run_id
         self.new = new.select("obs_id", "k").localCheckpoint()
         self.new_windows = {int(r["k"]) for r in self.new.select("k").distinct().collect()}
@@ -208,7 +206,6 @@ class Rounds:
         self.round = 0
         self.figures: dict[str, int] = {"retested": 0, "rewritten": 0, "moved": 0, "rounds": 0}
         self._catalogue: tuple | None = None
-        self._col = F.col
 
     def windows(self, newest: int | None) -> set[int]:
         """The windows to visit besides the refitted ones: those with new rows, and the ones after a window whose
@@ -238,7 +235,9 @@ class Rounds:
         everything = any(k - d in self.written for d in range(1, LOOKBACK_WINDOWS + 1))
         if not everything and k not in self.new_windows:
             return set()
-        only = None if everything else self.new.where(self._col("k") == k)
+        from pyspark.sql import functions as F
+
+        only = None if everything else self.new.where(F.col("k") == k)
         self.round += 1
         figures, touched = retest_window(self.spark, self.settings, k, self.arc_s, self.catalogue, only,
                                          self.round, self.run_id)
