@@ -112,7 +112,8 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         name="fuse",
-        summary="fit each observed object's orbit to its radar, optical and ISL observations (orbit determination)",
+        summary="decide each arc window's observations again against the earlier windows' fused orbits, then fit "
+                "each observed object's orbit to its radar, optical and ISL observations (orbit determination)",
         upstream=("correlate",),
         inputs=("correlated", "uncorrelated", "catalog", "provisional_objects", "fused_orbits", "sensor_calibrations"),
         outputs=("fused_orbits", "manoeuvres", "correlated", "uncorrelated", "reassociations", "sensor_calibrations"),
