@@ -226,6 +226,11 @@ class CatalogueModel:
         sig[:, 1] += self.accel_t_m_day2[index] * days * days
         return sig
 
+    def widened(self, factor: float) -> "CatalogueModel":
+        """The same law with every sigma times ``factor`` (re-association's wider pass)."""
+        return dataclasses.replace(self, sigma0_m=self.sigma0_m * factor, rate_m_day=self.rate_m_day * factor,
+                                   accel_t_m_day2=self.accel_t_m_day2 * factor)
+
     def along_rate_m_day(self, index: np.ndarray, t: np.ndarray) -> np.ndarray:
         """[m] d sigma_T / dt [m/day] of objects ``index`` at ``t`` (the along-track error's growth rate)."""
         index = np.asarray(index, dtype=np.int64)

@@ -12,6 +12,14 @@ functions of the earlier windows' final associations: processed in window order,
 whatever the file order or run split. :func:`compare` says which rows the new decision rewrites and
 which of them *move* (another status or object), and why.
 
+A **wider pass** then looks for the observations no gate took (not the held cross-tags) among the objects the
+basis does not hold: an object never fused is one whose element set the catalogue's uncertainty model
+under-covers as often as not (its observations fell outside the gate, so it was never correlated, so never
+fused). They are decided again by the same correlator with those objects' modelled sigmas times
+:data:`WIDE_SIGMA_SCALE` (the same position limit ``gate_km``, the same commit and ambiguity rules); an
+observation it associates is marked ``wide``. Objects with a usable fused orbit are not candidates there: their
+own gate, tens of metres, already said the observation is not theirs.
+
 The tracks are predicted on a grid anchored at the window's start, so a row decided again in another run
 is measured on the same nodes.
 """
@@ -39,6 +47,11 @@ STORED = {
     "correlated": ("norad_id", "residual_m", "candidates", "ambiguous", "gate_d2", *RESIDUAL_COLUMNS),
     "uncorrelated": ("reason", "nearest_norad_id", "nearest_residual_m", "nearest_gate_d2"),
 }
+#: the wider pass's element-set sigmas, in the catalogue uncertainty model's (module docstring). Calibrated on
+#: bench/correlation.py --tracking's development seed 1 (enriched subset): 3, 5 and 8 took 43, 149 and 183 of the
+#: 185 observations outside every gate of never-fused objects (along-track errors up to 22 model sigmas: fresh,
+#: low, high-drag objects), none wrongly; the figures on other seeds are in docs/performance.md
+WIDE_SIGMA_SCALE = 8.0
 #: numbers are compared to this relative tolerance (a track's nodes are predicted anew each run)
 RTOL = 1e-6
 
@@ -56,11 +69,12 @@ def retest(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence, fits:
     """Decide the observations ``obs`` (one arc window's, from ``window_start`` unix seconds on) again: the
     objects of ``fits`` (norad_id -> fused orbit, each epoch before ``window_start``) predicted by them, the rest
     of the catalogue ``(norad_ids, satrecs)`` by its element sets. ``kwargs``: :func:`correlate_frame`'s
-    (``model``, ``bodies``, ``light_time``). One row per observation, :data:`RESULT_COLUMNS`: the decision on the
-    fused orbits, except where it finds no object and the element sets' decision associates one (that stands:
-    after a burn the fused orbit no longer gates its object's observations, and the manoeuvre test needs them)."""
+    (``model``, ``bodies``, ``light_time``). One row per observation, :data:`RESULT_COLUMNS` and ``wide``: the
+    decision on the fused orbits, except where it finds no object and the element sets' decision associates one
+    (that stands: after a burn the fused orbit no longer gates its object's observations, and the manoeuvre test
+    needs them); then the wider pass (module docstring) over the rows no gate took."""
     if len(obs) == 0:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in RESULT_COLUMNS.items()})
+        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in (RESULT_COLUMNS | {"wide": "bool"}).items()})
     obs = obs.reset_index(drop=True)
     rows_of = {int(n): i for i, n in enumerate(norad_ids)}
     t = unix_seconds(obs["event_time"])
@@ -80,13 +94,42 @@ def retest(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence, fits:
         return pd.concat([correlate_frame(obs.iloc[idx].reset_index(drop=True), norad_ids, satrecs, gate_km, sigmas,
                                           tracks=with_tracks, **kwargs) for idx in groups], ignore_index=True)
 
-    plain = decide(None)
-    if tracks is None:
-        return plain
-    fused = decide(tracks)
-    # the element sets' association stands where the fused orbits find no object (a burn's observations)
-    keep = ((fused["status"] != "correlated") & (plain["status"] == "correlated")).to_numpy()
-    return pd.concat([fused[~keep], plain[keep]]).sort_index()
+    decided = decide(None)
+    if tracks is not None:
+        fused = decide(tracks)
+        # the element sets' association stands where the fused orbits find no object (a burn's observations)
+        keep = ((fused["status"] != "correlated") & (decided["status"] == "correlated")).to_numpy()
+        decided = pd.concat([fused[~keep], decided[keep]]).sort_index()
+    return _wider(decided, obs, bucket, norad_ids, satrecs, [rows_of[int(n)] for n in fits if int(n) in rows_of],
+                  gate_km, sigmas, kwargs)
+
+
+def _wider(decided: pd.DataFrame, obs: pd.DataFrame, bucket: np.ndarray, norad_ids: Sequence[int],
+           satrecs: Sequence, fitted: list[int], gate_km: float, sigmas: Mapping, kwargs: Mapping) -> pd.DataFrame:
+    """``decided`` with the wider pass (module docstring) over its rows no gate took, and the ``wide`` column."""
+    from sda.orbit.correlation.association import distinct_bodies
+    from sda.orbit.correlation.columns import REASON_NO_CANDIDATE
+    from sda.orbit.correlation.correlate import prediction_model
+
+    decided = decided.assign(wide=False)
+    left = np.flatnonzero(((decided["status"] != "correlated") & (decided["reason"] == REASON_NO_CANDIDATE)).to_numpy())
+    if len(left) == 0:
+        return decided
+    model = kwargs.get("model") or prediction_model(satrecs)
+    bodies = kwargs.get("bodies")
+    bodies = np.array(distinct_bodies(np.asarray(norad_ids), satrecs) if bodies is None else bodies, dtype=bool)
+    bodies[fitted] = False
+    wide_kwargs = {**kwargs, "model": model.widened(WIDE_SIGMA_SCALE), "bodies": bodies}
+    where = pd.Index(obs["obs_id"]).get_indexer(decided["obs_id"].to_numpy()[left])  # decided is in bucket order
+    sub = obs.iloc[where].reset_index(drop=True)
+    parts = [correlate_frame(sub.iloc[idx].reset_index(drop=True), norad_ids, satrecs, gate_km, sigmas, **wide_kwargs)
+             for idx in pd.Series(np.arange(len(sub))).groupby(bucket[where]).groups.values()]
+    again = pd.concat(parts, ignore_index=True).set_index("obs_id").reindex(sub["obs_id"]).reset_index()
+    took = (again["status"] == "correlated").to_numpy()
+    if not took.any():
+        return decided
+    found = again[took].set_axis(left[took]).assign(wide=True)[list(decided.columns)]
+    return pd.concat([decided.drop(index=left[took]), found]).sort_index().astype(RESULT_COLUMNS | {"wide": bool})
 
 
 def _candidates(obs: pd.DataFrame, t: np.ndarray, bucket: np.ndarray, satrecs: Sequence, gate_km: float,
@@ -150,14 +193,17 @@ def compare(current: pd.DataFrame, decided: pd.DataFrame) -> pd.DataFrame:
     out["from_status"] = cur["status"].to_numpy()
     out["from_norad_id"] = pd.array(pd.to_numeric(cur["norad_id"], errors="coerce"), dtype="Int64")
     out["from_nearest_norad_id"] = pd.array(pd.to_numeric(cur.get("nearest_norad_id"), errors="coerce"), dtype="Int64")
-    out["why"] = [_why(s, r, was, m) for s, r, was, m in zip(out["status"], out["reason"], out["from_status"], move)]
+    wide = out["wide"] if "wide" in out else pd.Series(False, index=out.index)
+    out["why"] = [_why(*values) for values in zip(out["status"], out["reason"], out["from_status"], move, wide)]
     return out
 
 
-def _why(status: str, reason, was, moved: bool) -> str | None:
+def _why(status: str, reason, was, moved: bool, wide: bool = False) -> str | None:
     """A move's reason, as the move log records it (None: not a move)."""
     if not moved:
         return None
+    if status == "correlated" and wide:
+        return "inside the wider gate"
     if status == "correlated":
         return "another object likelier" if was == "correlated" else "inside a gate now"
     return str(reason)

@@ -64,7 +64,8 @@ def test_where_the_fused_orbit_finds_no_object_the_element_sets_association_stan
     tracks_only = C.correlate_frame(obs, [21], sat, 50.0, tracks=_tracks(moved, sat))
     assert tracks_only["status"].iloc[0] == "uncorrelated"  # far outside the fused orbit's gate
     again = R.retest(obs, [21], sat, {21: moved}, WINDOW_START, 50.0, None)
-    pd.testing.assert_frame_equal(again, first)
+    assert not again["wide"].any()
+    pd.testing.assert_frame_equal(again.drop(columns="wide"), first)
 
 
 def _tracks(fit: OdResult, sat):
@@ -79,7 +80,8 @@ def test_without_fused_orbits_the_decision_is_the_correlators():
     obs = pd.DataFrame([_isl(fit, WINDOW_START + 60.0 * k, f"o{k}") for k in range(3)])
     first = C.correlate_frame(obs, [21], sat, 50.0)
     again = R.retest(obs, [21], sat, {}, WINDOW_START, 50.0, None)
-    pd.testing.assert_frame_equal(again, first)
+    assert not again["wide"].any()
+    pd.testing.assert_frame_equal(again.drop(columns="wide"), first)
     assert not R.compare(first, again)["rewrite"].any()
 
 
@@ -132,4 +134,45 @@ def test_the_basis_names_the_orbits_and_their_states():
 def test_no_observations_decide_nothing(n):
     sat = S.satrecs_from_lines(*zip(S.tle_from_elements(21, EPOCH, *ELEMENTS)))
     out = R.retest(pd.DataFrame(columns=C.OBSERVATION_COLUMNS), [21], sat, {}, WINDOW_START, 50.0, None)
-    assert len(out) == n and list(out.columns) == list(C.RESULT_COLUMNS)
+    assert len(out) == n and list(out.columns) == [*C.RESULT_COLUMNS, "wide"]
+
+
+def _off_the_set(sat, t: float, along_m: float, obs_id: str) -> dict:
+    """An ISL report ``along_m`` ahead of the element set's position along track at ``t``."""
+    _, r, v = propagate([sat], np.array([t]))
+    r, v = r[0, 0] * 1000.0, v[0, 0]
+    n = np.cross(r, v) / np.linalg.norm(np.cross(r, v))
+    along = np.cross(n, r / np.linalg.norm(r))
+    x = r + along_m * along
+    return {"obs_id": obs_id, "sensor_id": "ISL-01", "sensor_kind": "isl", "x_m": x[0], "y_m": x[1], "z_m": x[2],
+            "event_time": pd.Timestamp(t, unit="s")}
+
+
+def _wide_case():
+    """An element set and a report along track where the model's gate misses it and the wider one takes it: d2 on
+    the model (ISL: sT^2 + the sensor's sigma^2 along track) twice the gate's limit, under a quarter of it wider."""
+    from sda.orbit.correlation.gate import GATE_D2
+    from sda.orbit.sensors import sensor_sigmas
+
+    sat = S.satrecs_from_lines(*zip(S.tle_from_elements(21, EPOCH, *ELEMENTS)))
+    t = WINDOW_START + 600.0
+    s_t = C.prediction_model(sat).sigma_rtn_m(np.array([0]), np.array([t]))[0, 1]
+    s_isl = sensor_sigmas(None)["ISL-01"]["sigma_pos_m"]
+    along = np.sqrt(2.0 * GATE_D2[3] * (s_t**2 + s_isl**2))
+    assert along**2 / ((R.WIDE_SIGMA_SCALE * s_t) ** 2 + s_isl**2) < GATE_D2[3] / 4  # the wider gate takes it
+    return sat, pd.DataFrame([_off_the_set(sat[0], t, along, "w")])
+
+
+def test_the_wider_pass_finds_an_object_whose_element_set_the_model_under_covers():
+    sat, obs = _wide_case()
+    assert C.correlate_frame(obs, [21], sat, 50.0)["status"].iloc[0] == "uncorrelated"
+    again = R.retest(obs, [21], sat, {}, WINDOW_START, 50.0, None)
+    assert again["status"].iloc[0] == "correlated" and again["norad_id"].iloc[0] == 21 and again["wide"].iloc[0]
+    assert R.compare(C.correlate_frame(obs, [21], sat, 50.0), again)["why"].iloc[0] == "inside the wider gate"
+
+
+def test_the_wider_pass_leaves_out_objects_with_a_usable_fused_orbit():
+    sat, obs = _wide_case()
+    fit = _fit(sat[0], np.array([0.0, 0.0, 5.0]))  # fused 5 km off, its 30 m gate far from the report
+    again = R.retest(obs, [21], sat, {21: fit}, WINDOW_START, 50.0, None)
+    assert again["status"].iloc[0] == "uncorrelated" and not again["wide"].iloc[0]
