@@ -6,7 +6,8 @@ scored against the simulator's truth.
     .venv/bin/python bench/correlation.py [--ages 0.5,1,3,7] [--minutes 10] [--max-observations 30000]
                                           [--start 2025-10-05T00:00:00Z] [--seed 1] [--compare-fixed]
                                           [--fixed-sigma-m 2000] [--out FILE]
-    .venv/bin/python bench/correlation.py --tracking [--objects 2000] [--fit-hours 6] [--workers 2] [--ages 1] ...
+    .venv/bin/python bench/correlation.py --tracking [--objects 2000] [--fit-hours 6] [--workers 2] [--ages 1]
+                                          [--work DIR] ...
 
 ``--tracking`` correlates against the orbits fused from the ``--fit-hours`` before the scored window, on a
 subset of ``--objects`` observed objects (:mod:`bench.correlation_tracking` says how; it writes
@@ -56,7 +57,7 @@ from common import REFERENCE_FILES, RESULTS, in_range, log, reference_catalogue,
 
 FIXED_SIGMA_M = 2000.0  # the gate's former single prediction sigma
 AGES = [0.5, 1.0, 3.0, 7.0]
-TRACKING_ONLY = ("objects", "fit_hours", "workers", "subset")
+TRACKING_ONLY = ("objects", "fit_hours", "workers", "subset", "work")
 
 
 def _ages(text: str) -> list[float]:
@@ -103,6 +104,9 @@ def parser() -> argparse.ArgumentParser:
                         "or a random sample of the whole catalogue (random)")
     p.add_argument("--workers", type=positive_int, default=None,
                    help="--tracking: processes fusing the orbits (default 2)")
+    p.add_argument("--work", type=Path, default=None,
+                   help="--tracking: keep the simulation and the fit hours' fused orbits here, and reuse them in a "
+                        "later run with the same arguments (default: a temporary directory)")
     return p
 
 

@@ -2,10 +2,11 @@
 before them (issue 38, point 5: cross-tags resolved by tracking).
 
     .venv/bin/python bench/correlation.py --tracking [--objects 2000] [--fit-hours 6] [--minutes 10]
-                                          [--ages 1] [--workers 2] [--start ISO] [--seed 1] [--out FILE]
+                                          [--ages 1] [--workers 2] [--start ISO] [--seed 1] [--work DIR] [--out FILE]
 
 1. **Subset.** The real catalogue (both files of ../shared/data/catalog) is the candidate set, whole; the
-   sensors observe ``--objects`` of it (:func:`select_subset`): GEESAT-4 01 and 05 (found by name) and the
+   sensors observe ``--objects`` of it (:func:`select_subset`; a docked stack whole, :func:`whole_stacks`):
+   GEESAT-4 01 and 05 (found by name) and the
    objects within :data:`NEIGHBOUR_KM` of them, the objects the element-set bench holds as cross-tags
    (:data:`KNOWN_CROSS_TAGS`), every object within :data:`COLOCATED_KM` of another (GEO: :data:`GEO_COLOCATED_KM`)
    at ``--start``, both of each pair; the rest a random sample (``--seed``).
@@ -21,14 +22,18 @@ before them (issue 38, point 5: cross-tags resolved by tracking).
    records) are correlated with the objects whose fused orbit the pipeline would use (converged, fitted over
    at least ``settings.fusion_min_span_s``) predicted by it (:mod:`sda.orbit.correlation.tracks`: numerical
    prediction, the fit's covariance grown by drag-consider and process noise) and the others by their element
-   set with the catalogue's uncertainty model; and, for comparison, all by their element sets (``catalogue``).
+   set with the catalogue's uncertainty model, then the wider pass (``wider_pass``: associated, of which right),
+   as the fuse stage's re-association does (:func:`sda.orbit.correlation.reassociation.retest`); and, for
+   comparison, all by their element sets (``catalogue``).
 
 Scored as bench/correlation.py scores (right / wrong / uct / ambiguous %, held cross-tags), overall and per orbit
 regime of the observed object's element set, and ``uct_detail``: the uncorrelated ones by why (held cross-tag or
 outside every gate), by prediction (fused or element set) and by disorder. Also: the fit hours' own figures,
 objects fused / converged / used,
 the median 3-D position sigma of the gate for the observed objects (fused vs the catalogue model) at the window's
-middle, and the wall-clock times. Writes ``bench/results/correlation_tracking.json`` (or ``--out``).
+middle, and the wall-clock times. Writes ``bench/results/correlation_tracking.json`` (or ``--out``). ``--work DIR``
+keeps the simulation and the fit hours' fused orbits in a subdirectory named by the arguments, and a later run
+with the same arguments reuses them (the scored window's decision is made anew).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import argparse
 import datetime as dt
 import json
 import multiprocessing
+import pickle
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -121,8 +127,7 @@ def simulate_subset(cfg, keep: list[int]):
     by_kind = {k: [s for s in sorted(sensors.values(), key=lambda s: s.sensor_id) if s.kind == k]
                for k in ("radar", "optical", "isl")}
     entries, catalog_file, _, errors = load_objects(cfg, load_settings())
-    wanted = set(keep)
-    entries = [e for e in entries if e.norad_id in wanted]
+    entries = whole_stacks(entries, keep)
     sha = sha256_file(catalog_file)
     objs = Objects(entries, None if errors is None else errors.true_sats)
     objs.truth = true_orbits(cfg, objs, None)
@@ -133,6 +138,17 @@ def simulate_subset(cfg, keep: list[int]):
     truth_file, summary_file, counts, _ = write_truth(cfg, cfg.landing, sim_id, rows, files, catalog_file, sha, None,
                                                       len(objs.norad), errors, objs.same_body, objs.truth, [])
     return SimulationResult(sim_id, cfg.landing, truth_file, summary_file, catalog_file, written, counts, None)
+
+
+def whole_stacks(entries: list, keep: list[int]) -> list:
+    """The entries of ``keep`` and of every catalogue number published with one of their element sets: a docked
+    stack (the ISS and the vehicles at it) is one body whichever of its numbers the sample drew
+    (:func:`sda.sim.objects.bodies` then observes it as its lowest number and lists the others as ``same_body``)."""
+    from sda.sim.tle_error import element_set_key
+
+    wanted = set(keep)
+    stacks = {element_set_key(e.line1, e.line2) for e in entries if e.norad_id in wanted}
+    return [e for e in entries if e.norad_id in wanted or element_set_key(e.line1, e.line2) in stacks]
 
 
 def _fuse_one(job: tuple) -> list[dict]:
@@ -226,6 +242,37 @@ def gate_sizes(tracks, rows_of: dict[int, int], ids_seen: list[int], model, t: f
     return out
 
 
+def _work_name(args) -> str:
+    """The ``--work`` subdirectory of these arguments' simulation and fit hours."""
+    return (f"{args.subset}-seed{args.seed}-{args.objects}obj-{args.fit_hours:g}h-{args.ages[0]:g}d-"
+            f"{args.minutes:g}min-{args.start:%Y%m%dT%H%M%S}")
+
+
+def _cached(work: Path | None, name: str, make):
+    """``make()``; with a ``work`` directory kept there as ``name.pkl`` and read back by a later run (its name holds
+    every argument the value depends on; delete it after changing the simulator or the fusion code)."""
+    if not work:
+        return make()
+    path = work / f"{name}.pkl"
+    if path.exists():
+        log(f"reusing {path}")
+        return pickle.loads(path.read_bytes())
+    value = make()
+    path.write_bytes(pickle.dumps(value))
+    return value
+
+
+def _landed(args, root: Path, start: dt.datetime, sensors) -> tuple:
+    """The subset simulated under ``root``: (observations reaching correlation, observed ids, subset info, seconds,
+    the truth's model)."""
+    from sda.sim import scoring
+
+    catalog = reference_catalogue(root / "reference.tle")
+    sim, keep, info, seconds = _simulate(args, root, catalog, start)
+    truth_model = json.loads(sim.summary_file.read_text())["truth"]["model"]
+    return scoring.landed_observations(sim, sensors), keep, info, seconds, truth_model
+
+
 def _simulate(args, root: Path, catalog: Path, start: dt.datetime) -> tuple:
     """The subset and its simulation (fit hours + scored window): (sim, observed ids, subset info, seconds)."""
     from sda.orbit.catalog import latest_by_object, load_catalog
@@ -301,20 +348,20 @@ def run(args: argparse.Namespace) -> dict:
                     "objects": args.objects, "fit_hours": args.fit_hours, "minutes": args.minutes,
                     "age_days": args.ages[0], "start": start.isoformat(), "seed": args.seed, "gate_km": gate_km}
     with tempfile.TemporaryDirectory(prefix="sda-bench-correlation-tracking-") as tmp:
-        root = Path(tmp)
-        catalog = reference_catalogue(root / "reference.tle")
-        sim, keep, result["subset"], result["simulate_s"] = _simulate(args, root, catalog, start)
-        result["truth_model"] = json.loads(sim.summary_file.read_text())["truth"]["model"]
-        obs = scoring.landed_observations(sim, sensors)
-        ids, sats = scoring.catalogue(sim.catalog_file)
-        lines = scoring.catalogue_lines(sim.catalog_file)
+        root = Path(tmp) if args.work is None else args.work / _work_name(args)
+        root.mkdir(parents=True, exist_ok=True)
+        obs, keep, result["subset"], result["simulate_s"], result["truth_model"] = _cached(
+            args.work and root, "simulation", lambda: _landed(args, root, start, sensors))
+        ids, sats = scoring.catalogue(root / "catalog.tle")
+        lines = scoring.catalogue_lines(root / "catalog.tle")
         regime_of = {int(n): uncertainty.orbit_regime(*frames.perigee_apogee_km(s)) for n, s in zip(ids, sats)}
         log(f"{len(keep)} of {len(ids)} catalogue objects observed, {len(obs)} observations reach correlation "
             f"(simulated {args.fit_hours:g} h + {args.minutes:g} min in {result['simulate_s']} s)")
         t_start = pd.Timestamp(start).tz_convert(None)
         fit_obs = obs[obs["event_time"] < t_start].reset_index(drop=True)
-        result["fit_hours_correlation"], fused = _fit_hours(args, fit_obs, (ids, sats), gate_km, sigmas, lines,
-                                                            regime_of)
+        result["fit_hours_correlation"], fused = _cached(
+            args.work and root, "fit-hours", lambda: _fit_hours(args, fit_obs, (ids, sats), gate_km, sigmas, lines,
+                                                                regime_of))
         rows_of = {int(n): i for i, n in enumerate(ids)}
         t0 = time.monotonic()
         end = start.timestamp() + args.minutes * 60.0 + 60.0
@@ -339,6 +386,9 @@ def run(args: argparse.Namespace) -> dict:
             fig = figures(matched, lines, regime_of)
             fig["correlate_s"] = round(time.monotonic() - t0, 1)
             fig["uct_detail"] = uct_detail(matched, {int(ids[r]) for r in tracks.rows}, lines)
+            if "wide" in matched:  # what the wider pass associated, against the truth
+                wide = matched[matched["wide"].to_numpy(dtype=bool)]
+                fig["wider_pass"] = {"associated": len(wide), "right": int((wide["norad_id"] == wide["true_id"]).sum())}
             result[name] = fig
             _log_window(name, fig)
     right = TARGET_RIGHT_PCT[args.subset]

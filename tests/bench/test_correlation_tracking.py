@@ -53,11 +53,19 @@ def test_a_missing_catalogue_exits_2_with_a_message(tmp_path, monkeypatch, capsy
 
 @pytest.mark.skipif(not HAVE_CATALOGUE, reason="the reference catalogue ../shared/data/catalog is not there "
                                                "(a plain clone has no ../shared/data)")
-def test_a_tiny_tracking_run_writes_its_figures(tmp_path):
+def test_a_tiny_tracking_run_writes_its_figures_and_a_second_reuses_its_work(tmp_path, capsys):
     out = tmp_path / "tracking.json"
-    result = bench.main(["--tracking", "--objects", "4", "--fit-hours", "1.6", "--minutes", "2", "--workers", "1",
-                         "--out", str(out)])
+    argv = ["--tracking", "--objects", "4", "--fit-hours", "1.6", "--minutes", "2", "--workers", "1",
+            "--work", str(tmp_path / "work"), "--out", str(out)]
+    result = bench.main(argv)
     assert json.loads(out.read_text()) == json.loads(json.dumps(result, default=str))
+    assert "reusing" not in capsys.readouterr().out
+    again = bench.main(argv)  # the simulation and the fit hours read back: the same figures
+    assert capsys.readouterr().out.count("reusing") == 2
+    for name in ("subset", "fit_hours_correlation"):
+        assert again[name] == result[name]
+    assert {k: v for k, v in again["tracking"].items() if k != "correlate_s"} == \
+        {k: v for k, v in result["tracking"].items() if k != "correlate_s"}
     assert result["mode"] == "tracking" and result["objects"] == 4 and result["age_days"] == 1.0
     assert result["subset"]["observed"] == 4 and result["subset"]["geesat"] == [65119, 65123]
     assert result["subset"]["mode"] == "enriched" and result["target"]["right_pct"] == 99.7
@@ -92,3 +100,21 @@ def test_the_random_subset_puts_no_hard_case_first(tmp_path):
     assert random == tracking.select_subset(entries, 40, 5, t, "random")[0]  # the seed decides
     assert random != tracking.select_subset(entries, 40, 6, t, "random")[0]
     assert len(set(random) & set(tracking.KNOWN_CROSS_TAGS)) <= 1  # 40 of 13,407 at random
+
+
+def test_a_docked_stack_is_observed_whole_whichever_of_its_numbers_the_sample_drew():
+    import datetime as dt
+
+    from correlation_tracking import whole_stacks
+
+    from sda.orbit.catalog.tle import parse_tle_text
+    from sda.orbit.screening.elements import tle_from_elements
+
+    epoch = dt.datetime(2025, 10, 4, 12, tzinfo=dt.timezone.utc)
+    text = ""
+    for norad, alt in ((25544, 420.0), (49044, 420.0), (20580, 540.0)):  # 49044 docked at 25544: one element set
+        line1, line2 = tle_from_elements(norad, epoch, alt, 0.0005, 51.6, 10.0, 20.0, 30.0)
+        text += f"OBJ {norad}\n{line1}\n{line2}\n"
+    entries, _ = parse_tle_text(text)
+    assert sorted(e.norad_id for e in whole_stacks(entries, [49044])) == [25544, 49044]
+    assert [e.norad_id for e in whole_stacks(entries, [20580])] == [20580]
