@@ -10,13 +10,17 @@
    ``--manoeuvre-share`` of the bodies burn at ``--manoeuvre-rate`` per day (sda.sim.events: impulsive, 0.05-2
    m/s log-uniform; GEO ones keep station). The burns are the truth's ``*.events.json``.
 2. **Association.** By default the truth's labels (perfect association: the figures isolate detection). With
-   ``--correlate`` the pipeline's own correlation (sda.sim.scoring.correlate, 50 km gate, the registry's
-   sigmas, per 60 s bucket): correlated rows go to their object; rows held for want of a catalogue object
-   inside the gate that name a nearest object become that object's ``candidate`` rows (as the fuse stage
-   reads them, sda.pipeline.manoeuvres.held_observations).
-3. **Detection.** Per object, sda.orbit.fusion.arcs.fuse_object over all its observations at once (6 h windows,
-   the stage's ``lines_min_span_s``; the result does not depend on the run split, so one call is the stage's
-   steady state), ``--workers`` processes. A window whose prior is the catalogue (the first) is not tested.
+   ``--correlate`` the pipeline's own (bench/manoeuvres_windows.py): arc window after arc window, the correlate
+   stage's decision on the element sets, then the fuse stage's re-association against the fused orbits of the
+   windows before (sda.orbit.correlation.reassociation.retest, the wider pass included); rows held for want of a
+   catalogue object inside the gate that name a fitted object become its ``candidate`` rows (as the fuse stage
+   reads them, sda.pipeline.manoeuvres.held_observations). ``association`` in the output says which, with the
+   correlation's figures against the truth.
+3. **Detection.** Per object, sda.orbit.fusion.arcs.fuse_object (6 h windows, the stage's ``lines_min_span_s``),
+   ``--workers`` processes: with the truth's labels over all its observations at once (the result does not
+   depend on the run split, so one call is the stage's steady state); with ``--correlate`` window by window, as
+   decided. A window whose prior is the catalogue (the first) is not tested. ``--work DIR`` keeps the simulation
+   (named by the arguments) and a later run with the same arguments reuses it.
 4. **Scoring** (:func:`score`). A burn is *testable* when it is after its object's first fitted window's
    epoch (its last observation: the catalogue-prior fit, not tested, has not absorbed it); the others are
    counted apart. A detection matches a burn of its object whose time is inside its
@@ -319,31 +323,32 @@ def report(figures: dict) -> None:
 
 def main(argv=None) -> dict:
     args = parser().parse_args(argv)
-    from manoeuvres_run import associate, detections_of, fuse_all, simulate
+    from manoeuvres_run import detections_of, fuse_all, simulated
+    from manoeuvres_windows import associate_and_fuse
 
     from sda.orbit.frames import perigee_apogee_km
-    from sda.orbit.sensors import load_sensors
     from sda.orbit.uncertainty import orbit_regime
     from sda.sim import scoring
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sda-bench-manoeuvres-") as tmp:
-        work = args.work or Path(tmp)
-        cfg, result, burns = simulate(args, work)
-        sim_s = time.perf_counter() - started
-        obs = scoring.landed_observations(result, load_sensors())
-        ids, sats = scoring.catalogue(result.catalog_file)
-        lines = scoring.catalogue_lines(result.catalog_file)
+        obs, burns, run_end, sim_s, catalog = simulated(args, Path(tmp) if args.work is None else args.work)
+        ids, sats = scoring.catalogue(catalog)
+        lines = scoring.catalogue_lines(catalog)
     regime_of = {n: orbit_regime(*perigee_apogee_km(s)) for n, s in zip(ids, sats)}
-    assoc = associate(obs, ids, sats, args.correlate)
-    groups = {int(n): g for n, g in assoc.groupby("norad_id") if int(n) in lines}
-    log(f"{len(obs)} observations, {len(groups)} objects observed, {len(burns)} burns of "
-        f"{len({b['norad_id'] for b in burns})} objects")
+    log(f"{len(obs)} observations, {len(burns)} burns of {len({b['norad_id'] for b in burns})} objects")
     t = time.perf_counter()
-    fused = fuse_all(groups, lines, args.workers)
+    association = {"association": "truth labels"}
+    if args.correlate:  # the correlate stage's decision and the fuse stage's re-association, window after window
+        fused, association = associate_and_fuse(obs, ids, sats, lines, args.workers)
+        association["association"] = "the pipeline's correlation and re-association"
+    else:
+        assoc = obs[obs["true_id"].notna() & obs["true_id"].isin(ids)]
+        groups = {int(n): g for n, g in assoc.assign(norad_id=assoc["true_id"].astype("int64"), candidate=False)
+                  .groupby("norad_id") if int(n) in lines}
+        fused = fuse_all(groups, lines, args.workers)
     fuse_s = time.perf_counter() - t
     seen = {int(n): g for n, g in obs[obs["true_id"].notna()].groupby("true_id")}
-    run_end = cfg.end.timestamp()
     objects = {n: object_facts(fused[n][0] if n in fused else [], seen.get(n, obs.iloc[:0]), regime_of[n], run_end)
                for n in ids}
     figures = score(burns, detections_of(fused), objects)
@@ -351,8 +356,7 @@ def main(argv=None) -> dict:
     seconds = [s for _, s in fused.values()]
     summary = {"bench": "manoeuvres", "objects": args.objects, "hours": args.hours, "seed": args.seed,
                "manoeuvre_share": args.manoeuvre_share, "manoeuvre_rate": args.manoeuvre_rate,
-               "association": "correlation" if args.correlate else "truth labels", "observations": len(obs),
-               "objects_observed": len(groups), "burns": len(burns),
+               **association, "observations": len(obs), "objects_fused": len(fused), "burns": len(burns),
                **{k: v for k, v in figures.items() if not k.startswith("scored_")},
                "timing_s": {"simulate": round(sim_s, 1), "fuse": round(fuse_s, 1), "workers": args.workers,
                             "fuse_per_object": stats(seconds), "total": round(time.perf_counter() - started, 1)}}

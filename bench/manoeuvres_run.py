@@ -1,6 +1,5 @@
-"""bench/manoeuvres.py's simulation, association and detection (its docstring, 1-3): the truth written by the
-simulator, each object's observations by the truth's labels or the pipeline's correlation, and the fuse stage's
-per-object fit over them in worker processes."""
+"""bench/manoeuvres.py's simulation and detection (its docstring, 1 and 3): the truth written by the simulator,
+kept for reuse (``--work``), and the fuse stage's per-object fit in worker processes."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import contextlib
 import datetime as dt
 import json
 import multiprocessing
+import pickle
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -38,29 +38,26 @@ def simulate(args, work: Path):
     return cfg, result, sorted(burns, key=lambda b: (b["t_unix"], b["norad_id"]))
 
 
-def associate(obs, ids, sats, correlate: bool):
-    """Each object's observations: by the truth's labels, or by correlation (module docstring, 2)."""
-    import pandas as pd
-
-    if not correlate:
-        obs = obs[obs["true_id"].notna() & obs["true_id"].isin(ids)]
-        return obs.assign(norad_id=obs["true_id"].astype("int64"), candidate=False)
-    from sda.orbit.correlation import REASON_NO_CANDIDATE
-    from sda.orbit.sensors import sensor_sigmas
+def simulated(args, work: Path) -> tuple:
+    """(observations reaching correlation, burns, the run's end, simulation seconds, the catalogue file): simulated
+    into a subdirectory of ``work`` named by the arguments, or read back from there when an earlier run with the
+    same arguments left it (``--work``: the truth-labelled and the ``--correlate`` runs share one simulation)."""
+    from sda.orbit.sensors import load_sensors
     from sda.sim import scoring
 
+    name = (f"objects{args.objects}-{args.hours:g}h-share{args.manoeuvre_share:g}-rate{args.manoeuvre_rate:g}-"
+            f"seed{args.seed}-{args.start.replace(':', '')}")
+    root = work / name
+    kept = root / "simulation.pkl"
+    if kept.is_file():
+        log(f"reusing the simulation in {root}")
+        return (*pickle.loads(kept.read_bytes()), root / "catalog.tle")
+    root.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    scored = scoring.correlate(obs.drop(columns=["norad_id"], errors="ignore"), ids, sats, 50.0, sensor_sigmas(None))
-    own = scored[scored["status"] == "correlated"].assign(candidate=False)
-    held = scored[(scored["status"] != "correlated") & (scored["reason"] == REASON_NO_CANDIDATE)
-                  & scored["nearest_norad_id"].notna()]
-    held = held.assign(norad_id=held["nearest_norad_id"], candidate=True)
-    out = pd.concat([own, held], ignore_index=True)
-    out["norad_id"] = out["norad_id"].astype("int64")
-    wrong = int((out["norad_id"] != out["true_id"]).fillna(True).sum())
-    log(f"correlated in {time.perf_counter() - t:.0f} s: {len(own)} correlated, {len(held)} held naming an object "
-        f"(as candidates), {len(scored) - len(out)} dropped; {wrong} rows not of their true object")
-    return out
+    cfg, result, burns = simulate(args, root)
+    value = (scoring.landed_observations(result, load_sensors()), burns, cfg.end.timestamp(), time.perf_counter() - t)
+    kept.write_bytes(pickle.dumps(value))
+    return (*value, root / "catalog.tle")
 
 
 def _fuse_one(job: tuple) -> tuple[int, list[dict], float]:
