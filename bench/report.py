@@ -78,6 +78,10 @@ def _tracking_rows(result: dict) -> list[Row]:
         (f"wrong ({fused})", ("tracking", "wrong_pct"), "{:.3f} %", "<= 0.05 %"),
         (f"uncorrelated ({fused})", ("tracking", "uct_pct"), "{:.3f} %", ""),
         (f"held cross-tags ({fused})", ("tracking", "held_ambiguous"), "{:,}", ""),
+        (f"taken by the wider pass ({fused})", ("tracking", "wider_pass", "associated"), "{:,}", ""),
+        (f"... of which right ({fused})", ("tracking", "wider_pass", "right"), "{:,}", ""),
+        (f"right to another number of the observed docked stack ({fused})", ("tracking", "right_same_body"), "{:,}",
+         ""),
         (f"right ({sets})", ("catalogue", "right_pct"), "{:.3f} %", ""),
         (f"wrong ({sets})", ("catalogue", "wrong_pct"), "{:.3f} %", ""),
         (f"held cross-tags ({sets})", ("catalogue", "held_ambiguous"), "{:,}", ""),
@@ -149,6 +153,29 @@ def _catalogue_rows(result: dict) -> list[Row]:
         ("the observation stages' growth exponent", ("extrapolated", "observing_exponent"), "{:.2f}", "<= 1.1")]
 
 
+def _manoeuvres_rows(result: dict) -> list[Row]:
+    """bench/manoeuvres.py: the targets, recall and precision overall and per regime, the association."""
+    target = ("targets", "dv_ge_0.5_within_2_passes")
+    rows: list[Row] = [
+        ("association", ("association",), "{}", ""),
+        ("seed", ("seed",), "{}", ""),
+        ("burns >= 0.5 m/s detected within two passes", (*target, "share"), "{:.3f}", ">= 0.95"),
+        ("... of those followed by two passes", (*target, "of_those_with_2_passes_after"), "{:.3f}", ""),
+        ("false detections per 1,000 quiet object-days", ("false_detections", "per_1000_object_days"), "{:.1f}",
+         "<= 1"),
+        ("... one-sided 95 % upper bound", ("false_detections", "upper95_per_1000_object_days"), "{:.1f}", ""),
+        ("quiet object-days", ("false_detections", "object_days"), "{:,.1f}", ">= 2,000"),
+        ("recall, all testable burns", ("overall", "recall"), "{:.3f}", ""),
+        ("precision", ("overall", "precision"), "{:.3f}", ""),
+        ("delay, median", ("overall", "delay_h", "median"), "{:.2f} h", ""),
+        ("observations correlated, of them to the wrong object", ("wrong",), "{:,}", ""),
+        ("... taken by re-association's wider pass", ("wider_pass",), "{:,}", ""),
+    ]
+    for regime in sorted(result.get("by_regime") or {}):
+        rows.append((f"recall, {regime}", ("by_regime", regime, "recall"), "{:.3f}", ""))
+    return rows
+
+
 def _od_rows(result: dict) -> list[Row]:
     """Per regime: fits that converged, fit time, and the fused orbit against the catalogue's at the arc's
     end and 24 h later, with the fused covariance's realism."""
@@ -204,6 +231,9 @@ SPECS: dict[str, dict[str, Any]] = {
                                                "--out bench/results/correlation_tracking_random.json",
                                     "rows": _tracking_rows},
     "catalogue_runs": {"command": "bench/catalogue_runs.py", "rows": _catalogue_rows},
+    "manoeuvres": {"command": "bench/manoeuvres.py --seed 13 --work DIR", "rows": _manoeuvres_rows},
+    "manoeuvres_correlate": {"command": "bench/manoeuvres.py --correlate --seed 13 --work DIR "
+                                        "--out bench/results/manoeuvres_correlate.json", "rows": _manoeuvres_rows},
     "fusion_runs": {
         "command": "bench/fusion_runs.py",
         "rows": [
