@@ -12,13 +12,14 @@ functions of the earlier windows' final associations: processed in window order,
 whatever the file order or run split. :func:`compare` says which rows the new decision rewrites and
 which of them *move* (another status or object), and why.
 
-A **wider pass** then looks for the observations no gate took (not the held cross-tags) among the objects the
-basis does not hold: an object never fused is one whose element set the catalogue's uncertainty model
-under-covers as often as not (its observations fell outside the gate, so it was never correlated, so never
-fused). They are decided again by the same correlator with those objects' modelled sigmas times
-:data:`WIDE_SIGMA_SCALE` (the same position limit ``gate_km``, the same commit and ambiguity rules); an
-observation it associates is marked ``wide``. Objects with a usable fused orbit are not candidates there: their
-own gate, tens of metres, already said the observation is not theirs.
+A **wider pass** then looks for the observations no gate took (not the held cross-tags) among the element
+sets with their modelled sigmas times :data:`WIDE_SIGMA_SCALE` (the same correlator, the same position limit
+``gate_km``, the same commit and ambiguity rules); an observation it associates is marked ``wide``. It finds
+two kinds: an object never fused, whose element set the uncertainty model under-covers (its observations fell
+outside the gate, so it was never correlated, so never fused), and an object that burned since its fused orbit
+(outside that orbit's gate of tens of metres and, a few revolutions on, outside its element set's modelled
+one), whose observations the manoeuvre test needs. Every object is a candidate there, so the likelier of an
+observation's widened candidates takes it, or none when two are close.
 
 The tracks are predicted on a grid anchored at the window's start, so a row decided again in another run
 is measured on the same nodes.
@@ -50,7 +51,9 @@ STORED = {
 #: the wider pass's element-set sigmas, in the catalogue uncertainty model's (module docstring). Calibrated on
 #: bench/correlation.py --tracking's development seed 1 (enriched subset): 3, 5 and 8 took 43, 149 and 183 of the
 #: 185 observations outside every gate of never-fused objects (along-track errors up to 22 model sigmas: fresh,
-#: low, high-drag objects), none wrongly; the figures on other seeds are in docs/performance.md
+#: low, high-drag objects), none wrongly; with the fused objects candidates too, the same 183, and on
+#: bench/manoeuvres.py --correlate's development seed 3, 19 of 28 burns >= 0.5 m/s found within two passes
+#: instead of 13. The figures on other seeds are in docs/performance.md
 WIDE_SIGMA_SCALE = 8.0
 #: numbers are compared to this relative tolerance (a track's nodes are predicted anew each run)
 RTOL = 1e-6
@@ -100,12 +103,11 @@ def retest(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence, fits:
         # the element sets' association stands where the fused orbits find no object (a burn's observations)
         keep = ((fused["status"] != "correlated") & (decided["status"] == "correlated")).to_numpy()
         decided = pd.concat([fused[~keep], decided[keep]]).sort_index()
-    return _wider(decided, obs, bucket, norad_ids, satrecs, [rows_of[int(n)] for n in fits if int(n) in rows_of],
-                  gate_km, sigmas, kwargs)
+    return _wider(decided, obs, bucket, norad_ids, satrecs, gate_km, sigmas, kwargs)
 
 
 def _wider(decided: pd.DataFrame, obs: pd.DataFrame, bucket: np.ndarray, norad_ids: Sequence[int],
-           satrecs: Sequence, fitted: list[int], gate_km: float, sigmas: Mapping, kwargs: Mapping) -> pd.DataFrame:
+           satrecs: Sequence, gate_km: float, sigmas: Mapping, kwargs: Mapping) -> pd.DataFrame:
     """``decided`` with the wider pass (module docstring) over its rows no gate took, and the ``wide`` column."""
     from sda.orbit.correlation.association import distinct_bodies
     from sda.orbit.correlation.columns import REASON_NO_CANDIDATE
@@ -117,8 +119,7 @@ def _wider(decided: pd.DataFrame, obs: pd.DataFrame, bucket: np.ndarray, norad_i
         return decided
     model = kwargs.get("model") or prediction_model(satrecs)
     bodies = kwargs.get("bodies")
-    bodies = np.array(distinct_bodies(np.asarray(norad_ids), satrecs) if bodies is None else bodies, dtype=bool)
-    bodies[fitted] = False
+    bodies = distinct_bodies(np.asarray(norad_ids), satrecs) if bodies is None else bodies
     wide_kwargs = {**kwargs, "model": model.widened(WIDE_SIGMA_SCALE), "bodies": bodies}
     where = pd.Index(obs["obs_id"]).get_indexer(decided["obs_id"].to_numpy()[left])  # decided is in bucket order
     sub = obs.iloc[where].reset_index(drop=True)

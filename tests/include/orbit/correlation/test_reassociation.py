@@ -171,8 +171,15 @@ def test_the_wider_pass_finds_an_object_whose_element_set_the_model_under_covers
     assert R.compare(C.correlate_frame(obs, [21], sat, 50.0), again)["why"].iloc[0] == "inside the wider gate"
 
 
-def test_the_wider_pass_leaves_out_objects_with_a_usable_fused_orbit():
+def test_the_wider_pass_keeps_a_burned_objects_observation_with_it():
+    """Its fused orbit 5 km off the report (a burn since), its element set's model gate missed: the widened element
+    set takes it; with a second object beside it, as likely, it stays as the gates left it."""
     sat, obs = _wide_case()
-    fit = _fit(sat[0], np.array([0.0, 0.0, 5.0]))  # fused 5 km off, its 30 m gate far from the report
+    fit = _fit(sat[0], np.array([0.0, 0.0, 5.0]))
     again = R.retest(obs, [21], sat, {21: fit}, WINDOW_START, 50.0, None)
-    assert again["status"].iloc[0] == "uncorrelated" and not again["wide"].iloc[0]
+    assert again["status"].iloc[0] == "correlated" and again["norad_id"].iloc[0] == 21 and again["wide"].iloc[0]
+    twin = S.satrecs_from_lines(*zip(S.tle_from_elements(22, EPOCH, *ELEMENTS)))  # another number, one orbit
+    both = R.retest(obs, [21, 22], [sat[0], twin[0]], {21: fit}, WINDOW_START, 50.0, None,
+                    bodies=np.array([True, True]))
+    assert both["status"].iloc[0] == "uncorrelated" and both["reason"].iloc[0] == C.REASON_NO_CANDIDATE
+    assert not both["wide"].iloc[0]
