@@ -363,7 +363,7 @@ def main(argv=None) -> dict:
     detail = {**summary, "burn_list": figures["scored_burns"], "detection_list": figures["scored_detections"],
               "object_list": {n: {**{k: v for k, v in o.items() if k != "starts"}, "passes": len(o["starts"])}
                               for n, o in objects.items()}}
-    write_result(args.out, detail, summary, indent=1, default=float)
+    write_result(args.out, detail, summary, indent=None, default=float)  # compact: every burn and detection listed
     return summary
 
 

@@ -157,7 +157,6 @@ def _manoeuvres_rows(result: dict) -> list[Row]:
     """bench/manoeuvres.py: the targets, recall and precision overall and per regime, the association."""
     target = ("targets", "dv_ge_0.5_within_2_passes")
     rows: list[Row] = [
-        ("association", ("association",), "{}", ""),
         ("seed", ("seed",), "{}", ""),
         ("burns >= 0.5 m/s detected within two passes", (*target, "share"), "{:.3f}", ">= 0.95"),
         ("... of those followed by two passes", (*target, "of_those_with_2_passes_after"), "{:.3f}", ""),
@@ -168,7 +167,9 @@ def _manoeuvres_rows(result: dict) -> list[Row]:
         ("recall, all testable burns", ("overall", "recall"), "{:.3f}", ""),
         ("precision", ("overall", "precision"), "{:.3f}", ""),
         ("delay, median", ("overall", "delay_h", "median"), "{:.2f} h", ""),
-        ("observations correlated, of them to the wrong object", ("wrong",), "{:,}", ""),
+        ("observations correlated (--correlate)", ("correlated",), "{:,}", ""),
+        ("... to the wrong object", ("wrong",), "{:,}", ""),
+        ("held gate misses fitted as candidate rows", ("candidates",), "{:,}", ""),
         ("... taken by re-association's wider pass", ("wider_pass",), "{:,}", ""),
     ]
     for regime in sorted(result.get("by_regime") or {}):
