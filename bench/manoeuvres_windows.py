@@ -9,7 +9,8 @@ Per 6-hour arc window ``k``, in event-time order, as the ``correlate`` and ``fus
    per object its newest converged fused orbit fitted over at least ``settings.fusion_min_span_s`` of windows
    ``k - 4 .. k - 1`` (:data:`sda.pipeline.reassociation.LOOKBACK_WINDOWS`), the wider pass included;
 2. the objects with correlated rows in ``k`` fitted there (:func:`sda.orbit.fusion.arcs.fuse_object`, the prior
-   their newest converged fused orbit of an earlier window), with the rows held for want of an object inside the
+   their newest converged fused orbit of an earlier window, :data:`sda.orbit.fusion.arcs.PRIOR_MAX_AGE_ARCS` at
+   most), with the rows held for want of an object inside the
    gate that name them as ``candidate`` rows (:func:`sda.pipeline.manoeuvres.held_observations`).
 
 What it leaves out: arrival order (the windows are decided once, in order: the fixed point the split-run tests
@@ -29,8 +30,6 @@ import pandas as pd
 from common import log
 
 from sda.pipeline.reassociation import LOOKBACK_WINDOWS
-
-PRIOR_WINDOWS = 8  # how far back the fuse stage looks for a prior (jobs/fuse.py, previous_fits)
 
 
 def _fuse_window(job: tuple) -> tuple[int, list[dict], float]:
@@ -54,9 +53,9 @@ def _basis(rows: dict[int, list[dict]], k: int, arc_s: float, min_span_s: float)
 
 
 def _previous(fitted: list[dict], k: int, arc_s: float) -> dict | None:
-    """The prior the fuse stage gives window ``k``: the newest converged row of the windows before it."""
-    earlier = [r for r in fitted if (k - PRIOR_WINDOWS) * arc_s <= r["window_start_unix"] < k * arc_s
-               and r["status"] == "converged"]
+    """The prior the fuse stage gives window ``k``: the newest converged row of the windows before it (``fuse_object``
+    refuses one too old, as in the stage)."""
+    earlier = [r for r in fitted if r["window_start_unix"] < k * arc_s and r["status"] == "converged"]
     return max(earlier, key=lambda r: r["window_start_unix"]) if earlier else None
 
 

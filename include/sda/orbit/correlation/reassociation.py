@@ -109,7 +109,6 @@ def retest(obs: pd.DataFrame, norad_ids: Sequence[int], satrecs: Sequence, fits:
 def _wider(decided: pd.DataFrame, obs: pd.DataFrame, bucket: np.ndarray, norad_ids: Sequence[int],
            satrecs: Sequence, gate_km: float, sigmas: Mapping, kwargs: Mapping) -> pd.DataFrame:
     """``decided`` with the wider pass (module docstring) over its rows no gate took, and the ``wide`` column."""
-    from sda.orbit.correlation.association import distinct_bodies
     from sda.orbit.correlation.columns import REASON_NO_CANDIDATE
     from sda.orbit.correlation.correlate import prediction_model
 
@@ -117,10 +116,7 @@ def _wider(decided: pd.DataFrame, obs: pd.DataFrame, bucket: np.ndarray, norad_i
     left = np.flatnonzero(((decided["status"] != "correlated") & (decided["reason"] == REASON_NO_CANDIDATE)).to_numpy())
     if len(left) == 0:
         return decided
-    model = kwargs.get("model") or prediction_model(satrecs)
-    bodies = kwargs.get("bodies")
-    bodies = distinct_bodies(np.asarray(norad_ids), satrecs) if bodies is None else bodies
-    wide_kwargs = {**kwargs, "model": model.widened(WIDE_SIGMA_SCALE), "bodies": bodies}
+    wide_kwargs = {**kwargs, "model": (kwargs.get("model") or prediction_model(satrecs)).widened(WIDE_SIGMA_SCALE)}
     where = pd.Index(obs["obs_id"]).get_indexer(decided["obs_id"].to_numpy()[left])  # decided is in bucket order
     sub = obs.iloc[where].reset_index(drop=True)
     parts = [correlate_frame(sub.iloc[idx].reset_index(drop=True), norad_ids, satrecs, gate_km, sigmas, **wide_kwargs)
