@@ -25,8 +25,9 @@ second as a run split at their boundary does (the same input gives the same outp
 Manoeuvres and the held observations' re-associations are written once, after the last window.
 
 **Decided again before each fit** (:mod:`sda.pipeline.reassociation`): before window ``k`` is fitted, its
-observations are decided again against the fused orbits of the windows before it (all of them when one of those
-fits was written in this run, else the ones new in this run); the objects that gained or lost observations join
+observations are decided again against the fused orbits of the windows before it, and the ones no gate took against
+every element set with a wider gate (all of them when one of those fits was written in this run, else the ones new
+in this run); the objects that gained or lost observations join
 the run from window ``k`` on. A run visits the windows with new rows and up to four windows after any it wrote.
 """
 

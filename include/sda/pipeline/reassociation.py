@@ -3,6 +3,9 @@ against the fused orbits of the windows before it (:mod:`sda.orbit.correlation.r
 
 * **The basis** of window ``k`` (:func:`basis`): per object, its newest fused orbit of windows ``k - 4 .. k - 1``
   that the pipeline would use (converged, fitted over at least ``settings.fusion_min_span_s``).
+* **The decision** (:func:`sda.orbit.correlation.reassociation.retest`): on the basis where it finds an object,
+  else the element sets'; then a wider pass for the rows no gate took, against every element set with its
+  modelled sigmas widened.
 * **Which rows** (:func:`window_rows`): the window's rows of ``uncorrelated``, and of ``correlated`` those the
   correlator decided (``correlate_run_id`` without a prefix, or this module's :data:`PREFIX`); the rows the
   fuse stage's manoeuvre candidates (``reassociated:``) and the ``acquire`` stage (``acquired:``, ``merged:``)

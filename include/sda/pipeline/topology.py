@@ -122,8 +122,9 @@ STAGES: tuple[Stage, ...] = (
         broadcast=("catalog", "provisional_objects", "fused_orbits", "sensor_calibrations"),
         state="fused_orbits: a fold keyed by (norad_id, event-time arc window), each window's fit the prior of "
               "the next; a change refits its window and the object's later ones. Before a window is fitted its "
-              "observations are decided again against the earlier windows' fused orbits (moves logged in "
-              "reassociations). manoeuvres: each window's detections. Held observations a fit explains move "
+              "observations are decided again against the earlier windows' fused orbits, the ones no gate took "
+              "against every element set with a wider gate (moves logged in reassociations). manoeuvres: each "
+              "window's detections. Held observations a fit explains move "
               "from uncorrelated to correlated (a feedback edge: the next run refits the same window to the same "
               "orbit). sensor_calibrations: per "
               "(sensor, arc window), the sum of the window's fits' residual statistics, applied to the later windows",
