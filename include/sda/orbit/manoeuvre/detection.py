@@ -14,10 +14,15 @@ Per arc window that has a fused prior (:mod:`sda.orbit.fusion.arcs`), before the
 3. **Accumulated over passes** (:func:`detect`): a pass whose own tail probability is below
    :attr:`ManoeuvreSettings.suspicious_p` starts (or continues) a run of suspicious passes; the run's
    summed ``d2`` against the chi-square of its summed degrees of freedom decides, at a tail probability
-   of ``10^log10_alpha``. A burn of metres per second fails its first pass on its own; a small one
-   fails mildly pass after pass and the sum decides (the passes of a run share the prior's error, so
-   the sum's tail is heavier than the chi-square says: requiring every pass of the run to be
-   suspicious on its own keeps false alarms down).
+   of ``10^log10_alpha``, and only once the run holds :attr:`ManoeuvreSettings.confirm_passes` passes: a
+   pass that fails, even loudly, is confirmed only by the next pass failing too (and the re-fit over
+   both, 4, fitting them: one post-burn orbit agrees with both). A single bad pass (a sensor's bad
+   track, an optical pass that fails alone) is followed by a consistent one, which restarts the run.
+   A small burn fails mildly pass after pass and the sum decides (the passes of a run share the prior's
+   error, so the sum's tail is heavier than the chi-square says: requiring every pass of the run to be
+   suspicious on its own keeps false alarms down). A window's last pass that would decide alone waits
+   (:func:`pending`): the window's fit leaves it out, so the window's orbit stays the pre-burn one and
+   the next window's passes decide, with a bracket that opens before it.
 4. **Re-fit after the burn** (:func:`burn_prior`, then :func:`sda.orbit.estimation.fit`): from the first
    observation of the run's first pass on, with, as prior, the pre-burn prediction there and what a
    burn inside the bracket can do to it: velocity sigma :attr:`ManoeuvreSettings.dv_sigma_ms` per axis,
@@ -62,6 +67,7 @@ class ManoeuvreSettings:
     max_pass_s: float = 1200.0  # a longer track (an ISL link's) is cut into passes this long
     log10_alpha: float = -7.0  # the accumulated passes' chi-square tail that detects
     suspicious_p: float = 1e-3  # a pass joins a run when its own tail is below this
+    confirm_passes: int = 2  # a run decides only with this many passes: the next pass confirms the first
     dv_sigma_ms: float = 3.0  # the re-fit's prior on the burn, per axis
     min_dv_d2: float = 16.27  # chi-square(3) at 1 - 1e-3: how significant the estimated burn must be
     max_refit_rms: float = 3.0
@@ -202,28 +208,61 @@ def pass_tests(prior: Prior, prior_result, obs: pd.DataFrame, t: np.ndarray, pas
 
 def detect(tests: list[PassTest], prior_epoch: float, settings: ManoeuvreSettings = ManoeuvreSettings()
            ) -> Detection | None:
-    """The first run of suspicious passes whose accumulated test fails (module docstring, 3), or None."""
-    first, d2, dof = None, 0.0, 0
+    """The first run of suspicious passes whose accumulated test fails with at least
+    :attr:`ManoeuvreSettings.confirm_passes` passes (module docstring, 3), or None."""
+    first, d2, dof, count = None, 0.0, 0, 0
     suspicious = math.log10(settings.suspicious_p)
     for n, test in enumerate(tests):
         if test.dof == 0:
             continue
         if test.log10_p > suspicious:
-            first, d2, dof = None, 0.0, 0
+            first, d2, dof, count = None, 0.0, 0, 0
             continue
         first = n if first is None else first
-        d2, dof = d2 + test.d2, dof + test.dof
+        d2, dof, count = d2 + test.d2, dof + test.dof, count + 1
         tail = log10_tail(d2, dof)
-        if tail < settings.log10_alpha:
+        if tail < settings.log10_alpha and count >= settings.confirm_passes:
             return _run(tests, first, n, d2, dof, tail, prior_epoch)
     return None
 
 
+def pending(tests: list[PassTest], settings: ManoeuvreSettings = ManoeuvreSettings()) -> int | None:
+    """The first pass of the window's trailing run of suspicious passes when that run would decide but for
+    the passes still to come (too few to confirm it), or None: those passes wait for the next pass, so the
+    window's fit leaves them out (module docstring, 3)."""
+    testable = [n for n, test in enumerate(tests) if test.dof]
+    suspicious = math.log10(settings.suspicious_p)
+    run = []
+    for n in reversed(testable):
+        if tests[n].log10_p > suspicious:
+            break
+        run.insert(0, n)
+    if not run or len(run) >= settings.confirm_passes:
+        return None
+    d2, dof = sum(tests[n].d2 for n in run), sum(tests[n].dof for n in run)
+    return run[0] if log10_tail(d2, dof) < settings.log10_alpha else None
+
+
+def held_back(tests: list[PassTest], first: int) -> list[int]:
+    """The passes a window's fit leaves out when pass ``first`` waits (:func:`pending`): it and every pass that has
+    not ended before the earliest of them starts (another sensor's pass overlapping it), so that everything the
+    fit leaves out comes after everything it fits."""
+    cut = tests[first].start
+    while True:
+        out = [n for n, test in enumerate(tests) if test.end >= cut]
+        earliest = min(tests[n].start for n in out)
+        if earliest >= cut:
+            return out
+        cut = earliest
+
+
 def _run(tests: list[PassTest], first: int, last: int, d2: float, dof: int, tail: float, prior_epoch: float
          ) -> Detection:
-    """The run ``first..last`` as a detection, with its bracket (module docstring, the bracket)."""
+    """The run ``first..last`` as a detection, with its bracket (module docstring, the bracket), detected when
+    the last of its passes to end did (passes are ordered by their first time: one may outlast the next)."""
     before = [x.start for x in tests[:first] if x.end < tests[first].start]
-    return Detection(first, last, d2, dof, tail, max([prior_epoch, *before]), tests[first].end, tests[last].end)
+    done = max(x.end for x in tests[first:last + 1])
+    return Detection(first, last, d2, dof, tail, max([prior_epoch, *before]), tests[first].end, done)
 
 
 def latest_run(tests: list[PassTest], detection: Detection, prior_epoch: float,
@@ -231,11 +270,14 @@ def latest_run(tests: list[PassTest], detection: Detection, prior_epoch: float,
     """The shortest end of ``detection``'s run that still detects on its own, when shorter than the run: the
     other reading of a run whose first passes fail mildly and whose last fails loudly (the burn between them,
     the mild ones being the prior's own error, e.g. after a short re-fit). None when only the whole run detects."""
+    # the passes before the reading's burn must be mild: a run whose first pass fails loudly on its own has one
+    loud = next((k for k in range(detection.first, detection.last + 1)
+                 if tests[k].dof and tests[k].log10_p < settings.log10_alpha), detection.last)
     d2, dof = 0.0, 0
     for k in range(detection.last, detection.first, -1):
         d2, dof = d2 + tests[k].d2, dof + tests[k].dof
         tail = log10_tail(d2, dof)
-        if tests[k].dof and tail < settings.log10_alpha:
+        if tests[k].dof and tail < settings.log10_alpha and k <= loud:
             return _run(tests, k, detection.last, d2, dof, tail, prior_epoch)
     return None
 

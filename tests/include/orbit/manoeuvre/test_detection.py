@@ -73,22 +73,51 @@ def _test(start, d2, dof=7, candidate=False):
     return mn.PassTest(start, start + 300.0, d2, dof, mn.log10_tail(d2, dof), candidate)
 
 
-def test_detect_one_pass_and_accumulated_passes():
+def test_a_loud_pass_is_confirmed_by_the_next_one_or_refuted():
     quiet = [_test(T0 + 1000 * k, 5.0) for k in range(4)]
     assert mn.detect(quiet, T0 - 100) is None
-    loud = quiet[:2] + [_test(T0 + 2000, 90.0), _test(T0 + 3000, 5.0)]
-    found = mn.detect(loud, T0 - 100)
-    assert (found.first, found.last, found.passes) == (2, 2, 1)
-    # from pass 1's start (a burn during it would not show) to pass 2's end
-    assert (found.burn_after, found.burn_before) == (T0 + 1000, T0 + 2300)
-    # chi-square(7) tail 10^-3.5 each: one pass alone gives 10^-3.5, two 10^-5.9, three 10^-8.3 (21 dof)
+    # a pass failing loudly alone, then a consistent one: a bad pass, not a burn
+    refuted = quiet[:2] + [_test(T0 + 2000, 90.0), _test(T0 + 3000, 5.0)]
+    assert mn.detect(refuted, T0 - 100) is None
+    assert mn.pending(refuted) is None
+    # the next pass fails too: the burn is declared at it, bracketed from pass 1's start (a burn during it would
+    # not show) to the loud pass's end
     mild = stats.chi2.isf(10**-3.5, 7)
-    runs = quiet[:1] + [_test(T0 + 1000 * k, mild) for k in (1, 2, 3)]
+    confirmed = quiet[:2] + [_test(T0 + 2000, 90.0), _test(T0 + 3000, mild)]
+    found = mn.detect(confirmed, T0 - 100)
+    assert (found.first, found.last, found.passes) == (2, 3, 2)
+    assert (found.burn_after, found.burn_before, found.detected_at) == (T0 + 1000, T0 + 2300, T0 + 3300)
+    assert found.log10_p == pytest.approx(stats.chi2.logsf(90.0 + mild, 14) / math.log(10))
+    # the loud pass is the window's last: it waits for the next pass (an unmeasured pass does not count)
+    waiting = quiet[:2] + [_test(T0 + 2000, 90.0), _test(T0 + 3000, 0.0, dof=0)]
+    assert mn.detect(waiting, T0 - 100) is None
+    assert mn.pending(waiting) == 2
+    assert mn.pending(quiet[:2] + [_test(T0 + 2000, mild)]) is None  # suspicious, but not enough to decide alone
+
+
+def test_a_waiting_pass_holds_back_the_passes_that_overlap_it():
+    # pass 1 (1000-1300) is consistent, pass 2 (1200-1500, another sensor) waits; pass 1 has not ended when
+    # pass 2 starts, so it waits too; pass 0 ended before: it is fitted
+    tests = [_test(T0, 5.0), _test(T0 + 1000, 5.0), _test(T0 + 1200, 90.0)]
+    assert mn.pending(tests) == 2
+    assert mn.held_back(tests, 2) == [1, 2]
+    chained = [_test(T0, 5.0), _test(T0 + 250, 5.0), _test(T0 + 1000, 5.0), _test(T0 + 1200, 90.0)]
+    assert mn.held_back(chained, 3) == [2, 3]  # pass 1 (250-550) ended before pass 2 started
+    overlapping = [_test(T0, 5.0), _test(T0 + 800, 5.0), _test(T0 + 1000, 5.0), _test(T0 + 1200, 90.0)]
+    assert mn.held_back(overlapping, 3) == [1, 2, 3]  # 800-1100 overlaps 1000-1300, which overlaps the waiting one
+
+
+def test_mild_passes_accumulate():
+    # chi-square(7) tail 10^-3.5 each: one pass alone gives 10^-3.5, two 10^-5.9, three 10^-8.3 (21 dof)
+    quiet = [_test(T0, 5.0)]
+    mild = stats.chi2.isf(10**-3.5, 7)
+    runs = quiet + [_test(T0 + 1000 * k, mild) for k in (1, 2, 3)]
     found = mn.detect(runs, T0 - 100)
     assert (found.first, found.last) == (1, 3)
     assert found.log10_p == pytest.approx(stats.chi2.logsf(3 * mild, 21) / math.log(10))
-    broken = quiet[:1] + [_test(T0 + 1000, mild), _test(T0 + 2000, 5.0), _test(T0 + 3000, mild)]
+    broken = quiet + [_test(T0 + 1000, mild), _test(T0 + 2000, 5.0), _test(T0 + 3000, mild)]
     assert mn.detect(broken, T0 - 100) is None  # a consistent pass between restarts the run
+    assert mn.detect(runs, T0 - 100, mn.ManoeuvreSettings(confirm_passes=4)) is None
 
 
 def test_latest_run_is_the_shortest_end_that_still_detects():
