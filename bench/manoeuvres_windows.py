@@ -11,7 +11,8 @@ Per 6-hour arc window ``k``, in event-time order, as the ``correlate`` and ``fus
 2. the objects with correlated rows in ``k`` fitted there (:func:`sda.orbit.fusion.arcs.fuse_object`, the prior
    their newest converged fused orbit of an earlier window, :data:`sda.orbit.fusion.arcs.PRIOR_MAX_AGE_ARCS` at
    most), with the rows held for want of an object inside the
-   gate that name them as ``candidate`` rows (:func:`sda.pipeline.manoeuvres.held_observations`).
+   gate that name them as ``candidate`` rows (:func:`sda.pipeline.manoeuvres.held_observations`) and the rows after
+   the prior's epoch no converged fit took (``waiting``, as jobs/fuse.py's ``waiting_rows`` reads them).
 
 What it leaves out: arrival order (the windows are decided once, in order: the fixed point the split-run tests
 check the stage reaches), the sensor calibrations, and the acquire stage.
@@ -59,6 +60,20 @@ def _previous(fitted: list[dict], k: int, arc_s: float) -> dict | None:
     return max(earlier, key=lambda r: r["window_start_unix"]) if earlier else None
 
 
+def _waiting(own: dict[int, pd.DataFrame], previous: dict | None, k: int, arc_s: float) -> pd.DataFrame:
+    """The rows the fuse stage reads as waiting (jobs/fuse.py, waiting_rows): the object's correlated rows after its
+    prior's epoch in the windows before ``k``."""
+    from sda.orbit.times import unix_seconds
+
+    if previous is None:
+        return pd.DataFrame()
+    after = [w for w in own if previous["epoch_unix"] // arc_s <= w < k]
+    if not after:
+        return pd.DataFrame()
+    rows = pd.concat([own[w] for w in sorted(after)], ignore_index=True)
+    return rows[unix_seconds(rows["event_time"]) > previous["epoch_unix"]].assign(candidate=False, waiting=True)
+
+
 def _decide(part: pd.DataFrame, k: int, cat: tuple, basis: dict, arc_s: float) -> pd.DataFrame:
     """Window ``k``'s observations with the association columns (module docstring, 1)."""
     from sda.orbit.correlation import OBSERVATION_COLUMNS, reassociation
@@ -102,6 +117,7 @@ def associate_and_fuse(obs: pd.DataFrame, ids: list, sats: list, lines: dict, wo
     fit_sigmas = registry_sigmas(load_sensors())
     k_of = window_index(unix_seconds(obs["event_time"]), arc_s)
     rows: dict[int, list[dict]] = defaultdict(list)
+    own: dict[int, dict[int, pd.DataFrame]] = defaultdict(dict)  # per object and window, its correlated rows
     seconds: dict[int, float] = defaultdict(float)
     figures = {"windows": 0, "correlated": 0, "right": 0, "wrong": 0, "candidates": 0, "wider_pass": 0}
     spawn = multiprocessing.get_context("spawn")  # not forked (bench/correlation_tracking.py: held locks)
@@ -112,8 +128,13 @@ def associate_and_fuse(obs: pd.DataFrame, ids: list, sats: list, lines: dict, wo
                               arc_s)
             groups = {n: g for n, g in _per_object(decided).items() if n in lines}
             _count(figures, decided, groups)
-            jobs = [(n, g[list(FIT_COLUMNS) + ["candidate"]].reset_index(drop=True), _previous(rows[n], int(k), arc_s),
-                     *lines[n], fit_sigmas, settings.fusion_min_span_s) for n, g in groups.items()]
+            jobs = []
+            for n, g in groups.items():
+                previous = _previous(rows[n], int(k), arc_s)
+                own[n][int(k)] = g.loc[~g["candidate"].astype(bool), list(FIT_COLUMNS)]
+                part = pd.concat([_waiting(own[n], previous, int(k), arc_s), g[list(FIT_COLUMNS) + ["candidate"]]
+                                  .assign(waiting=False)], ignore_index=True)
+                jobs.append((n, part, previous, *lines[n], fit_sigmas, settings.fusion_min_span_s))
             jobs.sort(key=lambda j: -len(j[1]))
             for norad, fitted, s in (pool.map if pool else map)(_fuse_window, jobs):
                 rows[norad] += fitted

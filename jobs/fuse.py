@@ -111,6 +111,24 @@ def priors(spark: "SparkSession", settings: "Settings", first: dict[int, int], a
     return {int(r["norad_id"]): r.asDict() for r in rows}
 
 
+def waiting_rows(spark: "SparkSession", settings: "Settings", prior: dict[int, dict], start: dt.datetime
+                 ) -> "DataFrame":
+    """Each object's correlated rows after its prior's epoch and before ``start`` (the window fitted), flagged
+    ``waiting``: what no converged fit took, for this window to test and fit first
+    (:func:`sda.orbit.fusion.arcs.waiting`)."""
+    end = int(round(start.timestamp() * 1e6))
+    keys = [(n, int(round(p["epoch_unix"] * 1e6)), end) for n, p in prior.items()]
+    columns = [*FIT_COLUMNS, manoeuvre_io.is_reassociated().alias("candidate"), F.lit(True).alias("waiting")]
+    rows = TABLES["correlated"].read(spark, settings)
+    if not keys:
+        return rows.where(F.lit(False)).select(*columns)
+    lo = dt.datetime.fromtimestamp(min(a for _, a, _ in keys) / 1e6, dt.timezone.utc).date()
+    after = spark.createDataFrame(keys, "norad_id long, after_us long, end_us long")
+    us = F.unix_micros("event_time")
+    return (rows.where(F.col("event_date") >= F.lit(lo)).join(F.broadcast(after), on="norad_id")
+            .where((us > F.col("after_us")) & (us < F.col("end_us"))).select(*columns))
+
+
 def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict[int, list[tuple]],
                 sigmas: dict, arc, calibrations: dict | None = None) -> "DataFrame":
     """Keyed by object: each object's windows in ``observations`` fitted in order
@@ -129,7 +147,7 @@ def fit_objects(observations: "DataFrame", previous: dict[int, dict], sets: dict
         pdf = pdf.sort_values(["candidate", "obs_id"], kind="stable").drop_duplicates("obs_id")
         pdf = apply(pdf, calibrations or {}, arc.arc_s)
         norad = int(pdf["norad_id"].iloc[0])
-        t_first = float(unix_seconds(pdf["event_time"]).min())
+        t_first = float(unix_seconds(pdf["event_time"][~pdf["waiting"].fillna(False)]).min())
         history = sets.get(norad, [])
         usable = [s for s in history if s[0] <= t_first] or history[:1]
         line1, line2 = (usable[-1][1], usable[-1][2]) if usable else (None, None)
@@ -288,6 +306,8 @@ def fit_window(spark: "SparkSession", settings: "Settings", k: int, objects: dic
     if not present:
         return []
     prior = priors(spark, settings, dict.fromkeys(present, k), arc.arc_s)
+    start = dt.datetime.fromtimestamp(k * arc.arc_s, dt.timezone.utc)
+    part = part.withColumn("waiting", F.lit(False)).unionByName(waiting_rows(spark, settings, prior, start))
     fitted = fit_objects(part, prior, sets, sigmas, arc, calibrations.lookup(spark, settings, k, arc.arc_s))
     rows = with_times(fitted, run_id).localCheckpoint()
     faults.checkpoint("fuse:before-write")

@@ -6,7 +6,8 @@ Event time decides the arcs: window ``k`` of an object holds its correlated obse
 earlier window of the object not older than :data:`PRIOR_MAX_AGE_ARCS` arcs (carried to the window's
 first observation with its covariance grown, :func:`sda.orbit.estimation.prior_from_result`), else the
 catalogue's newest element set there (:func:`sda.orbit.estimation.prior_from_tle`). The prior's observations are
-never fitted twice (each observation is in exactly one window), and a window's orbit is a pure function
+never fitted twice: an observation is in its own window's fit, or, when that fit left it waiting for the next
+pass (or did not converge), in the next converged one (:func:`waiting`); a window's orbit is a pure function
 of the observations of it and of the windows before: whatever the file order or run split, the same
 observations give the same orbits (:func:`fuse_object` sorts them by event time and ``obs_id``).
 A late observation in window ``j`` re-fits window ``j`` and every later window of its object.
@@ -139,10 +140,13 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
     obs = obs.sort_values(["event_time", "obs_id"], kind="stable").reset_index(drop=True)
     t = unix_seconds(obs["event_time"])
     k_of = window_index(t, settings.arc_s)
+    earlier = obs["waiting"].fillna(False).to_numpy(bool) if "waiting" in obs else np.zeros(len(obs), bool)
     reference = Satrec.twoline2rv(line1, line2, WGS72) if line1 and line2 else None
     rows = []
-    for k in np.unique(k_of):
-        part, tk = obs[k_of == k].reset_index(drop=True), t[k_of == k]
+    for k in np.unique(k_of[~earlier]):
+        rows_k = (k_of == k) & ~earlier
+        rows_k |= waiting(obs, t, k_of, k, previous)
+        part, tk = obs[rows_k].reset_index(drop=True), t[rows_k]
         try:
             found = fit_window(part, tk, previous, reference, sigmas, settings)
         except (ValueError, dynamics.PropagationError) as exc:
@@ -174,6 +178,17 @@ def fuse_object(norad: int, obs: pd.DataFrame, previous: dict | None, line1: str
         if result.status == CONVERGED:
             previous = row
     return rows
+
+
+def waiting(obs: pd.DataFrame, t: np.ndarray, k_of: np.ndarray, k: int, previous: dict | None) -> np.ndarray:
+    """Which of ``obs`` wait for window ``k``: the object's own observations of earlier windows after its prior's
+    epoch, which no converged fit took (a pass that failed alone at a window's end,
+    :func:`sda.orbit.manoeuvre.detection.pending`; a window that did not converge); window ``k`` tests and fits
+    them first. ``obs`` holds them when fitted with those windows, or, fitting ``k`` alone, as rows flagged
+    ``waiting`` (the stage reads them: jobs/fuse.py)."""
+    if previous is None:
+        return np.zeros(len(obs), bool)
+    return ~candidates(obs) & (k_of < k) & (t > float(previous["epoch_unix"]))
 
 
 def candidates(part: pd.DataFrame) -> np.ndarray:

@@ -56,10 +56,14 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         tests = mn.pass_tests(prior, current, sub, t_sub, p_sub, sigmas, noise, held_sub,
                               Prediction(*(getattr(predicted, f)[1:] for f in ("t", "r_km", "v_kms", "covariance"))),
                               config.light_time)
-        detection = mn.detect(tests, current.epoch, ms)
-        if detection is not None and found:  # one burn more, or the newest re-fit too short to predict?
+        opened = _opened(float(current.epoch), since, tk, passes, ms.max_pass_s)
+        detection = mn.detect(tests, opened, ms)
+        # a pass failing after a burn: one burn more, or the newest re-fit too short to predict? Asked at the
+        # first failing pass (no confirmation needed: one burn explaining it declares nothing new)
+        failing = mn.detect(tests, opened, dataclasses.replace(ms, confirm_passes=1)) if found else None
+        if failing is not None:
             upto = np.zeros(len(tk), bool)
-            upto[np.flatnonzero(rest)[p_sub <= detection.last]] = True
+            upto[np.flatnonzero(rest)[p_sub <= failing.last]] = True
             merged = _one_burn(part, since | upto, held, burn, sigmas, config, ms)
             if merged is None and "_later" in found[-1]:  # the newest burn was after its run's first passes?
                 merged, since, burn = _later_reading(found[-1], part, tk, since, burn, upto, held, sigmas, config, ms)
@@ -83,7 +87,7 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         reassociated |= ids
         since = np.zeros(len(tk), bool)
         since[np.flatnonzero(rest)[use]] = True
-        later = mn.latest_run(tests, detection, current.epoch, ms)
+        later = mn.latest_run(tests, detection, opened, ms)
         if later is not None:  # the run's other reading, kept for the next detection in the window to decide
             rows = np.zeros(len(tk), bool)
             rows[np.flatnonzero(rest)[use & (p_sub >= later.first)]] = True
@@ -91,6 +95,17 @@ def fit_segments(part: pd.DataFrame, tk: np.ndarray, held: np.ndarray, prev: OdR
         current, current_id, boundary = post, None, float(post.epoch)
         if not (tk > boundary).any():
             return WindowFit(post, part[since], found, sorted(reassociated))
+
+
+def _opened(epoch: float, since: np.ndarray, tk: np.ndarray, passes: np.ndarray, max_pass_s: float) -> float:
+    """Where a burn after the current orbit can have happened: after the first observation of its last pass
+    (a burn during that pass barely shows in it). For a burn's re-fit (``since``: its observations) that pass
+    is known; for the window's prior (an earlier window's fit) it is not, and it began at most
+    ``max_pass_s`` before the prior's epoch."""
+    if not since.any():
+        return epoch - max_pass_s
+    last = passes[since][np.argmax(tk[since])]
+    return min(epoch, float(tk[since & (passes == last)].min()))
 
 
 def _later_reading(manoeuvre: dict, part, tk: np.ndarray, since: np.ndarray, burn, upto: np.ndarray,
@@ -112,6 +127,8 @@ def _later_reading(manoeuvre: dict, part, tk: np.ndarray, since: np.ndarray, bur
         return None, since, burn
     manoeuvre.update(burn_after_unix=later.burn_after, burn_before_unix=later.burn_before, statistic=later.statistic,
                      dof=later.dof, log10_p=later.log10_p, passes=later.passes)
+    if later.passes < ms.confirm_passes:  # this reading is confirmed by the passes that now fail too
+        manoeuvre["detected_at_unix"] = max(manoeuvre["detected_at_unix"], float(tk[upto].max()))
     return merged, rows, prior
 
 
@@ -132,15 +149,21 @@ def _one_burn(part, rows: np.ndarray, held: np.ndarray, burn, sigmas, config: Od
 def _last(sub, t_sub, held_sub, p_sub, tests, current: OdResult, prior, since: pd.DataFrame, found, reassociated,
           sigmas, config: OdConfig, ms) -> WindowFit | None:
     """The window's last segment: the object's own observations and the held ones of passes the
-    prediction explains, fitted from ``current``; with the newest burn's re-fit observations before them."""
+    prediction explains, fitted from ``current``; with the newest burn's re-fit observations before them. A
+    trailing pass that fails loudly on its own (:func:`sda.orbit.manoeuvre.detection.pending`) is left out."""
     explained = np.array([tests[k].log10_p > math.log10(ms.consistent_p) for k in p_sub], bool)
     keep = ~held_sub | explained
+    waiting = mn.pending(tests, ms)
+    if waiting is not None:  # a burn's first pass, or a bad one: the next pass decides, so it is not fitted
+        keep &= ~np.isin(p_sub, mn.held_back(tests, waiting))
     if not keep.any():
         if found:  # the newest burn's re-fit stands
             return WindowFit(current, since, found, sorted(reassociated))
         return None
     first = float(t_sub[keep].min())
     start = prior if first == float(t_sub.min()) else prior_from_result(current, first, config.noise)
+    if found:  # the newest burn's re-fit carried on: still the post-burn orbit the screening must take
+        start = dataclasses.replace(start, source="manoeuvre")
     result = fit(sub[keep], start, sigmas, config)
     ids = set(sub["obs_id"][held_sub & keep].astype(str)) & set(result.accepted_ids)
     if found and result.converged:  # the newest burn's delta-v from everything since it
