@@ -29,7 +29,8 @@
    set's): testable burns, detected, recall; precision = matched / all detections (per bin, the detections
    are binned by their *estimated* delta-v); delay (detected_at - burn, hours) and passes after the burn
    until detection (the object's passes -- one sensor's observations with gaps <= 600 s, cut every 1200 s,
-   sda.orbit.manoeuvre.detection.pass_index -- starting after the burn and at or before detected_at); |dv| and
+   sda.orbit.manoeuvre.detection.pass_index -- starting after the burn and complete at detected_at, the end of
+   the detection's last pass: another sensor's pass under way then is not counted); |dv| and
    burn-time errors; the share of matched burns inside the unwidened bracket. A detection matching nothing
    is a *duplicate* when its bracket holds an already matched burn; a *late bracket* / *after untested
    burn* when the object's newest burn before its bracket is a testable / untestable one nothing matched
@@ -41,7 +42,9 @@
    observed the orbit between the two, so no estimator can tell them apart; the target's figure is given
    strictly and counting such a group once.
 
-Targets: every burn >= 0.5 m/s detected within two passes; <= 1 false detection per 1,000 object-days.
+Targets (issue 52): of the LEO burns >= 0.5 m/s followed by at least two passes, >= 0.95 detected within two passes
+(``leo_dv_ge_0.5_within_2_passes``; every regime's figures beside it); <= 1 false detection per 1,000 quiet
+object-days, over at least 2,000 of them (``--manoeuvre-share 0``), the upper bound beside it.
 Prints a line per detection, miss and false alarm and, last, one JSON line; the same JSON with every
 burn and detection goes to ``--out`` (default ``bench/results/manoeuvres.json``).
 """
@@ -60,8 +63,11 @@ import numpy as np
 from common import RESULTS, log, ratio, short_utc, stats, write_result
 
 SLACK_S = 120.0
+DEV_SEEDS = (3, 5, 7)  # the seeds the detector's design and constants were developed on
 BINS = ((0.05, 0.1), (0.1, 0.2), (0.2, 0.5), (0.5, 1.0), (1.0, 2.0))
 TARGET_DV_MS, TARGET_PASSES, TARGET_FALSE_PER_1000 = 0.5, 2, 1.0
+TARGET_LEO_SHARE = 0.95  # of LEO burns >= TARGET_DV_MS followed by two passes, detected within two passes
+TARGET_QUIET_DAYS = 2000.0  # the false-detection rate's point estimate counts over at least this many
 OUTCOMES = {"late_bracket": "late bracket", "after_untested_burn": "after untested burn", "duplicate": "duplicate",
             "false": "false"}  # the unmatched detections' outcomes (classify)
 PASS_GAP_S, MAX_PASS_S = 600.0, 1200.0  # sda.orbit.manoeuvre.detection.ManoeuvreSettings' pass_gap_s, max_pass_s
@@ -75,7 +81,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--manoeuvre-rate", type=float, default=3.0, help="burns per manoeuvring body and day")
     p.add_argument("--correlate", action="store_true", help="associate by the pipeline's correlation, not the truth")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--seed", type=int, default=3)
+    dev = ", ".join(map(str, DEV_SEEDS))
+    p.add_argument("--seed", type=int, default=3, help=f"simulation seed; the detector was developed on {dev}: "
+                   "report on others")
     p.add_argument("--start", default="2026-11-20T00:00:00Z")
     p.add_argument("--work", type=Path, default=None, help="simulation directory (default: a temporary one)")
     p.add_argument("--out", type=Path, default=RESULTS / "manoeuvres.json")
@@ -92,20 +100,31 @@ def dv_bin(dv_ms: float) -> str:
     return f"<{BINS[0][0]:g}" if dv_ms < BINS[0][0] else f">{BINS[-1][1]:g}"
 
 
-def pass_starts(t, sensor) -> list[float]:
-    """The sorted first times of an object's passes (sda.orbit.manoeuvre.detection.pass_index's passes)."""
+def pass_spans(t, sensor) -> list[tuple[float, float]]:
+    """An object's passes (sda.orbit.manoeuvre.detection.pass_index's), (first time, last time), by first time."""
     from sda.orbit.manoeuvre.detection import pass_index
 
     t = np.asarray(t, float)
     if len(t) == 0:
         return []
     label = pass_index(t, np.asarray(sensor), PASS_GAP_S, MAX_PASS_S)
-    return sorted(float(t[label == k].min()) for k in range(int(label.max()) + 1))
+    return sorted((float(t[label == k].min()), float(t[label == k].max())) for k in range(int(label.max()) + 1))
+
+
+def pass_starts(t, sensor) -> list[float]:
+    """The sorted first times of an object's passes."""
+    return [a for a, _ in pass_spans(t, sensor)]
 
 
 def passes_between(starts: list[float], after: float, upto: float) -> int:
     """How many passes start after ``after`` and at or before ``upto``."""
     return max(0, bisect.bisect_right(starts, upto) - bisect.bisect_right(starts, after))
+
+
+def passes_done(spans: list[tuple[float, float]], after: float, upto: float) -> int:
+    """How many passes start after ``after`` and end at or before ``upto``: the ones complete at a detection
+    (another sensor's pass still under way when it was decided is not one it used)."""
+    return sum(a > after and b <= upto for a, b in spans)
 
 
 def match(detections: list[dict], burns: list[dict]) -> dict[int, int]:
@@ -146,7 +165,8 @@ def score_burns(burns: list[dict], detections: list[dict], objects: dict[int, di
             d = detections[by_burn[j]]
             est = np.array([d["dv_r_ms"], d["dv_t_ms"], d["dv_n_ms"]])
             row.update(delay_h=(d["detected_at_unix"] - b["t_unix"]) / 3600.0,
-                       passes_to_detect=passes_between(starts, b["t_unix"], d["detected_at_unix"]),
+                       passes_to_detect=passes_done(obj.get("spans", [(a, a) for a in starts]), b["t_unix"],
+                                                    d["detected_at_unix"]),
                        dv_est_ms=d["dv_ms"], dv_abs_err_ms=abs(d["dv_ms"] - b["dv_ms"]),
                        dv_vec_err_ms=float(np.linalg.norm(est - np.asarray(b["dv_rtn_ms"]))),
                        burn_time_err_s=abs(d["burn_time_unix"] - b["t_unix"]),
@@ -263,16 +283,22 @@ def targets(burns: list[dict], rate: dict) -> dict:
     grouped = len(in_time)
     per, upper = rate["per_1000_object_days"], rate["upper95_per_1000_object_days"]
     verdict = ("not met" if per is not None and per > TARGET_FALSE_PER_1000 else
-               "met" if upper is not None and upper <= TARGET_FALSE_PER_1000 else
-               "not shown (too few object-days for the bound)")
+               "met" if per is not None and rate["object_days"] >= TARGET_QUIET_DAYS else
+               f"not shown (fewer than {TARGET_QUIET_DAYS:,.0f} quiet object-days)")
+    leo = [b for b in seen if b["regime"] == "LEO"]
+    leo_share = ratio(sum(b in fast for b in leo), len(leo))
     return {"dv_ge_0.5_within_2_passes": {"testable": len(big), "within": len(fast), "share": share, "met": (
                 share == 1.0 if big else None), "of_those_with_2_passes_after": ratio(
                 sum(b in fast for b in seen), len(seen)), "within_counting_one_per_gap": grouped,
                 "share_counting_one_per_gap": ratio(grouped, len(big)),
                 "of_those_with_2_passes_after_counting_one_per_gap": ratio(sum(b in in_time for b in seen),
                                                                             len(seen))},
+            "leo_dv_ge_0.5_within_2_passes": {"burns_with_2_passes_after": len(leo),
+                                              "within": sum(b in fast for b in leo),
+                                              "share": leo_share, "target": TARGET_LEO_SHARE,
+                                              "met": None if leo_share is None else leo_share >= TARGET_LEO_SHARE},
             "false_per_1000_object_days": {"value": per, "upper95": upper, "target": TARGET_FALSE_PER_1000,
-                                           "verdict": verdict}}
+                                           "object_days": rate["object_days"], "verdict": verdict}}
 
 
 def score(burns: list[dict], detections: list[dict], objects: dict[int, dict]) -> dict:
@@ -296,8 +322,9 @@ def object_facts(rows: list[dict], seen, regime: str, run_end: float) -> dict:
     from sda.orbit.times import unix_seconds
 
     facts = {"regime": regime, "first_end": rows[0]["epoch_unix"] if rows else None, "tested_s": 0.0,
-             "starts": pass_starts(unix_seconds(seen["event_time"]), seen["sensor_id"].to_numpy()),
+             "spans": pass_spans(unix_seconds(seen["event_time"]), seen["sensor_id"].to_numpy()),
              "windows": [(r["window_start_unix"], r["window_end_unix"], r["status"], r["prior_source"]) for r in rows]}
+    facts["starts"] = [a for a, _ in facts["spans"]]
     tested = [r for r in rows if r["prior_source"] != "catalogue"]
     if tested:
         facts["tested_s"] = max(0.0, min(run_end, tested[-1]["window_end_unix"]) - facts["first_end"])
@@ -355,14 +382,15 @@ def main(argv=None) -> dict:
     report(figures)
     seconds = [s for _, s in fused.values()]
     summary = {"bench": "manoeuvres", "objects": args.objects, "hours": args.hours, "seed": args.seed,
-               "manoeuvre_share": args.manoeuvre_share, "manoeuvre_rate": args.manoeuvre_rate,
+               "development_seed": args.seed in DEV_SEEDS, "manoeuvre_share": args.manoeuvre_share,
+               "manoeuvre_rate": args.manoeuvre_rate,
                **association, "observations": len(obs), "objects_fused": len(fused), "burns": len(burns),
                **{k: v for k, v in figures.items() if not k.startswith("scored_")},
                "timing_s": {"simulate": round(sim_s, 1), "fuse": round(fuse_s, 1), "workers": args.workers,
                             "fuse_per_object": stats(seconds), "total": round(time.perf_counter() - started, 1)}}
     detail = {**summary, "burn_list": figures["scored_burns"], "detection_list": figures["scored_detections"],
-              "object_list": {n: {**{k: v for k, v in o.items() if k != "starts"}, "passes": len(o["starts"])}
-                              for n, o in objects.items()}}
+              "object_list": {n: {**{k: v for k, v in o.items() if k not in ("starts", "spans")},
+                                  "passes": len(o["starts"])} for n, o in objects.items()}}
     write_result(args.out, detail, summary, indent=None, default=float)  # compact: every burn and detection listed
     return summary
 

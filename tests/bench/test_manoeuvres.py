@@ -47,6 +47,11 @@ def test_passes_are_one_sensors_observations_with_short_gaps_and_long_tracks_cut
     assert bench.passes_between(starts, 40.0, 900.0) == 2  # after 40 s and at or before 900 s
     assert bench.passes_between(starts, 0.0, math.inf) == 3
     assert bench.passes_between(starts, 2000.0, 1000.0) == 0
+    spans = bench.pass_spans(t, sensor)
+    assert spans == [(0.0, 200.0), (50.0, 1250.0), (900.0, 900.0), (1310.0, 1550.0)]
+    # complete at 900 s: the radar's two passes; the ISL track that started at 50 s was still under way
+    assert bench.passes_done(spans, -1.0, 900.0) == 2
+    assert bench.passes_done(spans, 10.0, 1250.0) == 2  # the first started before 10 s
 
 
 def test_each_burn_matches_once_the_earliest_detection_inside_its_widened_bracket():
@@ -107,6 +112,8 @@ def test_scored_figures_per_bin_regime_and_the_targets():
     within = fig["targets"]["dv_ge_0.5_within_2_passes"]
     assert (within["testable"], within["within"], within["share"], within["met"]) == (2, 1, 0.5, False)
     assert fig["targets"]["false_per_1000_object_days"]["verdict"] == "not met"
+    leo = fig["targets"]["leo_dv_ge_0.5_within_2_passes"]  # object 1's 0.7 m/s burn, two passes after it
+    assert (leo["burns_with_2_passes_after"], leo["within"], leo["met"]) == (1, 1, True)
 
 
 def test_no_false_detection_over_few_days_is_not_shown_met():
@@ -114,8 +121,11 @@ def test_no_false_detection_over_few_days_is_not_shown_met():
     verdict = fig["targets"]["false_per_1000_object_days"]
     assert verdict["value"] == 0.0 and verdict["verdict"].startswith("not shown")
     assert fig["targets"]["dv_ge_0.5_within_2_passes"]["met"] is None
-    long = bench.score([], [], {7: obj(tested_s=4000 * DAY)})
+    long = bench.score([], [], {7: obj(tested_s=2000 * DAY)})
     assert long["targets"]["false_per_1000_object_days"]["verdict"] == "met"
+    one = bench.score([], [detection(7, H, 2 * H, 2 * H)], {7: obj(tested_s=1999 * DAY)})
+    assert one["targets"]["false_per_1000_object_days"]["verdict"].startswith("not shown")  # 0.5 per 1,000
+    assert bench.score([], [], {7: obj(tested_s=1999 * DAY)})["targets"]["leo_dv_ge_0.5_within_2_passes"]["met"] is None
 
 
 def test_burns_in_one_unobserved_gap_count_once():
