@@ -24,6 +24,10 @@ window ``k``'s calibrations re-estimated, then window ``k + 1`` with them. A run
 second as a run split at their boundary does (the same input gives the same output, whatever the run split).
 Manoeuvres and the held observations' re-associations are written once, after the last window.
 
+**Passes left waiting.** A window's fit leaves out a last pass that fails alone (the next pass confirms a burn or
+not: :mod:`sda.orbit.manoeuvre.detection`); window ``k`` reads each object's correlated rows after its prior's
+epoch that are before ``k`` (:func:`waiting_rows`) and tests and fits them first.
+
 **Decided again before each fit** (:mod:`sda.pipeline.reassociation`): before window ``k`` is fitted, its
 observations are decided again against the fused orbits of the windows before it, and the ones no gate took against
 every element set with a wider gate (all of them when one of those fits was written in this run, else the ones new

@@ -124,7 +124,8 @@ STAGES: tuple[Stage, ...] = (
               "the next; a change refits its window and the object's later ones. Before a window is fitted its "
               "observations are decided again against the earlier windows' fused orbits, the ones no gate took "
               "against every element set with a wider gate (moves logged in reassociations). manoeuvres: each "
-              "window's detections. Held observations a fit explains move "
+              "window's detections, a failing pass confirmed by the next; a pass at a window's end that would "
+              "decide alone waits, and the next window tests and fits it first. Held observations a fit explains move "
               "from uncorrelated to correlated (a feedback edge: the next run refits the same window to the same "
               "orbit). sensor_calibrations: per "
               "(sensor, arc window), the sum of the window's fits' residual statistics, applied to the later windows",
