@@ -46,7 +46,7 @@ MANEUVERABLE = YES in its CDMs. The screening state is recorded last.
 
 Before the screening (not in a replay), :func:`sda.alerts.publish.publish_manoeuvres` writes one CCSDS OPM
 (KVN) plus a JSON twin per gold ``manoeuvres`` row not yet in the outbox (the post-burn orbit and the burn),
-written once.
+written once, and a withdrawal (JSON) of each published manoeuvre that a re-fit of its window no longer finds.
 """
 
 from __future__ import annotations
@@ -257,8 +257,10 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
         return replay(spark, settings, args)
     # the manoeuvre messages first: cheap, and out before a CDM that says MANEUVERABLE = YES of their object
     messages = publish_manoeuvres(spark, settings)
-    runtime.progress(STAGE, "manoeuvre messages: %d OPMs published (%d files), %d waiting for their fused orbit",
-                     *(messages[k] for k in ("manoeuvre_messages", "manoeuvre_files", "manoeuvre_messages_pending")))
+    runtime.progress(STAGE, "manoeuvre messages: %d OPMs published (%d files), %d waiting for their fused orbit; "
+                     "%d withdrawn (%d waiting)", *(messages[k] for k in (
+                         "manoeuvre_messages", "manoeuvre_files", "manoeuvre_messages_pending",
+                         "manoeuvre_withdrawals", "manoeuvre_withdrawals_pending")))
     return {**screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True), **messages}
 
 

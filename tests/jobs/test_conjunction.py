@@ -23,6 +23,7 @@ from sda.lake import schemas
 from sda.lake.schemas import FUSED_ORBITS, MANOEUVRES
 from sda.lake.tables import TABLES, ensure_tables
 from sda.orbit import screening
+from sda.pipeline import sinks
 from tests.seed import append_rows, catalog_row
 
 UTC = dt.timezone.utc
@@ -169,7 +170,8 @@ def test_manoeuvre_messages_once_and_maneuverable_cdms(spark, settings):
     """Every gold manoeuvres row with its fused orbit becomes one OPM + JSON in the outbox, once; the CDM
     says MANEUVERABLE = YES of the object that burnt before the screening start (101), N/A of the one that
     burnt after it (102)."""
-    zero = {"manoeuvre_messages": 0, "manoeuvre_files": 0, "manoeuvre_messages_pending": 0}
+    zero = {"manoeuvre_messages": 0, "manoeuvre_files": 0, "manoeuvre_messages_pending": 0,
+            "manoeuvre_withdrawals": 0, "manoeuvre_withdrawals_pending": 0}
     assert publish_manoeuvres(None, settings) == zero  # no table yet: nothing to read, no Spark asked
     assert manoeuvred_objects(None, settings, [101], EPOCH) == set()
     ensure_tables(spark, settings)
@@ -197,6 +199,55 @@ def test_manoeuvre_messages_once_and_maneuverable_cdms(spark, settings):
     again = job.run(spark, settings, args("run-2"))
     assert (again["manoeuvre_messages"], again["manoeuvre_files"], again["manoeuvre_messages_pending"]) == (0, 0, 1)
     assert again["emitted_files"] == 0 and again["alerts_unchanged"] == 2  # and 201/202's (the test above)
+    assert {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()} == mtimes
+
+
+def _refit(n: int, manoeuvres: list[dict]) -> dict:
+    """The fuse stage's written row of a re-fit of ``n``'s window (jobs/fuse.py), with its detections."""
+    window = EPOCH - dt.timedelta(hours=6)
+    return {"norad_id": n, "us": int(window.timestamp() * 1e6), "fused_id": f"refit-{n}", "regime": "LEO",
+            "manoeuvres_json": json.dumps(manoeuvres) if manoeuvres else None}
+
+
+def test_a_manoeuvre_a_refit_explains_away_is_withdrawn(spark, settings):
+    """101's window re-fitted with later observations and no burn (the fuse stage's own write deletes its row):
+    the next publication withdraws its OPM by a message naming the new fit, once. 102's re-fit still finds its
+    burn (a new id, the bracket overlapping): a new OPM that revises it, no withdrawal."""
+    from sda.pipeline.manoeuvres import write_manoeuvres
+
+    ensure_tables(spark, settings)
+    write_catalog(spark, settings)
+    _seed_manoeuvres(spark, settings)
+    first = publish_manoeuvres(spark, settings)
+    assert (first["manoeuvre_messages"], first["manoeuvre_withdrawals"]) == (2, 0)
+    h, window = 3600.0, EPOCH - dt.timedelta(hours=6)
+    cov = [0.0] * 49
+    refits = [_row_of(FUSED_ORBITS, norad_id=n, window_start=window, epoch=EPOCH - dt.timedelta(hours=2.5),
+                      fit_start=window, x_km=7000.0, y_km=1.0, z_km=0.5, vx_kms=0.0, vy_kms=7.5, vz_kms=0.0,
+                      b_m2_kg=0.01, covariance=cov, rms=1.1, status="converged", fused_id=f"refit-{n}",
+                      line1=None, line2=None) for n in (101, 102)]
+    sinks.upsert(spark, spark.createDataFrame(refits, FUSED_ORBITS), "fused_orbits", settings)
+    t102 = (EPOCH - dt.timedelta(hours=2)).timestamp()
+    burn = {"seq": 0, "manoeuvre_id": "man-102-revised", "burn_after_unix": t102 - 0.5 * h,
+            "burn_before_unix": t102 + 0.25 * h, "burn_time_unix": t102, "detected_at_unix": t102 + h,
+            "dv_r_ms": 0.25, "dv_t_ms": 1.5, "dv_n_ms": -0.125, "dv_ms": 1.53, "dv_sigma_ms": 0.05, "statistic": 99.0,
+            "dof": 12, "log10_p": -15.0, "passes": 2, "observations_after": 30, "reassociated": 0,
+            "prior_fused_id": "fused-prior"}
+    assert write_manoeuvres(spark, settings, [_refit(101, []), _refit(102, [burn])], "run-refit") == {
+        "manoeuvres": 1, "manoeuvres_withdrawn": 1}
+
+    again = publish_manoeuvres(spark, settings)
+    assert (again["manoeuvre_messages"], again["manoeuvre_withdrawals"], again["manoeuvre_withdrawals_pending"]) == (
+        1, 1, 0)
+    names = sorted(f.name for f in settings.outbox.iterdir() if f.name.startswith("OPM-"))
+    assert names == ["OPM-man-101.json", "OPM-man-101.opm", "OPM-man-101.withdrawal.json", "OPM-man-102-revised.json",
+                     "OPM-man-102-revised.opm", "OPM-man-102.json", "OPM-man-102.opm"]
+    body = json.loads((settings.outbox / "OPM-man-101.withdrawal.json").read_text())
+    assert body["withdraws"]["message_id"] == "SDA-FUSION-OPM-man-101" and body["orbit"]["fused_id"] == "refit-101"
+    assert body["creation_date"] == "2026-11-21T03:30:00.000000Z"  # the re-fit's epoch, after detected_at 03:00
+    mtimes = {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()}
+    third = publish_manoeuvres(spark, settings)
+    assert (third["manoeuvre_messages"], third["manoeuvre_withdrawals"]) == (0, 0)
     assert {f.name: f.stat().st_mtime_ns for f in settings.outbox.iterdir()} == mtimes
 
 

@@ -6,7 +6,15 @@ Orbit Parameter Message (CCSDS 502.0-B-3, ``CCSDS_OPM_VERS = 3.0``), and ``OPM-<
 (the two rows and the object's name), both written with :func:`sda.alerts.outbox.write_if_absent`: a
 message once written is never rewritten, so publishing twice writes once. ``manoeuvre_id`` names the
 window's fit and the burn's number in it: a window re-fitted with new observations that still finds the
-burn gets a new id, and so a new message (its COMMENT says which window and burn it revises).
+burn gets a new id, and so a new message, which revises every earlier message of the object whose burn bracket
+overlaps its own (:func:`revises`).
+
+**Withdrawal.** A message whose manoeuvre is no longer in gold ``manoeuvres`` and that no current detection
+revises -- the window was re-fitted with later observations and they explain the passes without a burn -- is
+withdrawn by a message of its own, ``OPM-<manoeuvre_id>.withdrawal.json`` (:func:`withdrawal_text`; CCSDS has
+no message that cancels an OPM, so this one is JSON only): which message it withdraws, and the window's fused
+orbit now in gold ``fused_orbits`` that explains the observations. Written once, and its CREATION_DATE is the
+later of the withdrawn detection's ``detected_at`` and that orbit's epoch, so a replay writes the same bytes.
 
 The OPM says, in this order (what 502.0-B-3 and ``ccsds-ndm``, which validates every message written here,
 require of a message with a maneuver):
@@ -42,7 +50,7 @@ from sda.config.settings import Settings
 from sda.lake.schemas import FUSED_ORBITS, MANOEUVRES
 
 __all__ = ["MANOEUVRE_FIELDS", "ORBIT_FIELDS", "file_names", "opm_text", "json_text", "from_json", "emit",
-           "emitted"]
+           "emitted", "revises", "published_ids", "to_withdraw", "withdrawal_name", "withdrawal_text", "withdraw"]
 
 #: the ``manoeuvres`` row (every column) and what the message takes of its ``fused_orbits`` row
 MANOEUVRE_FIELDS = tuple(MANOEUVRES.fieldNames())
@@ -51,6 +59,7 @@ ORBIT_FIELDS = ("fused_id", "norad_id", "window_start", "epoch", "fit_start", "x
 _TIMES = frozenset(f.name for s in (MANOEUVRES, FUSED_ORBITS) for f in s.fields
                    if f.dataType.typeName() == "timestamp")
 FORMAT = "sda-manoeuvre/1"
+WITHDRAWAL_FORMAT = "sda-manoeuvre-withdrawal/1"
 OPM_VERSION = "3.0"
 #: placeholders the standard requires with a maneuver: neither the mass nor its change is observed
 MASS_KG = 1000.0
@@ -90,7 +99,8 @@ def _header(man: Mapping, orbit: Mapping, originator: str) -> list[str]:
         _line("CCSDS_OPM_VERS", OPM_VERSION),
         f"COMMENT {originator} manoeuvre {man['manoeuvre_id']}: NORAD {int(man['norad_id'])}, burn {int(man['seq'])} "
         f"of the arc window from {iso(man['window_start'])}",
-        "COMMENT a later message of the same object, window and burn number revises this one (the window re-fitted)",
+        "COMMENT a later message of the same object whose burn bracket overlaps this one's revises it; "
+        f"OPM-{man['manoeuvre_id']}.withdrawal.json withdraws it when none does",
         _line("CREATION_DATE", _epoch(created)),
         _line("ORIGINATOR", originator),
         _line("MESSAGE_ID", f"{originator}-OPM-{man['manoeuvre_id']}"),
@@ -221,3 +231,61 @@ def emit(manoeuvre: Mapping, orbit: Mapping, outbox: Path, name: str | None = No
         parts = from_json(twin.read_text(encoding="utf-8"))
         manoeuvre, orbit, name, object_id = parts["manoeuvre"], parts["orbit"], parts["name"], parts["object_id"]
     return int(written) + int(write_if_absent(opm, opm_text(manoeuvre, orbit, name, object_id, originator)))
+
+
+def revises(new: Mapping, old: Mapping) -> bool:
+    """Whether detection ``new`` revises ``old``: the same object, and their burn brackets overlap."""
+    return (int(new["norad_id"]) == int(old["norad_id"]) and aware(new["burn_after"]) <= aware(old["burn_before"])
+            and aware(old["burn_after"]) <= aware(new["burn_before"]))
+
+
+def withdrawal_name(manoeuvre_id: str) -> str:
+    return f"OPM-{manoeuvre_id}.withdrawal.json"
+
+
+def published_ids(outbox: Path) -> list[str]:
+    """The manoeuvre ids whose OPM is in the outbox and that no withdrawal has withdrawn yet."""
+    outbox = Path(outbox)
+    ids = sorted(p.name[len("OPM-"):-len(".opm")] for p in outbox.glob("OPM-*.opm"))
+    return [i for i in ids if not (outbox / withdrawal_name(i)).is_file()]
+
+
+def to_withdraw(outbox: Path, current: list[Mapping]) -> list[dict]:
+    """The published manoeuvres (their rows, read from the JSON twins) that are not among the ``current`` gold
+    ``manoeuvres`` rows and that no current row revises (:func:`revises`)."""
+    known = {r["manoeuvre_id"] for r in current}
+    out = []
+    for manoeuvre_id in published_ids(outbox):
+        if manoeuvre_id in known:
+            continue
+        old = from_json((Path(outbox) / file_names(manoeuvre_id)[1]).read_text(encoding="utf-8"))["manoeuvre"]
+        if not any(revises(r, old) for r in current):
+            out.append(old)
+    return out
+
+
+def withdrawal_text(manoeuvre: Mapping, orbit: Mapping, originator: str = Settings.cdm_originator) -> str:
+    """The withdrawal of the published ``manoeuvre``: ``orbit`` is its window's fused orbit now in gold
+    ``fused_orbits`` (another fit than the one that detected it); deterministic bytes."""
+    if orbit["fused_id"] == manoeuvre["fused_id"]:
+        raise ValueError(f"manoeuvre {manoeuvre['manoeuvre_id']}: its own fit {orbit['fused_id']} still stands")
+    created = max(aware(manoeuvre["detected_at"]), aware(orbit["epoch"]))
+    body = {
+        "format": WITHDRAWAL_FORMAT, "creation_date": iso(created), "originator": originator,
+        "message_id": f"{originator}-OPM-{manoeuvre['manoeuvre_id']}-WITHDRAWAL",
+        "withdraws": {"message_id": f"{originator}-OPM-{manoeuvre['manoeuvre_id']}",
+                      "files": list(file_names(manoeuvre["manoeuvre_id"]))},
+        "reason": "the arc window was re-fitted with later observations, which it explains without this burn",
+        "manoeuvre": {k: _json_value(manoeuvre.get(k)) for k in ("manoeuvre_id", "norad_id", "window_start", "seq",
+                                                                  "burn_after", "burn_before", "burn_time", "dv_ms",
+                                                                  "detected_at", "fused_id")},
+        "orbit": {k: _json_value(orbit.get(k)) for k in ("fused_id", "norad_id", "window_start", "epoch", "fit_start",
+                                                          "observations", "rms", "status")},
+    }
+    return json.dumps(body, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def withdraw(manoeuvre: Mapping, orbit: Mapping, outbox: Path, originator: str = Settings.cdm_originator) -> int:
+    """Write the withdrawal of ``manoeuvre`` when absent; 1 if written."""
+    return int(write_if_absent(Path(outbox) / withdrawal_name(manoeuvre["manoeuvre_id"]),
+                               withdrawal_text(manoeuvre, orbit, originator)))

@@ -14,7 +14,8 @@
 
 An object with a manoeuvre in ``gold.manoeuvres`` burnt at or before the run's screening start (the CDM's
 CREATION_DATE) is flagged in the assessment (:func:`manoeuvred_objects`): its CDMs say MANEUVERABLE = YES.
-:func:`publish_manoeuvres` writes each manoeuvre's OPM and JSON twin (:mod:`sda.alerts.manoeuvre_message`).
+:func:`publish_manoeuvres` writes each manoeuvre's OPM and JSON twin (:mod:`sda.alerts.manoeuvre_message`), and
+the withdrawal of each published one that a re-fit of its window no longer finds (:func:`withdraw_manoeuvres`).
 
 Crash safety (the order of writes): conjunctions -> outbox files (JSON, then CDM) -> ``alert_events``
 (insert-if-absent on (alert_id, version)) -> ``alerts`` (upsert). The file names are deterministic
@@ -54,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from sda.config.settings import Settings
 
-__all__ = ["EVENT_FIELDS", "publish", "rule_counts", "manoeuvred_objects", "publish_manoeuvres"]
+__all__ = ["EVENT_FIELDS", "publish", "rule_counts", "manoeuvred_objects", "publish_manoeuvres", "withdraw_manoeuvres"]
 
 #: alerts older than this (TCA before screen start minus it) cannot match anything: not read
 _LOOKBACK = dt.timedelta(days=1)
@@ -215,27 +216,22 @@ def publish_manoeuvres(spark: "SparkSession", settings: "Settings") -> dict[str,
     object's newest catalogue name. The outbox is the record of what was published (the table is small, read
     whole): a retry or a rerun writes nothing twice. A row whose fused orbit is not (or no longer) in
     ``fused_orbits`` -- the fuse stage stopped between its two writes, or refitted the window since -- is
-    left for a later run (``manoeuvre_messages_pending``)."""
+    left for a later run (``manoeuvre_messages_pending``). Then the withdrawals (:func:`withdraw_manoeuvres`)."""
     from sda.alerts import manoeuvre_message as mm
     from sda.alerts.assessment import intl_designator
 
-    out = {"manoeuvre_messages": 0, "manoeuvre_files": 0, "manoeuvre_messages_pending": 0}
+    out = {"manoeuvre_messages": 0, "manoeuvre_files": 0, "manoeuvre_messages_pending": 0,
+           "manoeuvre_withdrawals": 0, "manoeuvre_withdrawals_pending": 0}
     if not table_exists("manoeuvres", settings):
         return out
     outbox = Path(settings.outbox)
-    todo = [r.asDict() for r in TABLES["manoeuvres"].read(spark, settings).collect()
-            if not mm.emitted(outbox, r["manoeuvre_id"])]
-    if not todo:
-        return out
+    current = [r.asDict() for r in TABLES["manoeuvres"].read(spark, settings).collect()]
+    todo = [r for r in current if not mm.emitted(outbox, r["manoeuvre_id"])]
     ids = sorted({int(r["norad_id"]) for r in todo})
-    since = aware(min(r["window_start"] for r in todo)).astimezone(UTC).replace(tzinfo=None)
-    orbits = {o["fused_id"]: o.asDict() for o in (
-        TABLES["fused_orbits"].read(spark, settings)
-        .where(F.col("norad_id").isin(ids) & (F.col("window_start") >= F.lit(since))
-               & F.col("fused_id").isin(sorted({r["fused_id"] for r in todo})))
-        .select(*mm.ORBIT_FIELDS).collect())}
+    orbits = _orbits_named(spark, settings, todo)
     names = {int(c["norad_id"]): c.asDict() for c in newest_element_sets(
-        TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(ids)), "name", "line1").collect()}
+        TABLES["catalog"].read(spark, settings).where(F.col("norad_id").isin(ids)), "name", "line1").collect()
+        } if todo else {}
     for row in sorted(todo, key=lambda r: (aware(r["burn_time"]), int(r["norad_id"]), r["manoeuvre_id"])):
         orbit = orbits.get(row["fused_id"])
         if orbit is None:
@@ -245,4 +241,48 @@ def publish_manoeuvres(spark: "SparkSession", settings: "Settings") -> dict[str,
         out["manoeuvre_files"] += mm.emit(row, orbit, outbox, known.get("name"), intl_designator(known.get("line1")),
                                           str(settings.cdm_originator))
         out["manoeuvre_messages"] += 1
+    out.update(withdraw_manoeuvres(spark, settings, current))
+    return out
+
+
+def _orbits_named(spark: "SparkSession", settings: "Settings", rows: list[dict]) -> dict[str, dict]:
+    """The ``fused_orbits`` rows (:data:`~sda.alerts.manoeuvre_message.ORBIT_FIELDS`) the manoeuvre rows name."""
+    from sda.alerts import manoeuvre_message as mm
+
+    if not rows:
+        return {}
+    since = aware(min(r["window_start"] for r in rows)).astimezone(UTC).replace(tzinfo=None)
+    ids = sorted({int(r["norad_id"]) for r in rows})
+    return {o["fused_id"]: o.asDict() for o in (
+        TABLES["fused_orbits"].read(spark, settings)
+        .where(F.col("norad_id").isin(ids) & (F.col("window_start") >= F.lit(since))
+               & F.col("fused_id").isin(sorted({r["fused_id"] for r in rows})))
+        .select(*mm.ORBIT_FIELDS).collect())}
+
+
+def withdraw_manoeuvres(spark: "SparkSession", settings: "Settings", current: list[dict]) -> dict[str, int]:
+    """A withdrawal (:func:`sda.alerts.manoeuvre_message.withdraw`) for every published manoeuvre no longer in
+    gold ``manoeuvres`` (``current``) that no current detection revises: its window was re-fitted and found no
+    such burn. The withdrawal names the window's fused orbit now in ``fused_orbits``; while that is still the
+    detecting fit (the fuse stage stopped between its writes) it waits (``manoeuvre_withdrawals_pending``)."""
+    from sda.alerts import manoeuvre_message as mm
+
+    out = {"manoeuvre_withdrawals": 0, "manoeuvre_withdrawals_pending": 0}
+    outbox = Path(settings.outbox)
+    gone = mm.to_withdraw(outbox, current)
+    if not gone:
+        return out
+    keys = sorted({(int(m["norad_id"]), aware(m["window_start"]).astimezone(UTC).replace(tzinfo=None)) for m in gone})
+    since = min(w for _, w in keys)
+    now = {(int(o["norad_id"]), aware(o["window_start"])): o.asDict() for o in (
+        TABLES["fused_orbits"].read(spark, settings)
+        .where(F.col("norad_id").isin(sorted({n for n, _ in keys})) & (F.col("window_start") >= F.lit(since)))
+        .select(*mm.ORBIT_FIELDS).collect())}
+    for man in sorted(gone, key=lambda m: (aware(m["burn_time"]), int(m["norad_id"]), m["manoeuvre_id"])):
+        orbit = now.get((int(man["norad_id"]), aware(man["window_start"])))
+        if orbit is None or orbit["fused_id"] == man["fused_id"]:
+            out["manoeuvre_withdrawals_pending"] += 1
+            continue
+        mm.withdraw(man, orbit, outbox, str(settings.cdm_originator))
+        out["manoeuvre_withdrawals"] += 1
     return out

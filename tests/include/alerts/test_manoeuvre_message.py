@@ -147,3 +147,41 @@ def test_written_once(tmp_path):
     (tmp_path / opm_name).unlink()
     assert mm.emit(man, orbit, tmp_path, "RENAMED", "2020-001A") == 1
     assert (tmp_path / opm_name).read_bytes() == first
+
+
+def test_a_revision_is_a_detection_of_the_same_object_whose_bracket_overlaps():
+    old = _manoeuvre()  # bracket 07:10 .. 07:40
+    at = dt.datetime  # brevity
+    assert mm.revises(_manoeuvre(manoeuvre_id="b", burn_after=at(2026, 11, 21, 7, 40)), old)  # touching
+    assert mm.revises(_manoeuvre(manoeuvre_id="b", burn_after=at(2026, 11, 21, 6, 0),
+                                 burn_before=at(2026, 11, 21, 7, 10, 0, 1)), old)
+    assert not mm.revises(_manoeuvre(manoeuvre_id="b", burn_after=at(2026, 11, 21, 7, 40, 0, 1),
+                                     burn_before=at(2026, 11, 21, 8, 0)), old)  # just after it: another burn
+    assert not mm.revises(_manoeuvre(norad_id=70018), old)  # another object
+
+
+def test_a_published_manoeuvre_no_detection_keeps_is_withdrawn_once(tmp_path):
+    """Two published manoeuvres; the current rows keep one (revised: a new id, its bracket overlapping) and not
+    the other: that one is withdrawn, naming the window's new fit, at the later of its detection and that fit's
+    epoch; once."""
+    kept, gone = _manoeuvre(), _manoeuvre(manoeuvre_id="a" * 32, norad_id=70018, fused_id="f" * 32)
+    mm.emit(kept, _orbit(), tmp_path)
+    mm.emit(gone, _orbit(norad_id=70018, fused_id="f" * 32), tmp_path)
+    revision = _manoeuvre(manoeuvre_id="b" * 32, burn_after=dt.datetime(2026, 11, 21, 7, 20), fused_id="c" * 32)
+    assert mm.published_ids(tmp_path) == sorted([MAN_ID, "a" * 32])
+    [withdrawn] = mm.to_withdraw(tmp_path, [revision])
+    assert withdrawn["manoeuvre_id"] == "a" * 32 and withdrawn["norad_id"] == 70018
+    refit = _orbit(norad_id=70018, fused_id="d" * 32, epoch=dt.datetime(2026, 11, 21, 8, 50))
+    with pytest.raises(ValueError, match="still stands"):
+        mm.withdrawal_text(withdrawn, _orbit(norad_id=70018, fused_id="f" * 32))
+    assert mm.withdraw(withdrawn, refit, tmp_path) == 1
+    body = json.loads((tmp_path / f"OPM-{'a' * 32}.withdrawal.json").read_text())
+    assert body["format"] == "sda-manoeuvre-withdrawal/1"
+    assert body["creation_date"] == "2026-11-21T08:50:00.000000Z"  # the re-fit's epoch, after detected_at 07:48
+    assert body["withdraws"] == {"message_id": f"SDA-FUSION-OPM-{'a' * 32}",
+                                 "files": [f"OPM-{'a' * 32}.opm", f"OPM-{'a' * 32}.json"]}
+    assert body["orbit"]["fused_id"] == "d" * 32 and body["manoeuvre"]["burn_time"] == "2026-11-21T07:25:30.250000Z"
+    assert mm.withdraw(withdrawn, refit, tmp_path) == 0  # written once
+    assert mm.published_ids(tmp_path) == [MAN_ID] and mm.to_withdraw(tmp_path, [revision]) == []
+    # with no current row at all, the revised message is withdrawn too
+    assert [m["manoeuvre_id"] for m in mm.to_withdraw(tmp_path, [])] == [MAN_ID]
