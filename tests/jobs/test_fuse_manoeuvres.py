@@ -3,7 +3,9 @@ the simulator's burns, the post-burn orbit, held observations re-associated with
 counting, and the same detections whatever the run split.
 
 The scenario: 40 objects for 12 hours (two 6-hour arc windows), half of them burning twice a day on
-average (0.05-2 m/s, numerical truth), catalogue element sets 0.5-3 days old, no late or reordered
+average (0.05-2 m/s, numerical truth), and the injected pair, whose primary reaches its encounter with the
+secondary (150 m, 1.5 h after the data) through a designed 1 m/s burn at 07:00 (sda.sim.conjunction),
+catalogue element sets 0.5-3 days old (the pair's fresh, the primary's pre-burn), no late or reordered
 deliveries (so a split by landing time changes nothing upstream). The flow ingest .. fuse runs once over
 everything, and in a second lakehouse over the first 8 hours' files, then the rest, its second ``fuse``
 killed at its first re-association write and retried; both then run ``fuse`` until it has nothing left to
@@ -20,9 +22,11 @@ import datetime as dt
 import json
 import re
 
+import numpy as np
 import pytest
 
 from sda.lake.tables import TABLES
+from sda.orbit.catalog.load import load_catalog
 from sda.pipeline import faults
 from sda.sim.simulate import SimConfig, simulate
 from tests import chain
@@ -35,6 +39,7 @@ SIM_END = SIM_START + dt.timedelta(hours=12)
 FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse")
 SLACK_S = 120.0
 SCREEN = ["--screen-start", chain.iso(SIM_END), "--horizon-h", "3"]
+TCA = SIM_END + dt.timedelta(hours=1.5)  # the injected pair's, reached by the primary through a burn at 07:00
 
 
 def _file_time(name: str) -> dt.datetime:
@@ -57,7 +62,8 @@ def runs(module_spark, make_settings, tmp_path_factory):
     one, two = make_settings("manoeuvre-one"), make_settings("manoeuvre-split")
     result = simulate(SimConfig(start=SIM_START, end=SIM_END, landing=staging, catalog_out=one.catalog_file,
                                 objects=40, seed=3, tle_age_days=(0.5, 3.0), manoeuvre_share=0.5,
-                                manoeuvre_rate=2.0, late_rate=0.0, reorder_rate=0.0))
+                                manoeuvre_rate=2.0, late_rate=0.0, reorder_rate=0.0, inject_conjunction=True,
+                                tca=TCA, conjunction_burn_h=6.5))
     files = chain.twin_lakehouses(module_spark, one, two, staging)
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
@@ -73,7 +79,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     _settle(module_spark, two, "two")
     burns = json.loads(next(staging.rglob("*.events.json")).read_text())["manoeuvres"]
     body = chain.truth_bodies(result)
-    return one, two, burns, single, settle_one, body
+    return one, two, burns, single, settle_one, body, result.injected
 
 
 def _killed(spark, settings, point: str) -> None:
@@ -158,7 +164,7 @@ def _associations(spark, settings) -> dict[str, tuple]:
 def test_the_second_window_is_decided_again_on_the_first_windows_orbits(spark, runs):
     """Re-association ran (a round for the second window), every move is logged, each observation's last logged
     move is where it is now, and the observations it correlated are of the object it chose, against the truth."""
-    one, *_, single, _, body = runs
+    one, *_, single, _, body, _ = runs
     figures = single["reassociation"]
     assert figures["rounds"] >= 1 and figures["retested"] > 0 and figures["moved"] > 0, figures
     log = sorted((r.asDict() for r in TABLES["reassociations"].read(spark, one).collect()),
@@ -196,9 +202,45 @@ def test_the_screening_takes_the_post_burn_orbit(spark, runs):
 
 
 def test_a_settled_rerun_changes_nothing(spark, runs, module_spark):
-    one, _, _, _, settle, _ = runs
+    one, _, _, _, settle, _, _ = runs
     assert not settle[-1].get("windows")
     before = sorted((r["norad_id"], r["seq"], r["manoeuvre_id"]) for r in _manoeuvres(spark, one))
     again = chain.run_stage(module_spark, one, "fuse", "run-again")
     assert not again.get("windows")
     assert sorted((r["norad_id"], r["seq"], r["manoeuvre_id"]) for r in _manoeuvres(spark, one)) == before
+
+
+def _sgp4_distance_km(lines: dict, a: int, b: int, times) -> np.ndarray:
+    from sgp4.api import WGS72, Satrec
+
+    from sda.orbit import frames
+
+    sats = [Satrec.twoline2rv(*lines[n], WGS72) for n in (a, b)]
+    _, r, _ = frames.propagate(sats, np.asarray(times, float))
+    return np.linalg.norm(r[0] - r[1], axis=-1)
+
+
+def test_a_designed_burn_into_a_close_approach_is_alerted_from_the_post_burn_fit(spark, runs):
+    """The primary's pre-burn orbit (its catalogue element set, SGP4, the pipeline not asked) passes nowhere near
+    the secondary within the screening's horizon; the truth meets it 150 m apart after the burn. The burn is
+    detected, and the screening on the post-burn fit finds the close approach near the truth's TCA and alerts it
+    (MANEUVERABLE = YES of the primary)."""
+    one, *_, injected = runs
+    primary, secondary, burn = injected["primary"], injected["secondary"], injected["burn"]
+    t_tca = dt.datetime.fromisoformat(injected["achieved_tca"].replace("Z", "+00:00"))
+    lines = {e.norad_id: (e.line1, e.line2) for e in load_catalog(one.catalog_file)[0]}
+    horizon = _unix(SIM_END) + np.arange(0.0, 3 * 3600.0 + 1.0, 1.0)
+    assert injected["achieved_miss_m"] < 200.0 and burn["distance_at_tca_without_burn_m"] > 20_000.0
+    assert _sgp4_distance_km(lines, primary, secondary, horizon).min() > 5.0  # the screening threshold
+    [found] = [m for m in _manoeuvres(spark, one) if m["norad_id"] == primary]
+    assert _unix(found["burn_after"]) - SLACK_S <= burn["t_unix"] <= _unix(found["burn_before"]) + SLACK_S
+    assert abs(found["dv_ms"] - 1.0) < 0.35, found
+    events = [r.asDict() for r in TABLES["conjunctions"].read(spark, one).collect()
+              if {r["primary_id"], r["secondary_id"]} == {primary, secondary}]
+    assert events, "the close approach after the burn was not screened"
+    event = min(events, key=lambda e: e["miss_m"])
+    assert abs(_unix(event["tca"]) - t_tca.timestamp()) < 30.0 and event["miss_m"] < 1000.0, event
+    [alert] = [a.asDict() for a in TABLES["alerts"].read(spark, one).collect()
+               if {a["primary_id"], a["secondary_id"]} == {primary, secondary}]
+    assert alert["level"] in ("red", "yellow"), alert
+    assert (alert["p_maneuverable"] if alert["primary_id"] == primary else alert["s_maneuverable"]) is True

@@ -141,14 +141,22 @@ def fit_element_set(norad: int, epoch_unix: float, r_km, v_kms, intldesg: str, b
     return sat, line1, line2, err * 1000.0
 
 
-def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float, seed: int, weather=None) -> dict:
+def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float, seed: int, weather=None,
+                            burn_h: float | None = None) -> dict:
     """The pair of :func:`design_conjunction` made true: its states at the TCA (``miss_m`` apart, the
     relative velocity across the miss) are integrated back to ``start`` with the simulator's force model
     and the pair's own parameters; the element sets written to the catalogue are fitted to those true
     states at ``start`` (fresh: epoch ``start``), their mean motion matched to the truth over the next
     three hours (:func:`match_mean_motion`), as an element set fitted over an arc would be. The achieved
     miss and TCA are the truth's own, found on the pair's true trajectories integrated forward from
-    ``start`` on the truth's grid."""
+    ``start`` on the truth's grid.
+
+    With ``burn_h``, the primary reaches the TCA through an impulsive along-track burn of
+    :data:`CONJUNCTION_BURN_MS` made ``burn_h`` hours before it: its state is integrated back to the burn, the
+    burn taken out of its velocity (the along-track axis is the same before and after an in-plane burn, so this
+    inverts it exactly), and on back to ``start``. The catalogue then holds the pre-burn orbit, which misses the
+    secondary at the TCA by ``distance_at_tca_without_burn_m`` (that orbit integrated on); ``burn`` says when and
+    how much (the simulator adds it to the truth's burns)."""
     from sda.sim import dynamics
 
     geometry = design_conjunction(tca, miss_m, seed)
@@ -158,9 +166,10 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     params = dynamics.draw_params(ids, names, seed)
     _, r, v = frames.propagate(list(geometry["satrecs"]), np.array([t_ca]))
     gcrf_tca = dynamics.teme_to_gcrf(r[:, 0], v[:, 0], t_ca)
-    gcrf0 = gcrf_tca if t_ca == t0 else dynamics.integrate(gcrf_tca, t_ca, 1, params, step=t0 - t_ca)[:, 1]
+    gcrf0, burns = _back_to_start(gcrf_tca, t0, t_ca, params, burn_h)
     r0, v0 = dynamics.gcrf_to_teme(gcrf0[:, None, :], np.array([t0]))
-    eph, _ = dynamics.propagate(ids, gcrf0, t0, max(t_ca + 60.0, t0 + MATCH_ARC_S), params, weather=weather)
+    eph, _ = dynamics.propagate(ids, gcrf0, t0, max(t_ca + 60.0, t0 + MATCH_ARC_S), params, burns=burns,
+                                weather=weather)
     tle, sats = [], []
     for k, (norad, name, intl) in enumerate(zip(ids, names, ("99001A", "99001B"))):
         sat, _, _, _ = fit_element_set(norad, t0, r0[k, 0], v0[k, 0], intl)
@@ -172,12 +181,42 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     else:  # an encounter before the run: the designed states at the TCA are the truth there
         t_best, miss, speed = t_ca, float(np.linalg.norm(r[0, 0] - r[1, 0]) * 1000.0), float(
             np.linalg.norm(v[0, 0] - v[1, 0]) * 1000.0)
-    return {
+    out = {
         "primary": PRIMARY_ID, "secondary": SECONDARY_ID, "tca": iso_utc(tca), "designed_miss_m": miss_m,
         "achieved_tca": iso_ms(int(round(t_best * 1000))), "achieved_miss_m": round(miss, 3),
         "rel_speed_ms": round(speed, 1), "truth": "numerical", "tle": tle, "satrecs": tuple(sats),
         "true_gcrf_start": gcrf0, "params": params,
     }
+    if burns:
+        _, t_burn, dv = burns[0]
+        unburnt, _ = dynamics.propagate(ids, gcrf0, t0, t_ca + 60.0, params, weather=weather)
+        _, r_unburnt, _ = unburnt.at(np.array([t_best]))
+        apart_m = float(np.linalg.norm(r_unburnt[0, 0] - r_unburnt[1, 0])) * 1e3
+        out["burn"] = {"norad_id": PRIMARY_ID, "t_unix": t_burn, "time": iso_ms(int(round(t_burn * 1000))),
+                       "dv_rtn_ms": list(dv), "hours_before_tca": burn_h,
+                       "distance_at_tca_without_burn_m": round(apart_m, 1)}
+    return out
+
+
+#: the along-track delta-v (m/s) of the burn through which the primary reaches the TCA (``burn_h``)
+CONJUNCTION_BURN_MS = 1.0
+
+
+def _back_to_start(gcrf_tca: np.ndarray, t0: float, t_ca: float, params, burn_h: float | None):
+    """The pair's GCRF states at ``t0`` from theirs at the TCA, through the primary's burn (row 0) when
+    ``burn_h`` is given; and the burns to integrate forward with (row, unix time, delta-v RTN m/s)."""
+    from sda.sim import dynamics
+
+    if burn_h is None:
+        gcrf0 = gcrf_tca if t_ca == t0 else dynamics.integrate(gcrf_tca, t_ca, 1, params, step=t0 - t_ca)[:, 1]
+        return gcrf0, []
+    t_burn = t_ca - burn_h * 3600.0
+    if not t0 < t_burn < t_ca:
+        raise ValueError(f"--conjunction-burn-h {burn_h:g}: the burn must fall between --start and the TCA")
+    dv = (0.0, CONJUNCTION_BURN_MS, 0.0)
+    at_burn = dynamics.integrate(gcrf_tca, t_ca, 1, params, step=t_burn - t_ca)[:, 1]
+    at_burn[0, 3:] -= dynamics.rtn_to_gcrf(at_burn[0], dv)
+    return dynamics.integrate(at_burn, t_burn, 1, params, step=t0 - t_burn)[:, 1], [(0, t_burn, dv)]
 
 
 MATCH_ARC_S = 3 * 3600.0

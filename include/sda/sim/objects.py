@@ -50,7 +50,8 @@ def load_objects(cfg, settings, write_catalog: bool = True
     if cfg.inject_conjunction:
         tca = cfg.tca or cfg.start + dt.timedelta(hours=2)
         if getattr(cfg, "truth", "numerical") == "numerical":
-            injected = design_true_conjunction(cfg.start, tca, cfg.miss_m, cfg.seed, Weather.of(cfg))
+            injected = design_true_conjunction(cfg.start, tca, cfg.miss_m, cfg.seed, Weather.of(cfg),
+                                               getattr(cfg, "conjunction_burn_h", None))
         else:
             injected = design_conjunction(tca, cfg.miss_m, cfg.seed)
         extra = synthetic.format_tle(injected["tle"])
@@ -193,6 +194,12 @@ def true_orbits(cfg, objs: Objects, injected: dict | None) -> TrueOrbits:
     regimes = [uncertainty.orbit_regime(*frames.perigee_apogee_km(sat)) for sat in objs.sats]
     burns = events.draw_burns(objs.norad, regimes, t0, cfg.end.timestamp(), getattr(cfg, "manoeuvre_share", 0.0),
                               getattr(cfg, "manoeuvre_rate", 0.0), cfg.seed)
+    designed = (injected or {}).get("burn")
+    if designed is not None:  # the pair's encounter is designed: no drawn burn of theirs, the designed one
+        pair = (injected["primary"], injected["secondary"])
+        burns = sorted([b for b in burns if b.norad_id not in pair] + [events.Burn(
+            injected["primary"], designed["t_unix"], tuple(designed["dv_rtn_ms"]), "designed")],
+            key=lambda b: (b.t_unix, b.norad_id))
     row = {int(n): i for i, n in enumerate(objs.norad)}
     eph, last = dynamics.propagate(objs.norad, start, t0, cfg.end.timestamp(), params,
                                    burns=[(row[b.norad_id], b.t_unix, b.dv_rtn_ms) for b in burns],

@@ -134,6 +134,7 @@ class SimConfig:
     inject_conjunction: bool = False
     tca: dt.datetime | None = None  # default: start + 2 h
     miss_m: float = 150.0
+    conjunction_burn_h: float | None = None  # the primary reaches the TCA through a burn this long before it
     radar_cadence_s: float = 10.0
     optical_cadence_s: float = 30.0
     isl_cadence_s: float = 60.0
@@ -191,6 +192,14 @@ class SimConfig:
                              f"{MAX_SPAN.days} days of --start")
         if self.truth not in TRUTH_MODELS:
             raise ValueError(f"--truth {self.truth!r}: expected one of {', '.join(TRUTH_MODELS)}")
+        if self.conjunction_burn_h is not None and not (self.inject_conjunction and self.truth == "numerical"
+                                                        and self.conjunction_burn_h > 0):
+            raise ValueError(f"--conjunction-burn-h {self.conjunction_burn_h:g}: needs --inject-conjunction, "
+                             "--truth numerical and a positive number of hours")
+        tca = self.tca or self.start + dt.timedelta(hours=2)
+        if self.conjunction_burn_h is not None and tca - dt.timedelta(hours=self.conjunction_burn_h) <= self.start:
+            raise ValueError(f"--conjunction-burn-h {self.conjunction_burn_h:g}: the burn must fall between --start "
+                             f"and the TCA ({iso_utc(tca)})")
         if self.tca is not None and abs(self.tca - self.start) > MAX_SPAN:
             raise ValueError(f"--tca {iso_utc(self.tca)} is more than {MAX_SPAN.days} days from --start")
 
@@ -222,6 +231,8 @@ def _sim_id(cfg: SimConfig, catalog_sha: str) -> str:
         parts.append([cfg.manoeuvre_share, cfg.manoeuvre_rate, cfg.uncatalogued_share, cfg.launch])
     if cfg.stream is not None:
         parts.append(["stream", cfg.stream])
+    if cfg.conjunction_burn_h is not None:
+        parts.append(["conjunction burn", cfg.conjunction_burn_h])
     if cfg.sky != "kind":
         parts.append(["sky", cfg.sky] + ([iso_utc(cfg.storm_onset)] if cfg.storm_onset else []))
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:10]
@@ -308,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add objects 99901/99902 on a near-collision course")
     p.add_argument("--tca", type=parse_time, help="time of closest approach (default: start + 2 h)")
     p.add_argument("--miss-m", type=_positive_float, default=150.0, help="designed miss distance, m (default 150)")
+    p.add_argument("--conjunction-burn-h", type=_positive_float, metavar="H",
+                   help="the primary reaches the TCA through a 1 m/s along-track burn H hours before it (the "
+                        "catalogue holds its pre-burn orbit, which misses the secondary by far)")
     p.add_argument("--radar-cadence", type=_positive_float, default=10.0,
                    help="seconds between radar frames (default 10)")
     p.add_argument("--tle-age-days", type=_age, metavar="DAYS|LO:HI",
@@ -358,7 +372,8 @@ def config_from_args(argv: list[str] | None = None) -> SimConfig:
         objects=args.objects if args.objects is not None else _sim_objects(), max_objects=args.max_objects,
         sensors=args.sensors, seed=args.seed,
         reorder_rate=0.0 if args.clean else args.reorder_rate, inject_conjunction=args.inject_conjunction,
-        tca=args.tca, miss_m=args.miss_m, radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
+        tca=args.tca, miss_m=args.miss_m, conjunction_burn_h=args.conjunction_burn_h,
+        radar_cadence_s=args.radar_cadence, tle_age_days=args.tle_age_days,
         truth=args.truth, format=args.format, manoeuvre_share=args.manoeuvre_share,
         manoeuvre_rate=args.manoeuvre_rate, uncatalogued_share=args.uncatalogued_share, launch=args.launch,
         sky=args.sky, storm_onset=args.storm_onset,

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from sda.orbit import frames
 from sda.orbit.catalog import load_catalog
 from sda.sim import dynamics, events, scoring
 from sda.sim.simulate import SimConfig, simulate
@@ -116,3 +117,45 @@ def test_an_uncatalogued_observation_left_uncorrelated_is_right():
                            "ambiguous": [False, False, False], "sensor_id": ["A", "A", "A"]})
     figures = scoring.score(scored, {70001: ("1 ...", "2 ...")})
     assert (figures["right"], figures["wrong"], figures["uct"]) == (2, 0, 1)
+
+
+def test_a_designed_burn_takes_the_primary_to_its_encounter():
+    """The injected primary that reaches its TCA through a 1 m/s along-track burn two hours before it: integrated
+    forward from its designed start with the burn, it is where the geometry (SGP4, independent of the
+    integration) puts it at the TCA; without the burn it is about 3 dv dt = 21.6 km away (along-track drift of
+    a raised near-circular orbit); the simulator lists the burn as the truth's and draws none for the pair."""
+    from sda.sim.conjunction import design_conjunction, design_true_conjunction
+
+    tca = START + dt.timedelta(hours=3)
+    pair = design_true_conjunction(START, tca, 150.0, 11, burn_h=2.0)
+    burn = pair["burn"]
+    assert burn["t_unix"] == tca.timestamp() - 7200.0 and burn["dv_rtn_ms"] == [0.0, 1.0, 0.0]
+    _, r_geometry, _ = frames.propagate(list(design_conjunction(tca, 150.0, 11)["satrecs"]),
+                                        np.array([tca.timestamp()]))
+    burns = [(0, burn["t_unix"], tuple(burn["dv_rtn_ms"]))]
+    with_burn, _ = dynamics.propagate([1, 2], pair["true_gcrf_start"], T0, tca.timestamp() + 60.0, pair["params"],
+                                      burns=burns)
+    without, _ = dynamics.propagate([1, 2], pair["true_gcrf_start"], T0, tca.timestamp() + 60.0, pair["params"])
+    _, r, _ = with_burn.at([tca.timestamp()])
+    _, r_plain, _ = without.at([tca.timestamp()])
+    assert np.linalg.norm(r[0, 0] - r_geometry[0, 0]) * 1000.0 < 5.0  # m
+    assert np.linalg.norm(r[1, 0] - r_geometry[1, 0]) * 1000.0 < 5.0
+    assert 15.0 < np.linalg.norm(r_plain[0, 0] - r_geometry[0, 0]) < 30.0  # km
+    assert burn["distance_at_tca_without_burn_m"] > 10_000.0 and abs(pair["achieved_miss_m"] - 150.0) < 5.0
+    with pytest.raises(ValueError, match="between --start and the TCA"):
+        design_true_conjunction(START, tca, 150.0, 11, burn_h=4.0)
+
+
+def test_the_simulator_lists_the_designed_burn_and_no_drawn_one_of_the_pair(tmp_path):
+    cfg = SimConfig(start=START, end=START + dt.timedelta(minutes=20), landing=tmp_path / "landing",
+                    catalog_out=tmp_path / "catalog.tle", objects=5, seed=3, manoeuvre_share=1.0, manoeuvre_rate=50.0,
+                    inject_conjunction=True, tca=START + dt.timedelta(minutes=50), conjunction_burn_h=0.5)
+    result = simulate(cfg)
+    listed = json.loads(next((tmp_path / "landing").rglob("*.events.json")).read_text())["manoeuvres"]
+    of_pair = [b for b in listed if b["norad_id"] in (99901, 99902)]
+    assert [(b["norad_id"], b["kind"], b["dv_rtn_ms"]) for b in of_pair] == [(99901, "designed", [0.0, 1.0, 0.0])]
+    assert of_pair[0]["t_unix"] == (START + dt.timedelta(minutes=20)).timestamp()
+    assert any(b["norad_id"] not in (99901, 99902) for b in listed)  # the others still burn
+    assert result.injected["burn"]["hours_before_tca"] == 0.5
+    with pytest.raises(ValueError, match="needs --inject-conjunction"):
+        SimConfig(start=START, end=START + dt.timedelta(hours=1), conjunction_burn_h=1.0).validate()

@@ -482,6 +482,9 @@ def test_given_catalogue_and_subsample(tmp_path, shared_data):
         (["--start", START, "--end", END, "--dup-rate", "2"], "fraction"),
         (["--start", START, "--end", END, "--objects", "0"], "at least 1"),
         (["--start", START, "--end", END, "--catalog", "/nonexistent/cat.tle"], "no such file"),
+        (["--start", START, "--end", END, "--conjunction-burn-h", "2"], "needs --inject-conjunction"),
+        (["--start", START, "--end", END, "--inject-conjunction", "--tca", TCA, "--conjunction-burn-h", "1"],
+         "the burn must fall between --start and the TCA"),
     ],
 )
 def test_bad_arguments_are_refused(argv, message, capsys, tmp_path):
