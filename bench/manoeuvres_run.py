@@ -60,15 +60,19 @@ def simulated(args, work: Path) -> tuple:
     return (*value, root / "catalog.tle")
 
 
+#: what the scoring keeps of a fused row: the windows, the detections, and the orbit (bench/manoeuvres_realism.py)
+ROW_KEYS = ("window_start_unix", "window_end_unix", "epoch_unix", "fit_start_unix", "status", "prior_source",
+            "observations", "manoeuvres", "reassociated_ids", "x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms",
+            "b_m2_kg", "covariance", "rms", "iterations")
+
+
 def _fuse_one(job: tuple) -> tuple[int, list[dict], float]:
     from sda.orbit.fusion.arcs import ArcSettings, fuse_object
 
     norad, obs, line1, line2, sigmas = job
     t = time.perf_counter()
     rows = fuse_object(norad, obs, None, line1, line2, sigmas, ArcSettings(lines_min_span_s=LINES_MIN_SPAN_S))
-    keep = ("window_start_unix", "window_end_unix", "epoch_unix", "status", "prior_source", "observations",
-            "manoeuvres", "reassociated_ids")
-    return norad, [{k: r[k] for k in keep} for r in rows], time.perf_counter() - t
+    return norad, [{k: r[k] for k in ROW_KEYS} for r in rows], time.perf_counter() - t
 
 
 def fuse_all(groups: dict, lines: dict, workers: int) -> dict[int, tuple[list[dict], float]]:
