@@ -156,6 +156,7 @@ def _catalogue_rows(result: dict) -> list[Row]:
 def _manoeuvres_rows(result: dict) -> list[Row]:
     """bench/manoeuvres.py: the targets, recall and precision overall and per regime, the association."""
     target = ("targets", "dv_ge_0.5_within_2_passes")
+    realism = ("post_burn_realism", "post_burn", "next_pass")
     rows: list[Row] = [
         ("seed", ("seed",), "{}", ""),
         ("LEO burns >= 0.5 m/s followed by two passes: detected within two", ("targets",
@@ -170,6 +171,13 @@ def _manoeuvres_rows(result: dict) -> list[Row]:
         ("recall, all testable burns", ("overall", "recall"), "{:.3f}", ""),
         ("precision", ("overall", "precision"), "{:.3f}", ""),
         ("delay, median", ("overall", "delay_h", "median"), "{:.2f} h", ""),
+        ("post-burn orbit: next pass's true error inside the 95 % ellipsoid", (*realism, "inside95"), "{:.2f}",
+         "0.90-0.99"),
+        ("... passes scored", (*realism, "count"), "{}", ""),
+        ("tested windows without a detection: the same", ("post_burn_realism", "reference", "next_pass",
+                                                           "inside95"), "{:.2f}", ""),
+        ("unmatched detections after a post-burn prior (echoes)", ("post_burn_realism", "echoes", "unmatched",
+                                                                     "after_post_burn_prior"), "{}", ""),
         ("observations correlated (--correlate)", ("correlated",), "{:,}", ""),
         ("... to the wrong object", ("wrong",), "{:,}", ""),
         ("held gate misses fitted as candidate rows", ("candidates",), "{:,}", ""),
