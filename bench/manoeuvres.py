@@ -408,7 +408,8 @@ def main(argv=None) -> dict:
     detail = {**summary, "burn_list": figures["scored_burns"], "detection_list": figures["scored_detections"],
               "object_list": {n: {**{k: v for k, v in o.items() if k not in ("starts", "spans")},
                                   "passes": len(o["starts"])} for n, o in objects.items()},
-              "realism_list": samples}
+              "realism_list": [{k: round(v, 4) if isinstance(v, float) else v for k, v in s.items()}
+                               for s in samples if s["population"] == "post_burn"]}  # the reference's: too many
     write_result(args.out, detail, summary, indent=None, default=float)  # compact: every burn and detection listed
     return summary
 
