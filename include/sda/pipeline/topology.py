@@ -24,7 +24,7 @@ import dataclasses
 OPERATOR_KINDS = ("map", "filter", "flatMap", "fold", "window", "join")
 LANDING = "landing"  # external source: sensor and space-weather files under settings.landing
 CATALOG_FILE = "catalog_file"  # external source: a TLE/OMM file (settings.catalog_file)
-OUTBOX = "outbox"  # external sink: alert CDMs and manoeuvre OPMs (CCSDS KVN), their JSON twins, under settings.outbox
+OUTBOX = "outbox"  # external sink: alert CDMs and manoeuvre OPMs (CCSDS KVN), JSON twins, withdrawals; settings.outbox
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +146,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         name="conjunction",
         summary="screen catalogued objects for close approaches over the horizon and raise alerts; publish "
-                "each detected manoeuvre",
+                "each detected manoeuvre, and withdraw a published one a re-fit no longer finds",
         upstream=("acquire",),
         inputs=("catalog", "provisional_objects", "fused_orbits", "manoeuvres", "object_state", "alerts",
                 "screening_state", "screening_events"),
