@@ -154,8 +154,8 @@ def pytest_collection_modifyitems(session, config, items):
     idle. This is the order of the last complete fresh-clone ``.ci/run`` measured (1,751 s); an order
     that started the three fuse/acquire job files together with the live tests was measured far slower
     (130 of 964 tests after 57 minutes), the three flows queueing on the one Spark server's two cores.
-    Among the job files the longest (:data:`LONGEST_JOB_FILE`, 12 minutes) goes first: last in the alphabet,
-    it started 6 minutes after the other job files and was the run's tail."""
+    Among the job files the longest (:data:`LONGEST_JOB_FILE`, 12 minutes) goes first rather than last in the
+    alphabet, so that the job files end within a few minutes of one another."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     jobs_dir = Path(__file__).parent / "jobs"
     items.sort(key=lambda item: (item.path not in slow_files or jobs_dir in item.path.parents,
