@@ -1,4 +1,4 @@
-# The sda-fusion image: Python 3.11, Java 17, requirements.txt, Delta's jars and the project, run as a
+# The sda-fusion image: Python 3.11, Java 17, requirements.lock, Delta's jars and the project, run as a
 # non-root user. Every Airflow and Spark service of docker-compose.yaml is built from it (`build:`);
 # the `postgres` stage is a PostgreSQL server from Debian's packages for where Docker Hub's
 # `postgres` image cannot be pulled.
@@ -42,12 +42,13 @@ RUN mkdir -p /usr/share/man/man1 \
     && chown -R 50000:0 /opt/venv /opt/sda \
     && chmod -R g+w /opt/sda
 USER 50000
-COPY --chown=50000:0 requirements.txt /opt/sda/requirements.txt
-RUN pip install --no-cache-dir --upgrade pip \
-    && pip install --no-cache-dir -r /opt/sda/requirements.txt
+# requirements.lock (every package pinned with its hashes: `make lock`), installed by uv as `make setup` does
+COPY --chown=50000:0 requirements.lock /opt/sda/requirements.lock
+RUN pip install --no-cache-dir --disable-pip-version-check uv==0.13.8 \
+    && uv pip sync --no-cache --quiet --python /opt/venv/bin/python /opt/sda/requirements.lock
 COPY --chown=50000:0 . /opt/sda
 # The project itself (the `sda` command); Delta's jars from Maven Central into /opt/sda/jars, once,
 # so no container fetches anything at run time.
-RUN pip install --no-cache-dir --no-deps -e /opt/sda \
+RUN uv pip install --no-cache --quiet --python /opt/venv/bin/python --no-deps -e /opt/sda \
     && python -m sda.lake.spark \
     && rm -rf /opt/sda/ivy /home/sda/.ivy2*

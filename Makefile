@@ -6,25 +6,35 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JARS := var/jars/.resolved
 
-.PHONY: setup run lint test test-fast simulate bench clean help
+.PHONY: setup lock run lint test test-fast simulate bench clean help
 
 help:
 	@echo "make run        install, start Airflow with the pipeline, feed simulated sensors, process end to end"
 	@echo "make test       install and run the whole test suite (what CI runs)"
 	@echo "make test-fast  the suite without the slow tests (end-to-end, multi-stage flows)"
+	@echo "make lock       pin requirements.txt's packages with their hashes into requirements.lock (what setup installs)"
 	@echo "make lint       ruff and the import-layer contracts (make test runs it first)"
 	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/ and docs/performance.md)"
 	@echo "make clean      delete run output under var/ (keeps the venv and the jar cache)"
 
 setup: $(STAMP) $(JARS)
 
-$(STAMP): requirements.txt pyproject.toml
+# One lock file (requirements.lock, every package pinned with its hashes) installed by uv, a fast
+# resolver and installer: `make lock` makes it again from requirements.txt. The compose image installs
+# the same file (Dockerfile).
+UV_VERSION := 0.13.8
+$(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version' 
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --upgrade --quiet pip
-	$(VENV)/bin/pip install --quiet -r requirements.txt
-	$(VENV)/bin/pip install --quiet --no-deps -e .
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip sync --quiet --python $(PY) requirements.lock
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -e .
 	touch $(STAMP)
+
+# requirements.txt's pins resolved for Python 3.11 on x86_64 Linux (this machine and the image), with hashes
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile --quiet requirements.txt -o requirements.lock --python-version 3.11 \
+	    --python-platform x86_64-manylinux_2_28 --generate-hashes
 
 # Delta's jars from Maven Central, once; every Spark process then loads them from var/jars offline.
 $(JARS): $(STAMP)

@@ -115,7 +115,7 @@ def test_every_airflow_and_spark_service_runs_the_project_image_built_here(compo
 def test_the_dockerfile_builds_on_a_base_argument_and_runs_as_a_non_root_user():
     text = DOCKERFILE.read_text()
     assert "ARG BASE_IMAGE=python:3.11-slim-bookworm" in text
-    assert "openjdk-17-jre-headless" in text and "requirements.txt" in text
+    assert "openjdk-17-jre-headless" in text and "uv pip sync" in text and "requirements.lock" in text
     assert "python -m sda.lake.spark" in text  # Delta's jars resolved at build time
     final = text.split("AS sda", 1)[1]
     users = [line.split()[1] for line in final.splitlines() if line.startswith("USER ")]
