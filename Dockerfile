@@ -42,13 +42,15 @@ RUN mkdir -p /usr/share/man/man1 \
     && chown -R 50000:0 /opt/venv /opt/sda \
     && chmod -R g+w /opt/sda
 USER 50000
-# requirements.lock (every package pinned with its hashes: `make lock`), installed by uv as `make setup` does
+# requirements.lock (every package pinned with its hashes: `make lock`), installed by uv as `make setup` does;
+# UV_SYSTEM_CERTS: uv trusts the image's certificate store (which a base from docker/build-base.sh gives the
+# build machine's own CAs), not only its bundled roots
 COPY --chown=50000:0 requirements.lock /opt/sda/requirements.lock
 RUN pip install --no-cache-dir --disable-pip-version-check uv==0.13.8 \
-    && uv pip sync --no-cache --quiet --python /opt/venv/bin/python /opt/sda/requirements.lock
+    && UV_SYSTEM_CERTS=1 uv pip sync --no-cache --quiet --python /opt/venv/bin/python /opt/sda/requirements.lock
 COPY --chown=50000:0 . /opt/sda
 # The project itself (the `sda` command); Delta's jars from Maven Central into /opt/sda/jars, once,
 # so no container fetches anything at run time.
-RUN uv pip install --no-cache --quiet --python /opt/venv/bin/python --no-deps -e /opt/sda \
+RUN UV_SYSTEM_CERTS=1 uv pip install --no-cache --quiet --python /opt/venv/bin/python --no-deps -e /opt/sda \
     && python -m sda.lake.spark \
     && rm -rf /opt/sda/ivy /home/sda/.ivy2*
