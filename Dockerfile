@@ -44,10 +44,12 @@ RUN mkdir -p /usr/share/man/man1 \
 USER 50000
 # requirements.lock (every package pinned with its hashes: `make lock`), installed by uv as `make setup` does;
 # UV_SYSTEM_CERTS: uv trusts the image's certificate store (which a base from docker/build-base.sh gives the
-# build machine's own CAs), not only its bundled roots
+# build machine's own CAs), not only its bundled roots; --compile-bytecode: the image holds the bytecode, or
+# every container would compile its own on its first imports (pip compiles by default, uv does not)
 COPY --chown=50000:0 requirements.lock /opt/sda/requirements.lock
 RUN pip install --no-cache-dir --disable-pip-version-check uv==0.13.8 \
-    && UV_SYSTEM_CERTS=1 uv pip sync --no-cache --quiet --python /opt/venv/bin/python /opt/sda/requirements.lock
+    && UV_SYSTEM_CERTS=1 uv pip sync --no-cache --quiet --compile-bytecode --python /opt/venv/bin/python \
+        /opt/sda/requirements.lock
 COPY --chown=50000:0 . /opt/sda
 # The project itself (the `sda` command); Delta's jars from Maven Central into /opt/sda/jars, once,
 # so no container fetches anything at run time.
