@@ -25,6 +25,20 @@ COMPARED = ("observations", "observations_dedup", "correlated", "uncorrelated", 
             "late_data", "quarantine", "catalog", "conjunctions", "alerts", "alert_events")
 
 
+def file_time(name: str) -> dt.datetime:
+    """The time a simulated landing file's name carries: a sensor file's 5-minute chunk
+    (``<SENSOR>_YYYYmmddTHHMMSSZ...``), a space-weather file's issue (``SW-YYYYmmddTHHMMZ.txt``, the harsher skies')."""
+    import re
+
+    sensor = re.search(r"_(\d{8}T\d{6}Z)", name)
+    if sensor:
+        return dt.datetime.strptime(sensor.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    weather = re.search(r"SW-(\d{8}T\d{4}Z)", name)
+    if weather:
+        return dt.datetime.strptime(weather.group(1), "%Y%m%dT%H%MZ").replace(tzinfo=UTC)
+    raise ValueError(f"{name}: no time in the name of a simulated landing file")
+
+
 def job(stage: str):
     return importlib.import_module(f"jobs.{stage}")
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import shutil
 from collections import Counter
 
@@ -35,11 +34,6 @@ FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse", "acquire")
 SCREEN = ["--screen-start", chain.iso(SIM_END), "--horizon-h", "3"]
 
 
-def _file_time(name: str) -> dt.datetime:
-    stamp = re.search(r"_(\d{8}T\d{6}Z)", name).group(1)
-    return dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=chain.UTC)
-
-
 @pytest.fixture(scope="module")
 def runs(module_spark, make_settings, tmp_path_factory):
     staging = tmp_path_factory.mktemp("acquire-staging")
@@ -51,7 +45,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)
     single["conjunction"] = chain.run_stage(module_spark, one, "conjunction", "run-1", SCREEN)
-    early = [f for f in files if _file_time(f) < SIM_START + dt.timedelta(hours=3)]
+    early = [f for f in files if chain.file_time(f) < SIM_START + dt.timedelta(hours=3)]
     chain.land(early, staging, two.landing)
     first = chain.run_flow(module_spark, two, "run-1", FLOW[:-1])
     crashed = make_settings("acquire-crashed")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import re
 
 import numpy as np
 import pytest
@@ -36,11 +35,6 @@ FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse")
 STATE = ("x_km", "y_km", "z_km", "vx_kms", "vy_kms", "vz_kms")
 
 
-def _file_time(name: str) -> dt.datetime:
-    stamp = re.search(r"_(\d{8}T\d{6}Z)", name).group(1)
-    return dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=chain.UTC)
-
-
 def _scenario(settings, staging):
     return simulate(SimConfig(start=SIM_START, end=SIM_END, landing=staging, catalog_out=settings.catalog_file,
                               objects=40, seed=11, tle_age_days=(0.5, 3.0), inject_conjunction=True,
@@ -57,7 +51,8 @@ def runs(module_spark, make_settings, tmp_path_factory):
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
     single["conjunction"] = chain.run_stage(module_spark, one, "conjunction", "run-1", SCREEN)
-    early = [f for f in files if _file_time(f) < SIM_START + dt.timedelta(minutes=90) and not f.startswith("optical/")]
+    early = [f for f in files
+             if chain.file_time(f) < SIM_START + dt.timedelta(minutes=90) and not f.startswith("optical/")]
     chain.land(early, staging, two.landing)
     first = chain.run_flow(module_spark, two, "run-1", FLOW)["fuse"]
     first["conjunction"] = chain.run_stage(module_spark, two, "conjunction", "run-1", SCREEN)

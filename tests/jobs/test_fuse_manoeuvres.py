@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 
 import numpy as np
 import pytest
@@ -40,11 +39,6 @@ FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse")
 SLACK_S = 120.0
 SCREEN = ["--screen-start", chain.iso(SIM_END), "--horizon-h", "3"]
 TCA = SIM_END + dt.timedelta(hours=1.5)  # the injected pair's, reached by the primary through a burn at 07:00
-
-
-def _file_time(name: str) -> dt.datetime:
-    stamp = re.search(r"_(\d{8}T\d{6}Z)", name).group(1)
-    return dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=chain.UTC)
 
 
 def _settle(spark, settings, name: str) -> list[dict]:
@@ -69,7 +63,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
     settle_one = _settle(module_spark, one, "one")
     single["conjunction"] = chain.run_stage(module_spark, one, "conjunction", "run-1", SCREEN)
-    early = [f for f in files if _file_time(f) < SIM_START + dt.timedelta(hours=8)]
+    early = [f for f in files if chain.file_time(f) < SIM_START + dt.timedelta(hours=8)]
     chain.land(early, staging, two.landing)
     chain.run_flow(module_spark, two, "run-1", FLOW)
     chain.land(sorted(set(files) - set(early)), staging, two.landing)
