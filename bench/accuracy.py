@@ -92,9 +92,9 @@ def parser() -> argparse.ArgumentParser:
                                 epilog=f"development seeds (the pipeline's constants were chosen on them): "
                                        f"{', '.join(map(str, DEVELOPMENT_SEEDS))}; any other seed is held out")
     p.add_argument("--sky", choices=SKIES, default="harsh", help="the simulated sky (sda.sim.sky; default harsh)")
-    p.add_argument("--light-time", choices=("sky", "on", "off"), default="sky",
-                   help="whether the stages model light time in the measurements (settings.light_time): as the "
-                        "sky's sensors report (sky, the default: on in the harsher skies), on or off")
+    p.add_argument("--light-time", choices=("on", "off"), default="on",
+                   help="whether the stages model light time in the measurements (settings.light_time; default on, "
+                        "the service's setting: every sky's sensors report it); off only to measure what it is worth")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"simulation seed (default {DEFAULT_SEED}, held out; development seeds: "
                         f"{', '.join(map(str, DEVELOPMENT_SEEDS))})")
@@ -162,8 +162,7 @@ def main(argv=None) -> dict:
                              outbox=args.work / "outbox", ephemeris_cache=args.work / "ephemeris",
                              catalog_file=Path(sim["catalog_file"]), shuffle_partitions=4, driver_memory="8g",
                              connect_port=free_port(),  # its own server: benchmarks side by side share none
-                             light_time=args.light_time == "on" or (args.light_time == "sky" and args.sky != "kind"),
-                             **({"sensor_bias_consider": 0.0} if args.sky == "kind" else {}))  # no biases to consider
+                             light_time=args.light_time == "on")  # every other setting the service's, whatever the sky
     started = time.monotonic()
     with server.running(settings) as spark:  # the settings' server (started for the run if none answers)
         stage_s = recorded_stage_seconds(args.work) if args.rescore else run_stages(spark, settings, end, args.work)

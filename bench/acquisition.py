@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import KIND_SKY, RESULTS, log, ratio, short_utc, stats, write_result
+from common import RESULTS, log, ratio, short_utc, stats, write_result
 
 WITHIN_H = (6.0, 24.0)
 SURVIVAL_H = 24.0
@@ -275,7 +275,7 @@ def main(argv=None) -> dict:
     from sda.sim.truth import load_ephemeris
 
     started = time.perf_counter()
-    settings = load_settings(**KIND_SKY)
+    settings = load_settings()
     with tempfile.TemporaryDirectory(prefix="sda-bench-acquisition-") as tmp:
         work = args.work or Path(tmp)
         cfg, result, hidden = simulate(args, work)

@@ -37,11 +37,6 @@ CHI2_3_95 = 7.815  # d^2 of a 3-D Gaussian's 95 % ellipsoid
 
 # --- progress -----------------------------------------------------------------------------------------------
 
-#: the settings of the kinder sky (SimConfig's default, which most benchmarks simulate): geometric measurements (no
-#: light time) from sensors without biases
-KIND_SKY = {"light_time": False, "sensor_bias_consider": 0.0}
-
-
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (a benchmark's own Spark Connect server: runs side by side do not share one)."""
     import socket

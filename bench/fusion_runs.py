@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import KIND_SKY, RESULTS, WORK, iso_z, log, reference_catalogue, run_stage, stage_argv, write_result
+from common import RESULTS, WORK, iso_z, log, reference_catalogue, run_stage, stage_argv, write_result
 from throughput_measure import WorkerPeak, memory_now
 
 from sda.pipeline.topology import stages_upto
@@ -134,7 +134,7 @@ def main(argv=None) -> dict:
     began = time.monotonic()
     sim = simulated(args, staging, start)
     simulate_s = round(time.monotonic() - began, 1)
-    settings = load_settings(env={}, **KIND_SKY, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
+    settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
                              outbox=args.work / "outbox", catalog_file=sim.catalog_file, shuffle_partitions=4,
                              **({} if args.renew_m is None else {"fusion_renew_m": args.renew_m}))
     files = [p for p in staging.rglob("*") if p.is_file() and "_truth" not in p.parts and file_time(p.name)]

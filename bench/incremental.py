@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 import pandas as pd  # module level: pandas_udf resolves its type hints here
-from common import KIND_SKY, RESULTS, WORK, run_stage, stage_argv, write_result
+from common import RESULTS, WORK, run_stage, stage_argv, write_result
 
 from sda.pipeline.topology import stages_between
 
@@ -74,7 +74,7 @@ def settings_for(root: Path, catalog: Path):
     from sda.config.settings import load_settings
 
     return load_settings(env={}, lakehouse=root / "lakehouse", landing=root / "landing", outbox=root / "outbox",
-                         **KIND_SKY, catalog_file=catalog, shuffle_partitions=4, driver_memory="8g")
+                         catalog_file=catalog, shuffle_partitions=4, driver_memory="8g")
 
 
 def run(spark, settings, stage: str, run_id: str, extra=()) -> dict:

@@ -27,14 +27,14 @@ RULES = (("pc", "Pc >= the yellow threshold"), ("miss_distance", "predicted miss
 
 
 def command(result: dict) -> str:
-    """The command that measured ``result`` (its sky, seed and size, and ``--light-time`` when the stages' light time
-    was not the sky's: a result without ``light_time`` was measured before the stages could model it, so without)."""
+    """The command that measured ``result`` (its sky, seed and size, and ``--light-time off`` when the stages did not
+    model light time: a result without ``light_time`` was measured before the stages could model it, so without)."""
     sky = str(result.get("sky", "harsh"))
     words = ["bench/accuracy.py", "--sky", sky, "--seed", str(result.get("seed", "?")),
              "--objects", str(result.get("objects", "?"))]
     light_time = bool(result.get("light_time", False))
-    if light_time != (sky != "kind"):
-        words += ["--light-time", "on" if light_time else "off"]
+    if not light_time:
+        words += ["--light-time", "off"]
     if result.get("hours") not in (None, 6, 6.0):
         words += ["--hours", f"{result['hours']:g}"]
     return " ".join(words)

@@ -80,7 +80,7 @@ import statistics
 import time
 from pathlib import Path
 
-from common import KIND_SKY, RESULTS, WORK, elapsed_logger, free_port, iso_z, run_stage, stage_argv, write_result
+from common import RESULTS, WORK, elapsed_logger, free_port, iso_z, run_stage, stage_argv, write_result
 from throughput_measure import WorkerPeak, cpu_used, layer_writes, memory_now
 
 from sda.pipeline.topology import stages_between, stages_upto
@@ -105,7 +105,7 @@ def settings_for(root: Path, catalog: Path, port: int, driver_memory: str):
     from sda.config.settings import load_settings
 
     return load_settings(env={}, lakehouse=root / "lakehouse", landing=root / "landing", outbox=root / "outbox",
-                         **KIND_SKY, catalog_file=catalog, connect_port=port, driver_memory=driver_memory)
+                         catalog_file=catalog, connect_port=port, driver_memory=driver_memory)
 
 
 def in_child(fn, *args):

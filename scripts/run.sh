@@ -10,9 +10,9 @@
 #   RUN_TIMEOUT_S=1800                           how long to wait for the run (default 30 minutes)
 #   SIM_HOURS=3                                  hours of simulated tracking before the first run (default 3)
 #   SIM_RADAR_CADENCE_S=20                       seconds between a simulated radar's frames (default 20)
-#   SIM_SKY=harsh|storm                          sensor biases, heavy-tailed noise, light time, space weather
-#                                                and tumbling debris; storm: with a geomagnetic storm (default
-#                                                kind: white noise at the registry's sigmas; docs/simulator.md)
+#   SIM_SKY=harsh|storm|kind                     sensor biases, heavy-tailed noise, space weather and tumbling
+#                                                debris (default harsh); storm: with a geomagnetic storm; kind:
+#                                                white noise at the registry's sigmas (docs/simulator.md)
 #   CATALOG=path/to/file.tle                     simulate over your own TLE/OMM catalogue (default: a
 #                                                generated one); either way it is copied to SDA_CATALOG_FILE
 set -euo pipefail
@@ -98,12 +98,8 @@ else
     die "cannot resume the simulated sky in $LANDING_DIR (see the message above)"
 fi
 
-# The sensors of a harsher sky report light-time-delayed measurements, as real ones do, and the stages model it
-# (SDA_LIGHT_TIME's default); the kinder sky's are geometric, from sensors without biases (SDA_LIGHT_TIME=false,
-# SDA_SENSOR_BIAS_CONSIDER=0, unless set)
-if [[ "$("$PY" -m sda.sim.feed sky)" == kind ]]; then
-    export SDA_LIGHT_TIME="${SDA_LIGHT_TIME:-false}" SDA_SENSOR_BIAS_CONSIDER="${SDA_SENSOR_BIAS_CONSIDER:-0}"
-fi
+# The pipeline's settings are the service's whatever the simulated sky: no operator knows the sky it observes
+# (every sky's measurements carry light time, and its sensors may be biased)
 
 # --- 2. the Spark Connect server every task runs on ---------------------------------------------
 if "$PY" -m sda.lake.server status >/dev/null 2>&1; then

@@ -40,20 +40,13 @@ _STARTED_MARK = Path(tempfile.gettempdir()) / f"sda-test-connect-{CONNECT_PORT}.
 _IS_WORKER = "PYTEST_XDIST_WORKER" in os.environ
 
 
-#: the settings of the kinder sky the tests simulate (SimConfig's default): geometric measurements (no light time)
-#: from sensors without biases
-KIND_SKY = {"light_time": False, "sensor_bias_consider": 0.0}
-
-
 def _server_settings(lakehouse: Path | None = None):
     from sda.config.settings import load_settings
 
     kwargs = {"lakehouse": lakehouse} if lakehouse is not None else {}
     # 4g: three test workers' flows share this one server (with 2g, three fixtures fitting and moving rows at
-    # once ran out of execution memory)
-    # the tests' simulations are the kinder sky's (geometric measurements: no light time)
-    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, driver_memory="4g", **KIND_SKY,
-                         **kwargs)
+    # once ran out of execution memory). Every pipeline setting is the service's default, whatever the sky simulated.
+    return load_settings(env={}, connect_port=CONNECT_PORT, shuffle_partitions=2, driver_memory="4g", **kwargs)
 
 
 def pytest_configure(config):
@@ -252,7 +245,6 @@ def _settings_under(root: Path, **overrides):
         "ephemeris_cache": root / "ephemeris",
         "shuffle_partitions": 2,
         "connect_port": CONNECT_PORT,
-        **KIND_SKY,
     }
     return load_settings(env={}, **{**defaults, **overrides})
 

@@ -18,7 +18,7 @@ from sda.config.settings import load_settings
 from sda.lake.tables import TABLES
 from sda.pipeline import changefeed
 from tests import chain
-from tests.conftest import CONNECT_PORT, KIND_SKY, built_once
+from tests.conftest import CONNECT_PORT, built_once
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SIM_START = dt.datetime(2026, 11, 20, 10, 0, tzinfo=chain.UTC)
@@ -28,7 +28,7 @@ SCREEN = ["--screen-start", "2026-11-20T10:00:00Z", "--horizon-h", "3"]
 def lakehouse(tmp_path: Path, name: str, catalog: Path):
     base = tmp_path / name
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=base / "landing", outbox=base / "outbox",
-                         **KIND_SKY, catalog_file=catalog, shuffle_partitions=2, connect_port=CONNECT_PORT)
+                         catalog_file=catalog, shuffle_partitions=2, connect_port=CONNECT_PORT)
 
 
 def load_catalog(spark, settings, run_id="catalog-1"):

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from tests import chain, cluster_probe, injected_pair
-from tests.conftest import KIND_SKY
 from tests.ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -110,7 +109,7 @@ def landed(tmp_path_factory):
     sim = subprocess.run(
         [sys.executable, "-m", "sda.sim.simulate", "--start", "2026-11-21T10:00:00Z", "--end", "2026-11-21T10:05:00Z",
          "--landing", str(staging), "--catalog-out", str(catalog_file), "--objects", "120",
-         "--inject-conjunction", "--tca", "2026-11-21T11:00:00Z", "--sky", "kind"],
+         "--inject-conjunction", "--tca", "2026-11-21T11:00:00Z"],  # the default sky
         env=env, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
     )
     assert sim.returncode == 0, sim.stderr[-3000:]
@@ -124,7 +123,7 @@ def _settings(landed, name: str, **extra):
 
     base = landed["root"] / name
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=landed["landing"], outbox=base / "outbox",
-                         **KIND_SKY, catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
+                         catalog_file=landed["catalog_file"], shuffle_partitions=2, **extra)
 
 
 def _args(stage: str) -> list[str]:

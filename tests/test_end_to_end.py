@@ -100,8 +100,6 @@ def data(tmp_path_factory, connect_server):
         "SDA_CATALOG_FILE": str(root / "catalog" / "catalog.tle"),
         "SDA_SHUFFLE_PARTITIONS": "2",
         "SDA_SCREENING_HORIZON_H": "3",
-        "SDA_LIGHT_TIME": "false",  # the kinder sky's geometric measurements from sensors without biases
-        "SDA_SENSOR_BIAS_CONSIDER": "0",
         # every task runs on the suite's one Spark Connect server
         "SDA_CONNECT_PORT": str(connect_server.connect_port),
         "AIRFLOW_CONN_SPARK_CONNECT": json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1",
@@ -110,7 +108,7 @@ def data(tmp_path_factory, connect_server):
     sim = subprocess.run(
         [sys.executable, "-m", "sda.sim.simulate", "--start", _iso(SIM_START), "--end", _iso(SIM_END),
          "--landing", str(dirs["landing"]), "--catalog-out", env["SDA_CATALOG_FILE"], "--objects", "120",
-         "--inject-conjunction", "--tca", _iso(TCA), "--miss-m", "150", "--sky", "kind"],
+         "--inject-conjunction", "--tca", _iso(TCA), "--miss-m", "150"],  # the default sky
         env=env, capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
     )
     assert sim.returncode == 0, sim.stderr[-3000:]

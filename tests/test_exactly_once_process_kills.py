@@ -13,7 +13,6 @@ import pytest
 from sda.config.settings import load_settings
 from sda.pipeline import faults
 from tests import chain
-from tests.conftest import KIND_SKY
 from tests.exactly_once_support import (
     PROJECT_ROOT,
     SCREEN,
@@ -64,7 +63,7 @@ def test_server_killed_mid_stage_then_restarted_and_retried(spark, staging, refe
     root, files = staging
     settings = lakehouse(tmp_path, "server-killed", root / "catalog.tle")
     own = load_settings(env={}, lakehouse=settings.lakehouse, landing=settings.landing, outbox=settings.outbox,
-                        **KIND_SKY, catalog_file=settings.catalog_file, shuffle_partitions=2,
+                        catalog_file=settings.catalog_file, shuffle_partitions=2,
                         connect_port=free_port())
     monkeypatch.setenv("SPARK_REMOTE", os.environ.get("SPARK_REMOTE", ""))  # connect() sets it: restored at teardown
     load_catalog(spark, settings)

@@ -46,11 +46,12 @@ SETTING_DOCS = {
                        "whatever the backlog)",
     "correlation_gate_km": "largest miss between an observation and a prediction that still correlates",
     "light_time": "`True`: the sensors' radar ranges and angles and optical angles carry light time, as real "
-                  "sensors and the simulator's harsher skies report them; `False`: geometric, as `--sky kind`'s",
+                  "sensors and every simulated sky report them; `False`: geometric (only to measure what light time "
+                  "is worth)",
     "screening_horizon_h": "how far ahead conjunctions are screened",
     "fusion_arc_h": "event-time arc of one orbit-determination fit (an object's fused orbit per arc window)",
     "sensor_bias_consider": "the sensors' remaining biases carried in each fused covariance as consider parameters "
-                            "of this many times their nominal sigmas; `0`: the noise alone (the kinder sky's)",
+                            "of this many times their nominal sigmas; `0`: the noise alone",
     "fusion_renew_m": "a fused object's screening element set is renewed when it strays this far from the new fit",
     "fusion_max_age_h": "a fused orbit whose epoch is this far before the screening's start is not used (the "
                         "catalogue's element set is, as for an object never fused)",

@@ -162,9 +162,7 @@ def stack(images):
         f"AIRFLOW__CORE__FERNET_KEY={Fernet.generate_key().decode()}",
         f"SDA_IMAGE={images['sda']}",
         f"SDA_POSTGRES_IMAGE={images['postgres']}",
-        f"AIRFLOW_UID={50000}",
-        "SDA_LIGHT_TIME=false",  # the kinder sky's geometric measurements (the simulation below) from sensors
-        "SDA_SENSOR_BIAS_CONSIDER=0",  # without biases
+        f"AIRFLOW_UID={50000}",  # every pipeline setting the deployment's default, as for the simulated sky below
     ]) + "\n")
     base = [*compose_command(), "--project-name", PROJECT, "--env-file", str(env_file),
             "-f", str(ROOT / "docker-compose.yaml"), "-f", str(ROOT / "tests" / "compose" / "loopback.yaml")]
@@ -268,7 +266,7 @@ def pipeline_run(stack):
     iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
     _exec(stack, "airflow-scheduler", "python", "-m", "sda.sim.simulate", "--start", iso(start), "--end", iso(now),
           "--landing", "/opt/sda/var/landing", "--catalog-out", "/opt/sda/var/catalog/catalog.tle",
-          "--objects", "120", "--inject-conjunction", "--tca", iso(tca), "--miss-m", "150", "--sky", "kind")
+          "--objects", "120", "--inject-conjunction", "--tca", iso(tca), "--miss-m", "150")
     password = json.loads(_exec(stack, "airflow-apiserver", "cat",
                                 "/opt/sda/var/airflow/simple_auth_manager_passwords.json.generated"))["admin"]
     api = Api(password)

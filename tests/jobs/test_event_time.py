@@ -14,7 +14,6 @@ from sda.config.settings import load_settings
 from sda.lake import schemas
 from sda.lake.tables import BRONZE_BY_KIND, TABLES, ensure_tables
 from tests import chain
-from tests.conftest import KIND_SKY
 from tests.jobs.test_correlate import EPOCH, catalog_row, observation
 from tests.seed import append_rows
 
@@ -24,7 +23,7 @@ T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=UTC)  # on an hour: state windows [T
 
 @pytest.fixture
 def event_settings(tmp_path):
-    return load_settings(env={}, **KIND_SKY, lakehouse=tmp_path / "lakehouse", landing=tmp_path / "landing",
+    return load_settings(env={}, lakehouse=tmp_path / "lakehouse", landing=tmp_path / "landing",
                          outbox=tmp_path / "outbox", shuffle_partitions=2, allowed_lateness_s=600,
                          dedup_window_s=10, state_window_s=3600, pass_gap_s=600)
 

@@ -67,7 +67,7 @@ def world_config(config: dict):
     """The :class:`sda.sim.simulate.SimConfig` a summary's ``config`` (:func:`sda.sim.truth.config_json`) holds."""
     from sda.sim.simulate import SimConfig
 
-    kwargs = dict(config)
+    kwargs = {"sky": "kind", **config}  # a summary written before there were skies: the kinder one
     for name in ("start", "end", "tca", "storm_onset"):
         if kwargs.get(name):
             kwargs[name] = parse_time(kwargs[name])

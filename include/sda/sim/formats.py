@@ -47,12 +47,12 @@ class LandingFile:
 
 
 def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False,
-                  cap_mtime: bool = True, received: bool = False) -> tuple[list[Truth], list[str]]:
+                  cap_mtime: bool = True) -> tuple[list[Truth], list[str]]:
     """Write the files (sorted by path, their mtimes the delivery times, capped at now unless not
     ``cap_mtime``); return their truth rows in file order and the
     paths written (relative to ``landing``). ``tdm``: radar and optical files as CCSDS TDM under ``tdm/``
     (:mod:`sda.sim.tdm`; truth rows keep the native file and line numbers; a file with no well-formed
-    record is not written; ``received``: radar detection times are receptions, :func:`sda.sim.tdm.tdm_text`)."""
+    record is not written)."""
     from sda.sim import tdm as tdm_format
 
     truth_rows: list[Truth] = []
@@ -70,7 +70,7 @@ def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False,
         path, data = landing / f.relpath, b"\n".join(lines) + b"\n"
         if tdm and f.kind in tdm_format.TDM_KINDS:
             path = landing / tdm_format.relpath(f.relpath)
-            data = tdm_format.tdm_text(f.kind, f.records, f.mtime_ms, received)
+            data = tdm_format.tdm_text(f.kind, f.records, f.mtime_ms)
             if data is None:  # no well-formed record: no file
                 continue
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -77,9 +77,11 @@ def _sky(objs, sensor):
 
 
 def _as_measured(R, V, col, dt_s, err, sensor, t_s):
-    """The state a sensor measures for time tags ``t_s``: at its clock's time (its time-tag bias) and one light
-    time before (:func:`sda.sim.sky.light_time_position`)."""
-    r, v = _state_at(R, V, col, dt_s + err.bias("time_ms", t_s) / 1000.0)
+    """The state a sensor measures for time tags ``t_s``: one light time before
+    (:func:`sda.sim.sky.light_time_position`; in every sky, as every real radar and telescope measures), and in the
+    harsher skies at its clock's time (its time-tag bias, ``err``; None in the kinder sky)."""
+    bias_s = 0.0 if err is None else err.bias("time_ms", t_s) / 1000.0
+    r, v = _state_at(R, V, col, dt_s + bias_s)
     return light_time_position(r, v, frames.site_teme(sensor.lat_deg, sensor.lon_deg, sensor.alt_m, t_s)), v
 
 
@@ -121,8 +123,7 @@ def _radar_records(objs, sensor, s_idx, chunk_ms, frame_ms, R, V, valid, col, rn
     r, v = _state_at(R, V, col, (t_ms - frame_ms[None, :]) / 1000.0)
     errors = _errors(cat, col, (t_ms - frame_ms[None, :]) / 1000.0, r)
     sky, err = _sky(objs, sensor)
-    if err is not None:
-        r, v = _as_measured(R, V, col, (t_ms - frame_ms[None, :]) / 1000.0, err, sensor, t_s)
+    r, v = _as_measured(R, V, col, (t_ms - frame_ms[None, :]) / 1000.0, err, sensor, t_s)
     r_e, v_e = frames.teme_to_ecef(r, v, t_s)
     rng_km, az, el, rr = frames.razel(r_e, v_e, sensor.lat_deg, sensor.lon_deg, sensor.alt_m)
     ok = valid[:, col] & np.isfinite(rng_km)
@@ -174,8 +175,7 @@ def _optical_records(objs, sensor, chunk_ms, base_ms, R, V, valid, col, rng, cat
     r, v = _state_at(R, V, col, (t_ms - base_ms[None, :]) / 1000.0)
     errors = _errors(cat, col, (t_ms - base_ms[None, :]) / 1000.0, r)
     sky, err = _sky(objs, sensor)
-    if err is not None:
-        r, v = _as_measured(R, V, col, (t_ms - base_ms[None, :]) / 1000.0, err, sensor, t_s)
+    r, v = _as_measured(R, V, col, (t_ms - base_ms[None, :]) / 1000.0, err, sensor, t_s)
     ok = valid[:, col] & np.all(np.isfinite(r), axis=-1)
     r = np.where(ok[..., None], r, 1.0e5)
     v = np.where(ok[..., None], v, 0.0)

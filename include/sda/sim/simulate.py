@@ -146,7 +146,9 @@ class SimConfig:
     launch: bool = False  # a fresh launch of several objects flying close together, in no catalogue
     format: str = "native"  # native: the project's own formats; tdm: radar and optical as CCSDS TDM (sda.sim.tdm)
     stream: int | None = None  # a continuation block's random stream (sda.sim.feed); None: a simulation of its own
-    sky: str = "kind"  # harsh: sensor biases, noise, light time, weather, tumbling (sda.sim.sky); storm: and a storm
+    # the CLI's, make run's and the service's sky: sensor biases, heavy-tailed noise, weather, tumbling (sda.sim.sky);
+    # storm: and a storm; kind: none of it (every sky's radar and optical measurements carry light time)
+    sky: str = "harsh"
     storm_onset: dt.datetime | None = None  # --sky storm: default the 3-hour boundary nearest the middle
 
     def validate(self) -> None:
@@ -265,8 +267,7 @@ def observe_and_write(cfg: SimConfig, objs: Objects, sensors: dict, catalog_file
     base = observe(cfg, objs, radars, opticals, isls)
     files = apply_disorder(cfg, sensors, base, np.random.default_rng(stream_seed(cfg, 4)))
     sim_id = _sim_id(cfg, catalog_sha)
-    truth_rows, written = write_landing(files_to, files, tdm=cfg.format == "tdm", cap_mtime=not hold_mtimes,
-                                        received=cfg.sky != "kind")
+    truth_rows, written = write_landing(files_to, files, tdm=cfg.format == "tdm", cap_mtime=not hold_mtimes)
     truth_file, summary_file, counts, inj = write_truth(cfg, landing, sim_id, truth_rows, files, catalog_file,
                                                         catalog_sha, injected, len(objs.norad), errors, objs.same_body,
                                                         objs.truth if cfg.truth == "numerical" else None,
@@ -339,10 +340,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a fresh launch of 6 objects (99911-99916) flying close together, in no catalogue")
     p.add_argument("--sky", choices=SKIES, default="harsh",
                    help="harsh (default): sensor biases that drift, true noise off the registry's with a heavy tail, "
-                        "light time, space weather varying within the day (files landed under space_weather/), "
+                        "space weather varying within the day (files landed under space_weather/), "
                         "tumbling debris (sda.sim.sky, sda.sim.weather; recorded in the truth summary); storm: harsh "
                         "with a geomagnetic storm; kind: white noise at the registry's sigmas, the forecast's "
-                        "space weather")
+                        "space weather. Radar and optical measurements carry light time in every sky")
     p.add_argument("--storm-onset", type=parse_time, help="--sky storm: the storm's onset (default: mid-run)")
     p.add_argument("--truth", choices=TRUTH_MODELS, default="numerical",
                    help="what the sensors observe: numerical (default) trajectories of a force model the pipeline "

@@ -1,7 +1,8 @@
 """The harsher skies (``sda simulate --sky harsh|storm``): what real sensors add to the geometry, drawn per sensor
 and recorded in the truth, and the space weather and tumbling debris the truth's drag sees (:mod:`sda.sim.weather`,
-:class:`sda.sim.dynamics.BodyParams`); the kinder sky (``--sky kind``;
-:class:`~sda.sim.simulate.SimConfig`'s default, the tests') has none of it.
+:class:`sda.sim.dynamics.BodyParams`); the kinder sky (``--sky kind``) has none of it but light time, which every
+sky's radar and optical measurements carry (:func:`sda.sim.observe._as_measured`). The harsher sky is the default
+of the CLI, of :class:`~sda.sim.simulate.SimConfig` and so of the tests.
 
 Per sensor, drawn once from the seed and the sensor id (:func:`draw`), so one sensor errs the same way in every
 simulation of a seed and in every block of a continued one (:mod:`sda.sim.feed`):
@@ -13,10 +14,10 @@ simulation of a seed and in every block of a continued one (:mod:`sda.sim.feed`)
 * **true noise other than the registry's**: the registry's sigma times a factor drawn log-normally (sigma 0.3:
   about a third of the sensors over 1.35x or under 0.74x), with a **heavy tail** (Student's t with 4 degrees of
   freedom, scaled to the same variance: 1.6 % of the errors beyond 3 sigma where a Gaussian has 0.27 %);
-* **light time**, as sensors report it: a radar range is the distance to where the object was when the pulse
-  met it (one light time before reception; the state moved back along its two-body arc), with angles towards
-  the same place; an optical sensor's astrometric angles (against the star
-  catalogue, so no aberration) point where the object was one light time before the exposure.
+* **light time** (in the kinder sky too), as sensors report it: a radar range is the distance to where the object
+  was when the pulse met it (one light time before reception; the state moved back along its two-body arc), with
+  angles towards the same place; an optical sensor's astrometric angles (against the star catalogue, so no
+  aberration) point where the object was one light time before the exposure.
 
 Everything here comes from its own random stream (seed, 9): the kinder sky's draws, and so its files, are
 unchanged.

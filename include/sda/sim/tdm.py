@@ -4,10 +4,8 @@ The same measurements as the project's own formats, so the pipeline must give th
 observations (sda.transforms.tdm's conventions, read backwards):
 
 * radar: a segment per (sensor, object) run of detections, PATH 1,2,1, RANGE in km, AZEL, the
-  DOPPLER_INSTANTANEOUS range-rate, time-tagged at RECEIVE: in the kinder sky (instantaneous geometry) the epoch
-  is the detection time plus the one-way light time (range / c, to the nanosecond), which normalize takes off
-  again; in the harsher skies (``received``: the detection time is the reception already, the geometry one light
-  time earlier) the detection time, which normalize keeps when the stages model light time;
+  DOPPLER_INSTANTANEOUS range-rate, time-tagged at RECEIVE: the detection time, which is the reception already
+  in every sky (the geometry one light time earlier), and which normalize keeps when the stages model light time;
 * optical: a segment per (station, object), PATH 2,1, RADEC in REFERENCE_FRAME EME2000 (the
   simulator's TEME-of-date angles rotated; normalize rotates them back, to ~1e-13 deg), angles in
   degrees, the epoch as the row's time.
@@ -21,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sda.sim.common import iso_us
-from sda.transforms.tdm import C_KM_S, epoch_ns, teme_from_inertial
+from sda.transforms.tdm import epoch_ns, teme_from_inertial
 
 TDM_KINDS = ("radar", "optical")
 
@@ -39,12 +37,12 @@ def _segment(sensor: str, norad: int | None, radar: bool, lines: list[str]) -> l
     return ["META_START", "TIME_SYSTEM = UTC", *meta, "META_STOP", "DATA_START", *lines, "DATA_STOP"]
 
 
-def _radar_lines(det: dict, received: bool = False) -> tuple[str, list[str]]:
+def _radar_lines(det: dict) -> tuple[str, list[str]]:
     # float(): a re-processed copy's values are numpy floats, whose repr is "np.float64(...)"; a Python
     # float's repr is the shortest text that reads back to it (what the radar JSON carries too)
     values = [("RANGE", float(det["range_km"])), ("ANGLE_1", float(det["az_deg"])), ("ANGLE_2", float(det["el_deg"])),
               ("DOPPLER_INSTANTANEOUS", float(det["rr_km_s"]))]
-    epoch = _epoch_text(epoch_ns(det["t"].replace("Z", "")) + (0 if received else round(values[0][1] / C_KM_S * 1e9)))
+    epoch = _epoch_text(epoch_ns(det["t"].replace("Z", "")))
     return epoch, [f"{key} = {epoch} {value!r}" for key, value in values]
 
 
@@ -56,9 +54,8 @@ def _optical_lines(row: dict) -> tuple[str, list[str]]:
     return epoch, [f"ANGLE_1 = {epoch} {float(ra)!r}", f"ANGLE_2 = {epoch} {float(dec)!r}"]
 
 
-def measurements(records, received: bool = False) -> list[tuple[str, int | None, str, list[str]]]:
-    """(sensor, NORAD number, epoch, data lines) per well-formed measurement of ``records``, in order
-    (``received``: radar detection times are receptions, module docstring)."""
+def measurements(records) -> list[tuple[str, int | None, str, list[str]]]:
+    """(sensor, NORAD number, epoch, data lines) per well-formed measurement of ``records``, in order."""
     out = []
     for rec in records:
         if rec.data is None:
@@ -66,16 +63,16 @@ def measurements(records, received: bool = False) -> list[tuple[str, int | None,
         if rec.kind == "radar":
             for i, det in enumerate(rec.data["dets"]):
                 truth = next((t for t in rec.truths if t.det_index == i), None)
-                out.append((rec.data["sensor"], truth.norad_id if truth else None, *_radar_lines(det, received)))
+                out.append((rec.data["sensor"], truth.norad_id if truth else None, *_radar_lines(det)))
         else:
             truth = rec.truths[0] if rec.truths else None
             out.append((rec.data["station"], truth.norad_id if truth else None, *_optical_lines(rec.data)))
     return out
 
 
-def tdm_text(kind: str, records, created_ms: int, received: bool = False) -> bytes | None:
+def tdm_text(kind: str, records, created_ms: int) -> bytes | None:
     """A radar or optical landing file's records as one TDM (KVN); None when none is well-formed."""
-    items = measurements(records, received)
+    items = measurements(records)
     if not items:
         return None
     lines = ["CCSDS_TDM_VERS = 2.0", f"CREATION_DATE = {iso_us(created_ms).replace('Z', '')}",

@@ -14,7 +14,6 @@ from sda.lake import schemas
 from sda.lake.tables import TABLES
 from sda.quality import gates as quality
 from sda.quality.suites import suite_checks
-from tests.conftest import KIND_SKY
 
 T0 = dt.datetime(2026, 11, 21, 6, 0, tzinfo=dt.timezone.utc)
 RUN = "manual__2026-11-21T06:00:00+00:00"
@@ -55,7 +54,7 @@ def silver_rows():
 def q_settings(tmp_path_factory):
     base = tmp_path_factory.mktemp("quality")
     return load_settings(env={}, lakehouse=base / "lakehouse", landing=base / "landing", outbox=base / "outbox",
-                         **KIND_SKY, shuffle_partitions=2)
+                         shuffle_partitions=2)
 
 
 @pytest.fixture(scope="module")

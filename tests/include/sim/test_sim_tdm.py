@@ -62,15 +62,15 @@ def _from_tdm(landing: Path, light_time: bool = False) -> dict:
 
 @pytest.mark.parametrize("sky", ["kind", "harsh"])
 def test_tdm_scenario_reads_back_to_the_native_measurements(tmp_path, sky):
-    """In the harsher sky a radar's detection time is its reception, which a RECEIVE-tagged TDM carries as it is
-    and normalize keeps when the stages model light time; in the kinder sky (instantaneous geometry) the writer
-    adds the light time and normalize takes it off."""
+    """In every sky a radar's detection time is its reception (its measurements carry light time), which a
+    RECEIVE-tagged TDM carries as it is and normalize keeps when the stages model light time, as they do by
+    default."""
     native = _native(_simulate(tmp_path / "native", "native", sky))
     landing = _simulate(tmp_path / "tdm", "tdm", sky)
     assert not (landing / "radar").exists() and not (landing / "optical").exists()
     assert (landing / "isl").is_dir()  # beacons keep their own format
     assert (landing / "space_weather").is_dir() == (sky == "harsh")  # the harsher skies' space weather too
-    from_tdm = _from_tdm(landing, light_time=sky == "harsh")
+    from_tdm = _from_tdm(landing, light_time=True)
     assert set(from_tdm) == set(native) and len(native) > 100
     kinds = {v[0] for v in native.values()}
     assert kinds == {"radar", "optical"}
