@@ -33,6 +33,7 @@ from sda.orbit.screening import satrecs_from_lines
 from sda.transforms import wire
 
 UTC = dt.timezone.utc
+MEASUREMENT_KINDS = ("radar", "optical", "isl")
 
 
 def measurements(result) -> pd.DataFrame:
@@ -43,6 +44,8 @@ def measurements(result) -> pd.DataFrame:
     rows = []
     for rel in result.files:
         kind = rel.split("/", 1)[0]
+        if kind not in MEASUREMENT_KINDS:  # the harsher skies' space-weather files carry no measurement
+            continue
         for rec in wire.file_records(kind, (result.landing / rel).read_bytes()):
             if rec.text is None:  # refused at ingest (malformed)
                 continue
@@ -116,7 +119,9 @@ def sample_records(obs: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
 
 
 def correlate(obs: pd.DataFrame, ids, sats, gate_km: float, sigmas, **kwargs) -> pd.DataFrame:
-    """``obs`` with the association columns, one ``correlate_frame`` call per event-time bucket."""
+    """``obs`` with the association columns, one ``correlate_frame`` call per event-time bucket; the measurements
+    modelled with their light time (every simulated sky's radar and optical measurements carry it)."""
+    kwargs.setdefault("light_time", True)
     if "model" not in kwargs and kwargs.get("prediction_sigma_m") is None:
         kwargs["model"] = correlation.prediction_model(sats)  # once, as a worker caches its catalogue
     kwargs.setdefault("bodies", distinct_bodies(np.asarray(ids, dtype=np.int64), sats))

@@ -22,7 +22,14 @@ import numpy as np
 import pandas as pd
 
 from sda.orbit.estimation.measurements import MODELS, models, rtn_axes, wrap_angle
-from sda.orbit.frames import angle_between, razel_to_ecef, site_teme, teme_to_ecef, unit_vector_radec
+from sda.orbit.frames import (
+    angle_between,
+    light_time_position,
+    razel_to_ecef,
+    site_teme,
+    teme_to_ecef,
+    unit_vector_radec,
+)
 
 # Probability that a correct association falls outside the gate (under the Gaussian model of
 # :mod:`sda.orbit.correlation.correlate`).
@@ -117,12 +124,18 @@ def measure(kind: str, obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.nd
     kinds = models(light_time)
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "radar":
-            return _radar(obs, t, r, v, sig, sigma_rtn_m, fixed_rr_ms, cov_rtn6, kinds["radar"])
+            return _radar(obs, t, r, v, sig, sigma_rtn_m, fixed_rr_ms, cov_rtn6, kinds["radar"], light_time)
         if kind == "optical":
-            return _optical(obs, t, r, v, sig, sigma_rtn_m, cov_rtn6, kinds["optical"])
+            return _optical(obs, t, r, v, sig, sigma_rtn_m, cov_rtn6, kinds["optical"], light_time)
         if kind == "isl":
             return _isl(obs, r, v, sig, sigma_rtn_m, cov_rtn6)
     raise ValueError(kind)
+
+
+def _seen(r: np.ndarray, v: np.ndarray, site: tuple, t: np.ndarray, light_time: bool) -> np.ndarray:
+    """Where the sensor saw the predicted object (TEME, km): one light time earlier when the measurements carry it
+    (the position-space miss then compares like with like), else where it is at ``t``."""
+    return light_time_position(r, v, site_teme(*site, t)) if light_time else r
 
 
 def _reader(obs: pd.DataFrame) -> Callable[[str], np.ndarray]:
@@ -132,13 +145,13 @@ def _reader(obs: pd.DataFrame) -> Callable[[str], np.ndarray]:
 
 def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
            sigma_rtn_m: np.ndarray, fixed_rr_ms: float | None, cov_rtn6: np.ndarray | None = None,
-           model=MODELS["radar"]) -> Measured:
+           model=MODELS["radar"], light_time: bool = False) -> Measured:
     """Range, azimuth, elevation and (when reported) range-rate at the radar's site."""
     col = _reader(obs)
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
     x = np.concatenate([r, v], axis=1) * 1000.0
     predicted = model.predict(x, t, obs)
-    r_e, _ = teme_to_ecef(r, v, t)
+    r_e, _ = teme_to_ecef(_seen(r, v, site, t, light_time), v, t)
     observed = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
     miss_m = np.linalg.norm(r_e - observed, axis=-1) * 1000.0
     res = {
@@ -168,14 +181,15 @@ def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: 
 
 
 def _optical(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: Mapping[str, np.ndarray],
-             sigma_rtn_m: np.ndarray, cov_rtn6: np.ndarray | None = None, model=MODELS["optical"]) -> Measured:
+             sigma_rtn_m: np.ndarray, cov_rtn6: np.ndarray | None = None, model=MODELS["optical"],
+             light_time: bool = False) -> Measured:
     """Topocentric right ascension and declination at the telescope's site."""
     col = _reader(obs)
     m = len(obs)
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
     x = np.concatenate([r, v], axis=1) * 1000.0
     ra, dec = model.predict(x, t, obs).T
-    rho = r - site_teme(*site, t)
+    rho = _seen(r, v, site, t, light_time) - site_teme(*site, t)
     los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
     miss_m = angle_between(los, rho) * np.linalg.norm(rho, axis=-1) * 1000.0
     res = {"residual_ra_rad": wrap_angle(col("ra_rad") - ra), "residual_dec_rad": col("dec_rad") - dec}

@@ -12,6 +12,7 @@ upkeep rules
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -25,7 +26,7 @@ from sgp4.api import WGS72, Satrec
 from sgp4.exporter import export_tle
 
 from sda.orbit import frames
-from sda.orbit.acquisition.search import acquire
+from sda.orbit.acquisition.search import AcquireSettings, acquire
 from sda.orbit.acquisition.tracklets import tracklets
 from sda.orbit.estimation.measurements import registry_sigmas
 from sda.orbit.sensors import load_sensors
@@ -33,6 +34,8 @@ from sda.pipeline import provisional
 from tests.include.orbit.estimation.test_iod import kepler
 
 UTC = dt.timezone.utc
+# the search as the stage runs it: measurements modelled with their light time, which every simulated sky carries
+WITH_LIGHT_TIME = AcquireSettings(config=dataclasses.replace(AcquireSettings().config, light_time=True))
 T0 = dt.datetime(2026, 11, 20, tzinfo=UTC).timestamp()
 SITE = (39.13611, -121.35139, 110.0)  # Beale
 
@@ -85,7 +88,7 @@ def launch(tmp_path_factory):
     result = simulate(SimConfig(start=start, end=start + dt.timedelta(hours=3), landing=work / "landing",
                                 catalog_out=work / "catalog.tle", objects=40, seed=3, tle_age_days=(0.5, 3.0),
                                 truth="numerical", uncatalogued_share=0.1, launch=True, late_rate=0.0,
-                                reorder_rate=0.0))
+                                reorder_rate=0.0, sky="kind"))
     hidden = set(json.loads(next(work.rglob("*.events.json")).read_text())["uncatalogued"])
     regimes = {o["norad_id"]: o["regime"] for o in map(json.loads, next(work.rglob("*.orbits.jsonl")).read_text()
                                                        .splitlines())}
@@ -100,7 +103,7 @@ def test_the_search_finds_each_hidden_body_once(launch):
     from sda.orbit.manoeuvre.detection import pass_index
 
     obs, hidden, leo = launch
-    found = acquire(obs, registry_sigmas(load_sensors()))
+    found = acquire(obs, registry_sigmas(load_sensors()), WITH_LIGHT_TIME)
     body = dict(zip(obs["obs_id"], obs["true_id"]))
     bodies = []
     for new in found:

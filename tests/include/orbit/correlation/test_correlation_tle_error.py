@@ -37,7 +37,8 @@ def scenario(tmp_path_factory):
     root = tmp_path_factory.mktemp("tle-error-accuracy")
     cfg = SimConfig(start=START, end=START + dt.timedelta(minutes=30), landing=root / "landing",
                     catalog_out=root / "catalog.tle", inject_conjunction=True,
-                    tca=START + dt.timedelta(hours=3, minutes=30), tle_age_days=(0.5, 3.0))
+                    tca=START + dt.timedelta(hours=3, minutes=30), tle_age_days=(0.5, 3.0),
+                    sky="kind")  # the registry's noise, no biases: the oracle of the calibration figures
     result = simulate(cfg)
     sensors = load_sensors()
     obs = scoring.landed_observations(result, sensors)
