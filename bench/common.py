@@ -124,6 +124,19 @@ def run_stage(spark, settings, stage: str, argv: list[str]) -> dict:
     return importlib.import_module(f"jobs.{stage}").main(argv, settings=settings, spark=spark)
 
 
+def land(files: Iterable[str], staging: Path, landing: Path) -> None:
+    """Copy simulated files (paths relative to ``staging``) into a landing zone, with an old modification time so that
+    an ingest with any recent ``--end`` takes them."""
+    import os
+    import shutil
+
+    for rel in files:
+        target = landing / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(staging / rel, target)
+        os.utime(target, (946684800, 946684800))
+
+
 # --- the reference catalogue ----------------------------------------------------------------------------------
 
 def reference_files(program: str) -> list[Path]:

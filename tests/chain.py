@@ -10,6 +10,8 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from sda.sim.formats import file_time  # noqa: F401 - the simulated files' times, for the tests that land them
+
 UTC = dt.timezone.utc
 FAR_END = dt.datetime(2100, 1, 1, tzinfo=UTC)  # ingest takes every landed file
 START = dt.datetime(2026, 1, 1, tzinfo=UTC)
@@ -23,20 +25,6 @@ METADATA = frozenset({
 COMPARED = ("observations", "observations_dedup", "correlated", "uncorrelated", "object_state", "passes",
             "fused_orbits",
             "late_data", "quarantine", "catalog", "conjunctions", "alerts", "alert_events")
-
-
-def file_time(name: str) -> dt.datetime:
-    """The time a simulated landing file's name carries: a sensor file's 5-minute chunk
-    (``<SENSOR>_YYYYmmddTHHMMSSZ...``), a space-weather file's issue (``SW-YYYYmmddTHHMMZ.txt``, the harsher skies')."""
-    import re
-
-    sensor = re.search(r"_(\d{8}T\d{6}Z)", name)
-    if sensor:
-        return dt.datetime.strptime(sensor.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-    weather = re.search(r"SW-(\d{8}T\d{4}Z)", name)
-    if weather:
-        return dt.datetime.strptime(weather.group(1), "%Y%m%dT%H%MZ").replace(tzinfo=UTC)
-    raise ValueError(f"{name}: no time in the name of a simulated landing file")
 
 
 def job(stage: str):

@@ -107,8 +107,17 @@ def _start(spark: "SparkSession", stage: str, table: str, settings: Settings, co
     return consumed.get(table, -1) + 1
 
 
+def _end(spark: "SparkSession", table: str, settings: Settings, latest: dict[str, int] | None) -> int:
+    """The version a change-feed read ends at: ``table``'s newest, as the stage's lag read it at the start of this run
+    (``latest``: taken once, so a second read of the same table in the run reads the history again), else read now."""
+    if latest and table in latest:
+        return latest.pop(table)
+    return table_version(spark, table, settings)
+
+
 def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settings,
-                 consumed: dict[str, int] | None = None) -> tuple["DataFrame", int, int]:
+                 consumed: dict[str, int] | None = None, latest: dict[str, int] | None = None
+                 ) -> tuple["DataFrame", int, int]:
     """Rows inserted into ``table`` since this stage's last consumed version (``consumed``: the
     stage's consumed versions read already this run, see :func:`changes_for`).
 
@@ -119,7 +128,7 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
 
     spec = TABLES[table]
     start = _start(spark, stage, table, settings, consumed)
-    end = table_version(spark, table, settings)
+    end = _end(spark, table, settings, latest)
     if start > end:
         return spark.createDataFrame([], spec.schema), start, end
     if start == 0:
@@ -136,7 +145,8 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
 
 
 def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Settings,
-                     consumed: dict[str, int] | None = None) -> tuple["DataFrame", "DataFrame", int, int]:
+                     consumed: dict[str, int] | None = None, latest: dict[str, int] | None = None
+                     ) -> tuple["DataFrame", "DataFrame", int, int]:
     """For a table whose rows are also updated and deleted: the *net* change per key since this
     stage's last consumed version -- (rows whose last change is an insert or update, rows whose last
     change is a delete (their pre-image), first version, last version). A row inserted and deleted
@@ -147,7 +157,7 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
     spec = TABLES[table]
     cols = [f.name for f in spec.schema.fields]
     start = _start(spark, stage, table, settings, consumed)
-    end = table_version(spark, table, settings)
+    end = _end(spark, table, settings, latest)
     empty = spark.createDataFrame([], spec.schema)
     if start > end:
         return empty, empty, start, end
@@ -223,11 +233,12 @@ def changes_for(spark: "SparkSession", stage: str, table: str, settings: Setting
                 ) -> tuple["DataFrame", int, int]:
     """:func:`read_changes`, or in a replay :func:`replay_rows` (first == last == the table's version).
     ``args.consumed``, when :func:`sda.pipeline.runtime.run_stage` set it, holds the stage's consumed
-    versions as read at the start of the run (one ``ops.progress`` read per run, not one per table)."""
+    versions as read at the start of the run (one ``ops.progress`` read per run, not one per table), and
+    ``args.latest`` the inputs' newest versions as its lag read them (one history read per input and run)."""
     if args.replay:
         version = table_version(spark, table, settings)
         return replay_rows(spark, table, settings, args), version, version
-    return read_changes(spark, stage, table, settings, getattr(args, "consumed", None))
+    return read_changes(spark, stage, table, settings, getattr(args, "consumed", None), getattr(args, "latest", None))
 
 
 def net_changes_for(spark: "SparkSession", stage: str, table: str, settings: Settings, args: argparse.Namespace
@@ -237,4 +248,5 @@ def net_changes_for(spark: "SparkSession", stage: str, table: str, settings: Set
         version = table_version(spark, table, settings)
         return (replay_rows(spark, table, settings, args), spark.createDataFrame([], TABLES[table].schema),
                 version, version)
-    return read_net_changes(spark, stage, table, settings, getattr(args, "consumed", None))
+    return read_net_changes(spark, stage, table, settings, getattr(args, "consumed", None),
+                            getattr(args, "latest", None))

@@ -63,12 +63,14 @@ def record_run_metrics(spark: "SparkSession", settings: Settings, stage: str, ar
 
 
 def upstream_lag(spark: "SparkSession", stage: str, settings: Settings,
-                 consumed: dict[str, int] | None = None) -> dict[str, Any]:
+                 consumed: dict[str, int] | None = None, latest: dict[str, int] | None = None) -> dict[str, Any]:
     """How far behind its inputs the stage is as it starts, over the tables it consumes through the
     change feed (its ``ops.progress`` rows): ``lag_versions``, the Delta commits not yet consumed
     (versions are consecutive: the table's version minus the one consumed), and ``lag_seconds``, the
     age of the oldest of them (0 when it is up to date). A stage that has no progress row yet (first
-    run, or no feed input) reports nothing. One ``DESCRIBE HISTORY ... LIMIT`` per input table."""
+    run, or no feed input) reports nothing. One ``DESCRIBE HISTORY ... LIMIT`` per input table; each table's
+    newest version is left in ``latest`` when given, where the stage's change-feed read takes it
+    (:func:`sda.pipeline.changefeed.changes_for`) instead of reading the history again."""
     consumed = consumed_versions(spark, settings, stage) if consumed is None else consumed
     if not consumed:
         return {}
@@ -81,8 +83,10 @@ def upstream_lag(spark: "SparkSession", stage: str, settings: Settings,
         recents = list(pool.map(lambda t: history(spark, t, settings, limit=LAG_HISTORY).select("version", "timestamp")
                                 .collect(), [t for t, _ in inputs]))
     for (table, version), recent in zip(inputs, recents):
-        latest = max((int(r["version"]) for r in recent), default=version)
-        behind = max(0, latest - version)
+        newest = max((int(r["version"]) for r in recent), default=version)
+        if recent and latest is not None:
+            latest[table] = newest
+        behind = max(0, newest - version)
         per_table[table] = behind
         versions += behind
         if not behind:

@@ -109,7 +109,8 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
     before = {} if args.replay else consumed_versions(spark, settings, stage)
     if not args.replay:
         args.consumed = dict(before)  # where the change feeds start (changefeed.changes_for): read once
-    lag = upstream_lag(spark, stage, settings, before) if before else {}
+        args.latest = {}  # where they end, as the lag read them (each taken once: changefeed.changes_for)
+    lag = upstream_lag(spark, stage, settings, before, getattr(args, "latest", None)) if before else {}
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
              " (replay)" if args.replay else "", args.run_id)
     metrics = body(spark, settings, args)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -25,6 +27,19 @@ def encode(rec: Record) -> bytes:
     vx, vy, vz = d["vel"]
     return (f"BCN|src={d['src']}|seq={d['seq']}|t_ms={d['t_ms']}|x_m={x:.1f}|y_m={y:.1f}|z_m={z:.1f}"
             f"|vx_ms={vx:.3f}|vy_ms={vy:.3f}|vz_ms={vz:.3f}").encode()
+
+
+def file_time(name: str) -> dt.datetime:
+    """The time a simulated landing file's name carries: a sensor file's 5-minute chunk
+    (``<SENSOR>_YYYYmmddTHHMMSSZ...``, :attr:`LandingFile.relpath`), a space-weather file's issue
+    (``SW-YYYYmmddTHHMMZ.txt``, :func:`sda.sim.weather.file_name`)."""
+    sensor = re.search(r"_(\d{8}T\d{6}Z)", name)
+    if sensor:
+        return dt.datetime.strptime(sensor.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+    weather = re.search(r"SW-(\d{8}T\d{4}Z)", name)
+    if weather:
+        return dt.datetime.strptime(weather.group(1), "%Y%m%dT%H%MZ").replace(tzinfo=dt.timezone.utc)
+    raise ValueError(f"{name}: no time in the name of a simulated landing file")
 
 
 @dataclasses.dataclass(eq=False)

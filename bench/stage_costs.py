@@ -1,0 +1,167 @@
+"""Each stage's fixed cost, itemised: what one run of a stage pays besides its rows.
+
+    .venv/bin/python bench/stage_costs.py [--objects 150] [--files 10] [--seed 7] [--sky harsh] [--work DIR]
+                                          [--out FILE]
+
+1. The simulator writes 30 minutes of sensor files over ``--objects`` generated objects (the sky ``--sky``, the
+   injected pair). The files of the first 20 minutes land at once and every stage of the DAG runs on them, in DAG
+   order (sda.pipeline.topology), on a Spark Connect server of the benchmark's own: the warm-up, which creates the
+   tables and fills them.
+2. *batch*: ``--files`` more files land (the next ones by time) and every stage runs again: the figures of a
+   small micro-batch, the size the alert's path carries (bench/latency.py).
+3. *nothing new*: every stage runs once more with nothing landed: what a run costs that has nothing to do.
+
+For each stage and run, measured in this process (the stage runs in-process, as ``jobs/<stage>.py`` would, on one
+session): wall seconds; the Spark plans it executed through the Spark Connect client (queries, commands, writes:
+one gRPC ``ExecutePlan`` each) and the seconds spent waiting on them; schema and explain round trips
+(``AnalyzePlan``: a DataFrame's ``columns`` or ``schema``); configuration round trips; the Delta commits it made
+(new ``_delta_log/*.json`` files under the lakehouse); the client's own CPU seconds. Python start-up and imports
+are not in these figures (the stage runs in a warm process): bench/latency.py measures a task's start.
+
+What it leaves out: the scheduler and the task's start (bench/latency.py), and any other client of the server.
+The machine should be idle: every figure here is seconds of a shared two-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from common import RESULTS, WORK, elapsed_logger, free_port, land, run_stage, stage_argv, write_result
+
+ROUND_TRIPS = {"_execute_and_fetch_as_iterator": "plans", "_analyze": "analyze", "config": "config"}
+
+
+class RoundTrips:
+    """Counts and times the round trips of ``client`` (a class: by default the Spark Connect client's), the calls of
+    :data:`ROUND_TRIPS`, inside a ``with`` block (the class is as it was after it)."""
+
+    def __init__(self, client=None) -> None:
+        if client is None:
+            from pyspark.sql.connect.client import core
+
+            client = core.SparkConnectClient
+        self.client, self.originals = client, {}
+        self.calls: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
+
+    def __enter__(self) -> RoundTrips:
+        for method, name in ROUND_TRIPS.items():
+            self.originals[method] = getattr(self.client, method)
+            setattr(self.client, method, self._timed(self.originals[method], name))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for method, original in self.originals.items():
+            setattr(self.client, method, original)
+
+    def _timed(self, original, name: str):
+        calls = self.calls
+
+        def timed(client, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                out = original(client, *args, **kwargs)
+                return list(out) if name == "plans" else out  # an iterator's time is its consumer's
+            finally:
+                calls[name][0] += 1
+                calls[name][1] += time.perf_counter() - started
+        return timed
+
+    def take(self) -> dict[str, list]:
+        out = {name: [n, round(s, 3)] for name, (n, s) in self.calls.items()}
+        self.calls.clear()
+        return out
+
+
+def commits(lakehouse: Path) -> int:
+    return sum(1 for _ in lakehouse.rglob("_delta_log/*.json"))
+
+
+def run_all(spark, settings, trips: RoundTrips, run_id: str, say) -> dict[str, dict]:
+    """Every stage once, in DAG order: its figures."""
+    from sda.pipeline.topology import stage_names
+
+    out = {}
+    for stage in stage_names():
+        before, t0, cpu0 = commits(settings.lakehouse), time.perf_counter(), time.process_time()
+        run_stage(spark, settings, stage, stage_argv(stage, settings, run_id))
+        wall = time.perf_counter() - t0
+        calls = trips.take()
+        out[stage] = {"wall_s": round(wall, 2), "client_cpu_s": round(time.process_time() - cpu0, 2),
+                      "commits": commits(settings.lakehouse) - before,
+                      **{f"{name}": calls.get(name, [0, 0.0])[0] for name in ROUND_TRIPS.values()},
+                      **{f"{name}_s": calls.get(name, [0, 0.0])[1] for name in ROUND_TRIPS.values()}}
+        say(f"{run_id} {stage}: {out[stage]}")
+    out["total"] = {key: round(sum(row[key] for row in out.values()), 2)
+                    for key in next(iter(out.values()))}
+    return out
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/stage_costs.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--objects", type=int, default=150)
+    p.add_argument("--files", type=int, default=10, help="files in the measured batch (default 10)")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--sky", choices=("kind", "harsh", "storm"), default="harsh")
+    p.add_argument("--work", type=Path, default=WORK / "stage_costs")
+    p.add_argument("--out", type=Path, default=RESULTS / "stage_costs.json")
+    args = p.parse_args(argv)
+    if args.objects < 2 or args.files < 1:
+        p.error("--objects must be 2 or more and --files 1 or more")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    say = elapsed_logger(time.time())
+    from sda.config.settings import load_settings
+    from sda.lake import server
+    from sda.lake.spark import connect
+    from sda.sim.formats import file_time
+    from sda.sim.simulate import SimConfig, simulate
+
+    shutil.rmtree(args.work, ignore_errors=True)
+    settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
+                             outbox=args.work / "outbox", catalog_file=args.work / "catalog.tle",
+                             connect_port=free_port(), shuffle_partitions=2)
+    start = dt.datetime(2026, 11, 20, 10, 0, tzinfo=dt.timezone.utc)
+    staging = args.work / "staging"
+    result = simulate(SimConfig(start=start, end=start + dt.timedelta(minutes=30), landing=staging,
+                                catalog_out=settings.catalog_file, objects=args.objects, seed=args.seed, sky=args.sky,
+                                inject_conjunction=True, tca=start + dt.timedelta(hours=1)))
+    files = sorted((f for f in result.files), key=lambda f: (file_time(f), f))
+    warm = [f for f in files if file_time(f) < start + dt.timedelta(minutes=20)]
+    batch = [f for f in files if f not in set(warm)][: args.files]
+    server.start(settings)
+    try:
+        spark = connect(settings)
+        with RoundTrips() as trips:
+            land(warm, staging, settings.landing)
+            run_all(spark, settings, trips, "warm-up", say)
+            land(batch, staging, settings.landing)
+            measured = {"batch": run_all(spark, settings, trips, "batch", say),
+                        "nothing_new": run_all(spark, settings, trips, "nothing-new", say)}
+    finally:
+        server.stop(settings)
+    # the totals as top-level figures (docs/performance.md's generated block), each stage's row in a list (the page's
+    # per-stage table is written from it)
+    totals = {f"{run}_{key}": value for run, rows in measured.items() for key, value in rows.pop("total").items()}
+    out = {"benchmark": "stage_costs", "date": dt.date.today().isoformat(),
+           "command": "bench/stage_costs.py " + " ".join(sys.argv[1:] if argv is None else argv),
+           "objects": args.objects, "seed": args.seed, "sky": args.sky, "files_in_batch": len(batch),
+           "warm_up_files": len(warm), **totals,
+           "stages": [{"run": run, "stage": stage, **row}
+                      for run, rows in measured.items() for stage, row in rows.items()],
+           "leaves_out": "the task's start (Python start-up and imports, the Spark Connect session) and the "
+                         "scheduler: bench/latency.py"}
+    write_result(args.out, out, {"benchmark": "stage_costs", **totals}, announce=say)
+    return out
+
+
+if __name__ == "__main__":
+    main()

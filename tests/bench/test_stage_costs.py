@@ -1,0 +1,51 @@
+"""bench/stage_costs.py's counting: round trips counted per kind and the client put back as it was, commits counted
+from the Delta log files, totals summed, arguments refused with a message (hand-made cases; no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+import stage_costs
+
+
+class FakeClient:
+    """Stands in for the Spark Connect client: the three calls the benchmark counts."""
+
+    def _execute_and_fetch_as_iterator(self, plan):
+        yield from (plan, plan)
+
+    def _analyze(self, method):
+        return method
+
+    def config(self, operation):
+        return operation
+
+
+def test_round_trips_are_counted_per_kind_and_the_client_is_put_back():
+    before = {m: FakeClient.__dict__[m] for m in stage_costs.ROUND_TRIPS}
+    client = FakeClient()
+    with stage_costs.RoundTrips(FakeClient) as trips:
+        assert client._execute_and_fetch_as_iterator("p") == ["p", "p"]  # consumed inside the timed call
+        client._execute_and_fetch_as_iterator("q")
+        assert client._analyze("schema") == "schema"
+        counted = trips.take()
+        assert {k: v[0] for k, v in counted.items()} == {"plans": 2, "analyze": 1}
+        client.config("get")
+        assert {k: v[0] for k, v in trips.take().items()} == {"config": 1}  # take() starts afresh
+    assert {m: FakeClient.__dict__[m] for m in stage_costs.ROUND_TRIPS} == before
+
+
+def test_commits_are_the_delta_log_files(tmp_path):
+    for table, versions in (("silver/observations", 3), ("ops/progress", 2)):
+        log = tmp_path / table / "_delta_log"
+        log.mkdir(parents=True)
+        for v in range(versions):
+            (log / f"{v:020d}.json").write_text("{}")
+        (log / "00000000000000000000.checkpoint.parquet").write_bytes(b"")  # not a commit
+    assert stage_costs.commits(tmp_path) == 5
+
+
+@pytest.mark.parametrize("argv, message", [(["--objects", "1"], "--objects"), (["--files", "0"], "--files")])
+def test_bad_arguments_are_refused_saying_which(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        stage_costs.parse_args(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
