@@ -39,6 +39,10 @@ FLOW = ("ingest", "normalize", "dedup", "correlate", "fuse")
 SLACK_S = 120.0
 SCREEN = ["--screen-start", chain.iso(SIM_END), "--horizon-h", "3"]
 TCA = SIM_END + dt.timedelta(hours=1.5)  # the injected pair's, reached by the primary through a burn at 07:00
+# The kinder sky, not the default: in the harsher sky the designed 1 m/s burn of 99901 at 07:00 goes undetected in
+# this scenario, and its alert is not the post-burn fit's alone (docs/orbital.md, "In the harsher sky"). Every
+# pipeline setting is the service's.
+SKY = "kind"
 
 
 def _settle(spark, settings, name: str) -> list[dict]:
@@ -57,7 +61,7 @@ def runs(module_spark, make_settings, tmp_path_factory):
     result = simulate(SimConfig(start=SIM_START, end=SIM_END, landing=staging, catalog_out=one.catalog_file,
                                 objects=40, seed=3, tle_age_days=(0.5, 3.0), manoeuvre_share=0.5,
                                 manoeuvre_rate=2.0, late_rate=0.0, reorder_rate=0.0, inject_conjunction=True,
-                                tca=TCA, conjunction_burn_h=6.5))
+                                tca=TCA, conjunction_burn_h=6.5, sky=SKY))
     files = chain.twin_lakehouses(module_spark, one, two, staging)
     chain.land(files, staging, one.landing)
     single = chain.run_flow(module_spark, one, "run-1", FLOW)["fuse"]
