@@ -18,7 +18,8 @@ one gRPC ``ExecutePlan`` each) and the seconds spent waiting on them; schema and
 (new ``_delta_log/*.json`` files under the lakehouse); the client's own CPU seconds. Python start-up and imports
 are not in these figures (the stage runs in a warm process): bench/latency.py measures a task's start.
 
-What it leaves out: the scheduler and the task's start (bench/latency.py), and any other client of the server.
+What it leaves out: the scheduler and the task's start (bench/latency.py), the quality gates (they are no stage of
+the topology's), and any other client of the server.
 The machine should be idle: every figure here is seconds of a shared two-core machine.
 """
 
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
            "stages": [{"run": run, "stage": stage, **row}
                       for run, rows in measured.items() for stage, row in rows.items()],
            "leaves_out": "the task's start (Python start-up and imports, the Spark Connect session) and the "
-                         "scheduler: bench/latency.py"}
+                         "scheduler (bench/latency.py); the quality gates"}
     write_result(args.out, out, {"benchmark": "stage_costs", **totals}, announce=say)
     return out
 
