@@ -149,8 +149,10 @@ def score_fused(eph, tables: dict, end_unix: float, sample: int, seed: int) -> d
     rng = np.random.default_rng(seed)
     out: dict = {"status_newest": {k: int(v) for k, v in status.items()}, "hours": HOURS.tolist(), "regimes": {}}
     for regime, group in newest.groupby("regime"):
-        rows = [r for r in group.to_dict("records")
-                if int(r["norad_id"]) in present and int(r["norad_id"]) in cat.index]
+        # by NORAD id: the sample must not depend on the order the table's rows were read in
+        rows = sorted((r for r in group.to_dict("records")
+                       if int(r["norad_id"]) in present and int(r["norad_id"]) in cat.index),
+                      key=lambda r: int(r["norad_id"]))
         if len(rows) > sample:
             rows = [rows[i] for i in sorted(rng.choice(len(rows), sample, replace=False))]
         scored: dict[str, list] = {"2+ passes": [], "1 pass": []}
