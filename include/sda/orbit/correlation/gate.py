@@ -132,10 +132,10 @@ def measure(kind: str, obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.nd
     raise ValueError(kind)
 
 
-def _seen(r: np.ndarray, v: np.ndarray, site: tuple, t: np.ndarray, light_time: bool) -> np.ndarray:
-    """Where the sensor saw the predicted object (TEME, km): one light time earlier when the measurements carry it
-    (the position-space miss then compares like with like), else where it is at ``t``."""
-    return light_time_position(r, v, site_teme(*site, t)) if light_time else r
+def _seen(r: np.ndarray, v: np.ndarray, site_km: np.ndarray, light_time: bool) -> np.ndarray:
+    """Where the sensor at ``site_km`` (TEME, km) saw the predicted object: one light time earlier when the
+    measurements carry it (the position-space miss then compares like with like), else where it is."""
+    return light_time_position(r, v, site_km) if light_time else r
 
 
 def _reader(obs: pd.DataFrame) -> Callable[[str], np.ndarray]:
@@ -151,7 +151,7 @@ def _radar(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig: 
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
     x = np.concatenate([r, v], axis=1) * 1000.0
     predicted = model.predict(x, t, obs)
-    r_e, _ = teme_to_ecef(_seen(r, v, site, t, light_time), v, t)
+    r_e, _ = teme_to_ecef(_seen(r, v, site_teme(*site, t), light_time), v, t)
     observed = razel_to_ecef(col("range_m") / 1000.0, col("az_rad"), col("el_rad"), *site)
     miss_m = np.linalg.norm(r_e - observed, axis=-1) * 1000.0
     res = {
@@ -189,7 +189,8 @@ def _optical(obs: pd.DataFrame, t: np.ndarray, r: np.ndarray, v: np.ndarray, sig
     site = (col("site_lat_deg"), col("site_lon_deg"), col("site_alt_m"))
     x = np.concatenate([r, v], axis=1) * 1000.0
     ra, dec = model.predict(x, t, obs).T
-    rho = _seen(r, v, site, t, light_time) - site_teme(*site, t)
+    at = site_teme(*site, t)
+    rho = _seen(r, v, at, light_time) - at
     los = unit_vector_radec(col("ra_rad"), col("dec_rad"))
     miss_m = angle_between(los, rho) * np.linalg.norm(rho, axis=-1) * 1000.0
     res = {"residual_ra_rad": wrap_angle(col("ra_rad") - ra), "residual_dec_rad": col("dec_rad") - dec}
