@@ -11,7 +11,7 @@ JARS := var/jars/.resolved
 help:
 	@echo "make run        install, start Airflow with the pipeline, feed simulated sensors, process end to end"
 	@echo "make test       install and run the whole test suite (what CI runs)"
-	@echo "make test-fast  the suite without the slow tests (end-to-end, multi-stage flows)"
+	@echo "make test-fast  the unit tests: every test that needs no Spark server (under 5 minutes)"
 	@echo "make lock       pin requirements.txt's packages with their hashes into requirements.lock (what setup installs)"
 	@echo "make lint       ruff and the import-layer contracts (make test runs it first)"
 	@echo "make bench      run the benchmarks in bench/ (tens of minutes; figures in bench/results/ and docs/performance.md)"
@@ -60,7 +60,7 @@ test: lint
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_WORKERS)
 
 test-fast: lint
-	$(PY) -m pytest -ra -m "not slow" $(PYTEST_WORKERS)
+	$(PY) -m pytest -ra -m "not slow and not spark" $(PYTEST_WORKERS)
 
 # Benchmarks print their figures and write them to bench/results/<name>.json (long: see each docstring);
 # bench/report.py puts them into docs/performance.md's tables.

@@ -49,6 +49,8 @@ class RoundTrips:
             client = core.SparkConnectClient
         self.client, self.originals = client, {}
         self.calls: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
+        # (round trip, the project line that made it) -> [count, seconds]: where a stage's round trips come from
+        self.sites: dict[tuple[str, str], list] = collections.defaultdict(lambda: [0, 0.0])
 
     def __enter__(self) -> RoundTrips:
         for method, name in ROUND_TRIPS.items():
@@ -69,14 +71,38 @@ class RoundTrips:
                 out = original(client, *args, **kwargs)
                 return list(out) if name == "plans" else out  # an iterator's time is its consumer's
             finally:
+                seconds = time.perf_counter() - started
                 calls[name][0] += 1
-                calls[name][1] += time.perf_counter() - started
+                calls[name][1] += seconds
+                site = self.sites[(name, _project_line())]
+                site[0] += 1
+                site[1] += seconds
         return timed
+
+    def take_sites(self, top: int = 8) -> list[list]:
+        """The ``top`` costliest (round trip, project line) pairs since the last call: [kind, line, count, s]."""
+        rows = sorted(self.sites.items(), key=lambda kv: -kv[1][1])[:top]
+        self.sites.clear()
+        return [[kind, line, n, round(s, 3)] for (kind, line), (n, s) in rows]
 
     def take(self) -> dict[str, list]:
         out = {name: [n, round(s, 3)] for name, (n, s) in self.calls.items()}
         self.calls.clear()
         return out
+
+
+_PROJECT = (f"{Path(__file__).resolve().parents[1] / 'include'}", f"{Path(__file__).resolve().parents[1] / 'jobs'}")
+
+
+def _project_line() -> str:
+    """The innermost frame of the project's own code (include/, jobs/) on the stack: ``path:line function``."""
+    import traceback
+
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if frame.filename.startswith(_PROJECT) and "/pipeline/sinks.py" not in frame.filename:
+            root = Path(__file__).resolve().parents[1]
+            return f"{Path(frame.filename).relative_to(root)}:{frame.lineno} {frame.name}"
+    return "?"
 
 
 def commits(lakehouse: Path) -> int:
@@ -97,9 +123,10 @@ def run_all(spark, settings, trips: RoundTrips, run_id: str, say) -> dict[str, d
                       "commits": commits(settings.lakehouse) - before,
                       **{f"{name}": calls.get(name, [0, 0.0])[0] for name in ROUND_TRIPS.values()},
                       **{f"{name}_s": calls.get(name, [0, 0.0])[1] for name in ROUND_TRIPS.values()}}
+        out[stage]["sites"] = trips.take_sites()
         say(f"{run_id} {stage}: {out[stage]}")
     out["total"] = {key: round(sum(row[key] for row in out.values()), 2)
-                    for key in next(iter(out.values()))}
+                    for key in next(iter(out.values())) if key != "sites"}
     return out
 
 

@@ -35,9 +35,22 @@ def iso(t: dt.datetime) -> str:
     return t.isoformat().replace("+00:00", "Z")
 
 
+# SDA_TEST_STAGES=<file>: each stage run appends "<worker> <seconds> <stage> <run id> <lakehouse>", to see
+# which stages a scenario's time goes to.
+_STAGES = os.environ.get("SDA_TEST_STAGES")
+
+
 def run_stage(spark, settings, stage: str, run_id: str, extra: Sequence[str] = ()):
+    import time
+
     argv = ["--start", iso(START), "--end", iso(FAR_END), "--run-id", run_id, *extra]
-    return job(stage).main(argv, settings=settings, spark=spark)
+    began = time.perf_counter()
+    result = job(stage).main(argv, settings=settings, spark=spark)
+    if _STAGES:
+        with open(_STAGES, "a") as out:
+            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {time.perf_counter() - began:7.1f} "
+                      f"{stage} {run_id} {Path(settings.lakehouse).name}\n")
+    return result
 
 
 def run_flow(spark, settings, run_id: str, stages: Iterable[str] = FLOW) -> dict[str, dict]:

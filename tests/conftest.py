@@ -149,6 +149,9 @@ def pytest_collection_modifyitems(session, config, items):
     (130 of 964 tests after 57 minutes), the three flows queueing on the one Spark server's two cores.
     Among the job files the longest (:data:`LONGEST_JOB_FILE`, 12 minutes) goes first rather than last in the
     alphabet, so that the job files end within a few minutes of one another."""
+    for item in items:  # the pyramid's layers: a test on the Spark server is no unit test (make test-fast)
+        if "connect_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     jobs_dir = Path(__file__).parent / "jobs"
     items.sort(key=lambda item: (item.path not in slow_files or jobs_dir in item.path.parents,

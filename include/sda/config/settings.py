@@ -42,7 +42,7 @@ ENV_PREFIX = "SDA_"
 # fault injection of sda.pipeline.faults.checkpoint):
 # allowed alongside the settings, so only a misspelt setting is refused.
 CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_KILL_AT", "SDA_TEST_CONNECT_PORT",
-                               "SDA_TEST_AIRFLOW_DB", "SDA_TEST_TIMELINE"})
+                               "SDA_TEST_AIRFLOW_DB", "SDA_TEST_TIMELINE", "SDA_TEST_STAGES"})
 
 
 def _positive_float(name: str, raw: str) -> float:
