@@ -15,7 +15,9 @@ For each stage and run, measured in this process (the stage runs in-process, as 
 session): wall seconds; the Spark plans it executed through the Spark Connect client (queries, commands, writes:
 one gRPC ``ExecutePlan`` each) and the seconds spent waiting on them; schema and explain round trips
 (``AnalyzePlan``: a DataFrame's ``columns`` or ``schema``); configuration round trips; the Delta commits it made
-(new ``_delta_log/*.json`` files under the lakehouse); the client's own CPU seconds. Python start-up and imports
+(new ``_delta_log/*.json`` files under the lakehouse); the client's own CPU seconds; and ``sites``, its eight costliest
+round trips by the project line that made them (the innermost frame in ``include/`` or ``jobs/``; a write through
+``sda.pipeline.sinks`` is charged to the line that called the sink). Python start-up and imports
 are not in these figures (the stage runs in a warm process): bench/latency.py measures a task's start.
 
 What it leaves out: the scheduler and the task's start (bench/latency.py), the quality gates (they are no stage of
@@ -91,7 +93,8 @@ class RoundTrips:
         return out
 
 
-_PROJECT = (f"{Path(__file__).resolve().parents[1] / 'include'}", f"{Path(__file__).resolve().parents[1] / 'jobs'}")
+_ROOT = Path(__file__).resolve().parents[1]
+_PROJECT = (str(_ROOT / "include"), str(_ROOT / "jobs"))
 
 
 def _project_line() -> str:
@@ -100,8 +103,7 @@ def _project_line() -> str:
 
     for frame in reversed(traceback.extract_stack()[:-2]):
         if frame.filename.startswith(_PROJECT) and "/pipeline/sinks.py" not in frame.filename:
-            root = Path(__file__).resolve().parents[1]
-            return f"{Path(frame.filename).relative_to(root)}:{frame.lineno} {frame.name}"
+            return f"{Path(frame.filename).relative_to(_ROOT)}:{frame.lineno} {frame.name}"
     return "?"
 
 

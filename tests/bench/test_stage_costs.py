@@ -49,3 +49,22 @@ def test_bad_arguments_are_refused_saying_which(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         stage_costs.parse_args(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_each_round_trip_is_charged_to_the_project_line_that_made_it(tmp_path, monkeypatch):
+    """Calls made from a file under the project's code are named by that file, line and function; others are '?'."""
+    code = tmp_path / "jobs" / "stagey.py"
+    code.parent.mkdir()
+    code.write_text("def body(client):\n    client._analyze('schema')\n    client._analyze('schema')\n")
+    monkeypatch.setattr(stage_costs, "_PROJECT", (str(tmp_path / "jobs"),))
+    monkeypatch.setattr(stage_costs, "_ROOT", tmp_path)
+    namespace: dict = {}
+    exec(compile(code.read_text(), str(code), "exec"), namespace)
+    client = FakeClient()
+    with stage_costs.RoundTrips(FakeClient) as trips:
+        namespace["body"](client)
+        client.config("get")
+        sites = {(kind, line): n for kind, line, n, _ in trips.take_sites()}
+        assert sites == {("analyze", "jobs/stagey.py:2 body"): 1, ("analyze", "jobs/stagey.py:3 body"): 1,
+                         ("config", "?"): 1}
+        assert trips.take_sites() == []  # taken afresh
