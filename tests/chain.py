@@ -35,7 +35,7 @@ def iso(t: dt.datetime) -> str:
     return t.isoformat().replace("+00:00", "Z")
 
 
-# SDA_TEST_STAGES=<file>: each stage run appends "<worker> <seconds> <stage> <run id> <lakehouse>", to see
+# SDA_TEST_STAGES=<file>: each stage run appends "<worker> <seconds> <stage> <run id> <lakehouse's directory>", to see
 # which stages a scenario's time goes to.
 _STAGES = os.environ.get("SDA_TEST_STAGES")
 
@@ -49,7 +49,7 @@ def run_stage(spark, settings, stage: str, run_id: str, extra: Sequence[str] = (
     if _STAGES:
         with open(_STAGES, "a") as out:
             out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {time.perf_counter() - began:7.1f} "
-                      f"{stage} {run_id} {Path(settings.lakehouse).name}\n")
+                      f"{stage} {run_id} {Path(settings.lakehouse).parent.name}\n")
     return result
 
 
