@@ -19,11 +19,19 @@ integrator                 RKF7(8), relative tolerance 1e-10      RKF7(8), relat
 **The state-transition matrix at any time, cheaply.** A batch fit needs the state, its transition matrix
 ``Phi = dx(t)/dx(t0)`` and its sensitivity ``s = dx(t)/dB`` at every observation (hundreds per arc,
 seconds apart in a radar pass). Stopping the integrator at each would cost a step each; instead
-:func:`propagate` stops only at the nodes of a fixed grid (:data:`NODE_STEP_S`) that bracket an
-observation and interpolates between them: the state by quintic Hermite interpolation from the nodes'
-positions, velocities and (two-body + J2) accelerations -- below a centimetre and 1e-5 m/s in LEO over
-120 s (the dropped accelerations are ~1e-5 of gravity) -- and ``Phi`` and ``s`` linearly (their
-relative error ~(n h)^2 / 8, 0.2 % in LEO: enough for a Jacobian, which needs no more).
+:func:`propagate` stops only at the nodes of a fixed grid (:data:`NODE_STEP_S`) and interpolates between them:
+the state by quintic Hermite interpolation from the nodes' positions, velocities and (two-body + J2)
+accelerations -- below a centimetre and 1e-5 m/s in LEO over 120 s (the dropped accelerations are ~1e-5 of
+gravity) -- and ``Phi`` and ``s`` linearly (their relative error ~(n h)^2 / 8, 0.2 % in LEO: enough for a
+Jacobian, which needs no more).
+
+At the nodes, the force model above gives the states alone (no variational equations: brahe differentiates
+its whole force model by central differences at every stage, 9-13 times the state's cost). ``Phi`` comes from
+the partials of two-body + J2 integrated along those states (:mod:`sda.orbit.estimation.partials`,
+:data:`STM_SUBSTEPS` RK4 steps per node interval), ``s`` from a second integration with ``B`` moved by
+:func:`b_step`, stopped at the same nodes (a forward difference). Against brahe's variational equations
+(:func:`brahe_variational`; tests/include/orbit/estimation/test_dynamics.py) in LEO: the large columns of
+``Phi`` within 0.1 % over 6 h and 0.6 % over 30 h, ``s`` within 0.1 %; the whole costs about twice the state.
 
 **Frames.** The pipeline's states are TEME (:mod:`sda.orbit.frames`); brahe integrates in GCRF. As the
 simulator does, brahe's ITRF is taken to be the pipeline's ECEF, so TEME = R3(-GMST) R_gcrf->itrf GCRF,
@@ -39,6 +47,7 @@ import functools
 import numpy as np
 
 from sda.orbit import frames
+from sda.orbit.estimation import partials
 from sda.orbit.estimation.brahe_setup import brahe as _brahe
 
 GRAVITY_DEGREE = 16
@@ -47,9 +56,7 @@ SRP_CR = 1.4
 SRP_AREA_PER_B = 1.0 / 2.3  # the SRP area-to-mass ratio taken from B with a nominal Cd of 2.3
 REL_TOL, ABS_TOL_M = 1.0e-10, 1.0e-4
 NODE_STEP_S = 120.0
-J2 = 1.0826267e-3
-MU_M3_S2 = frames.MU_KM3_S2 * 1e9
-RE_M = frames.R_EARTH_KM * 1e3
+MU_M3_S2, RE_M = partials.MU_M3_S2, partials.RE_M
 MODEL = (f"brahe numerical: JGM-3 {GRAVITY_DEGREE}x{GRAVITY_DEGREE}, Harris-Priester drag with an estimated "
          f"ballistic coefficient, SRP (Cr {SRP_CR}, cylindrical shadow), Sun and Moon (analytic); "
          f"RKF78, rel {REL_TOL:g}")
@@ -96,6 +103,25 @@ def _b_sensitivity(sens: np.ndarray, b: float) -> np.ndarray:
     return sens[:, B_INDEX] + SRP_AREA_PER_B * sens[:, 3]
 
 
+def brahe_variational(t0: float, x0: np.ndarray, b: float, times) -> Trajectory:
+    """The orbit at ``times`` with brahe's own variational equations (the whole force model differentiated by
+    central differences at every stage: 9-13 times the state's cost), stopped at each time: the reference the
+    cheaper partials of :func:`propagate` are measured against (tests, ``bench/propagation.py``)."""
+    bh = _brahe()
+    drag = perigee_km(x0) < DRAG_PERIGEE_KM
+    prop = bh.NumericalOrbitPropagator(epoch(t0), np.asarray(x0, float), _config(True), _force(drag), params(b))
+    prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
+    times = np.sort(np.asarray(times, float))
+    xs, phis, sens = np.empty((len(times), 6)), np.empty((len(times), 6, 6)), np.empty((len(times), 6))
+    for i, t in enumerate(times):
+        if t > t0:
+            prop.propagate_to(epoch(t0) + float(t - t0))
+            xs[i], phis[i], sens[i] = prop.current_state(), prop.stm(), _b_sensitivity(prop.sensitivity(), b)
+        else:
+            xs[i], phis[i], sens[i] = x0, np.eye(6), 0.0
+    return Trajectory(times, xs, phis, sens)
+
+
 def epoch(unix_s: float):
     return _brahe().Epoch.from_unix_timestamp(float(unix_s))
 
@@ -119,16 +145,6 @@ def perigee_km(state_m: np.ndarray) -> float:
     a = 1.0 / (2.0 / rn - v @ v / MU_M3_S2)
     e = np.linalg.norm(np.cross(v, np.cross(r, v)) / MU_M3_S2 - r / rn)
     return (a * (1.0 - e) - RE_M) / 1000.0
-
-
-def _accel_j2(x: np.ndarray) -> np.ndarray:
-    """[m, 3] two-body + J2 acceleration (m/s^2) of states [m, 6] (for the Hermite interpolation only)."""
-    r = x[:, :3]
-    rn = np.linalg.norm(r, axis=1)
-    z2 = (r[:, 2] / rn) ** 2
-    k = 1.5 * J2 * (RE_M / rn) ** 2
-    f = np.stack([1.0 + k * (1.0 - 5.0 * z2), 1.0 + k * (1.0 - 5.0 * z2), 1.0 + k * (3.0 - 5.0 * z2)], axis=1)
-    return -MU_M3_S2 * r / rn[:, None] ** 3 * f
 
 
 @dataclasses.dataclass
@@ -179,14 +195,14 @@ def propagate(t0: float, x0: np.ndarray, b: float, times, step: float = NODE_STE
 _LAST: list = [None]
 
 
-def _nodes(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray, variational: bool):
-    """States, transition matrices and sensitivities at the grid nodes ``t0 + k step``, ``k`` in ``nodes``."""
+def _states(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray) -> np.ndarray:
+    """[len(nodes), 6] the full force model's states (no variational equations) at the nodes ``t0 + k step``."""
     bh = _brahe()
     drag = perigee_km(x0) < DRAG_PERIGEE_KM
-    prop = bh.NumericalOrbitPropagator(epoch(t0), x0, _config(variational), _force(drag), params(b))
+    prop = bh.NumericalOrbitPropagator(epoch(t0), x0, _config(False), _force(drag), params(b))
     prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
     start = epoch(t0)
-    xs, phis, sens = np.empty((len(nodes), 6)), np.empty((len(nodes), 6, 6)), np.empty((len(nodes), 6))
+    xs = np.empty((len(nodes), 6))
     for i, k in enumerate(nodes):
         if k > 0:
             try:
@@ -194,18 +210,57 @@ def _nodes(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray, 
             except Exception as exc:  # brahe raises its own error types
                 raise PropagationError(f"propagation to t0 + {k * step:.0f} s failed: {exc}") from exc
             xs[i] = prop.current_state()
-            phis[i], sens[i] = (prop.stm(), _b_sensitivity(prop.sensitivity(), b)) if variational else (np.eye(6), 0.0)
         else:
-            xs[i], phis[i], sens[i] = x0, np.eye(6), 0.0
+            xs[i] = x0
     if not np.isfinite(xs).all() or np.min(np.linalg.norm(xs[:, :3], axis=1)) < RE_M + 80e3:
         raise PropagationError("the orbit re-entered or diverged")
-    return xs, phis, sens
+    return xs
 
 
-def _interpolate(times, t0, step, lo, xs, phis, sens, i0) -> Trajectory:
-    """States by quintic Hermite, Phi and sensitivity linearly, between nodes ``i0`` and ``i0 + 1``."""
-    s = (times - t0) / step - lo
-    acc = _accel_j2(xs)
+def b_step(b: float, drag: bool) -> float:
+    """The offset of ``B`` (m^2/kg) whose trajectory gives the sensitivity by a forward difference: large enough
+    that the displacement it causes dwarfs the integrator's tolerance, small enough to stay linear (drag and SRP
+    are linear in ``B``; the orbit's response departs from it by the displacement over a scale height)."""
+    return max(0.05 * abs(float(b)), 1e-3) if drag else 1e-2
+
+
+#: RK4 steps of the transition matrix per node interval: with 2 (60 s), its error against brahe's variational
+#: equations in LEO is 1e-3 over 6 h and 6e-3 over 30 h, the partials' own (one step: 3e-2 over 30 h)
+STM_SUBSTEPS = 2
+
+
+def _transition_matrices(xs: np.ndarray, step: float) -> np.ndarray:
+    """``Phi`` at every node of states ``xs`` [n, 6] (spacing ``step``), by :data:`STM_SUBSTEPS` RK4 steps per
+    interval of :mod:`sda.orbit.estimation.partials`, the positions between nodes by Hermite interpolation."""
+    if len(xs) == 1:
+        return np.eye(6)[None]
+    fine = 2 * STM_SUBSTEPS  # the RK4 steps' ends and midpoints
+    frac = np.tile(np.arange(fine) / fine, len(xs) - 1)
+    i0 = np.repeat(np.arange(len(xs) - 1), fine)
+    r = np.concatenate([_hermite(frac, xs, i0, step)[:, :3], xs[-1:, :3]])
+    phis = partials.transition_matrices(r[0::2], r[1::2], step / STM_SUBSTEPS)
+    return phis[::STM_SUBSTEPS]
+
+
+def _nodes(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray, variational: bool):
+    """States, transition matrices and sensitivities at the grid nodes ``t0 + k step``, ``k`` in ``nodes``
+    (module docstring: the states by the full force model at every node up to the last, ``Phi`` from the
+    partials of :mod:`sda.orbit.estimation.partials` along them, ``s`` by a forward difference in ``B``)."""
+    if not variational:
+        eye = np.repeat(np.eye(6)[None], len(nodes), axis=0)
+        return _states(t0, x0, b, step, nodes), eye, np.zeros((len(nodes), 6))
+    every = np.arange(int(nodes.max()) + 1)
+    xs = _states(t0, x0, b, step, every)
+    phis = _transition_matrices(xs, step)[nodes]
+    db = b_step(b, perigee_km(x0) < DRAG_PERIGEE_KM)
+    sens = (_states(t0, x0, b + db, step, every)[nodes] - xs[nodes]) / db  # the same stops: the same steps
+    return xs[nodes], phis, sens
+
+
+def _hermite(s: np.ndarray, xs: np.ndarray, i0: np.ndarray, step: float) -> np.ndarray:
+    """[m, 6] states at fractions ``s`` of the intervals from node ``i0`` to ``i0 + 1``, by quintic Hermite
+    interpolation of the nodes' positions, velocities and two-body + J2 accelerations."""
+    acc = partials.accel_j2(xs[:, :3])
     p0, v0, a0 = xs[i0, :3], xs[i0, 3:] * step, acc[i0] * step**2
     p1, v1, a1 = xs[i0 + 1, :3], xs[i0 + 1, 3:] * step, acc[i0 + 1] * step**2
     s2, s3, s4, s5 = s**2, s**3, s**4, s**5
@@ -216,7 +271,13 @@ def _interpolate(times, t0, step, lo, xs, phis, sens, i0) -> Trajectory:
     terms = (p0, v0, a0, p1, v1, a1)
     pos = sum(hk[:, None] * tk for hk, tk in zip(h, terms))
     vel = sum(dk[:, None] * tk for dk, tk in zip(dh, terms)) / step
+    return np.concatenate([pos, vel], axis=1)
+
+
+def _interpolate(times, t0, step, lo, xs, phis, sens, i0) -> Trajectory:
+    """States by quintic Hermite, Phi and sensitivity linearly, between nodes ``i0`` and ``i0 + 1``."""
+    s = (times - t0) / step - lo
     w = s[:, None, None]
     phi = (1 - w) * phis[i0] + w * phis[i0 + 1]
     sen = (1 - s[:, None]) * sens[i0] + s[:, None] * sens[i0 + 1]
-    return Trajectory(times, np.concatenate([pos, vel], axis=1), phi, sen)
+    return Trajectory(times, _hermite(s, xs, i0, step), phi, sen)

@@ -1,0 +1,83 @@
+"""The estimator's transition matrix from the partials of two-body + J2 gravity, integrated along its trajectory.
+
+A batch fit, a manoeuvre test and a covariance prediction need ``Phi(t) = dx(t)/dx(t0)`` at many times. brahe's
+variational equations differentiate its whole force model by central differences at every integrator stage: 9-13
+times the cost of the state alone (``bench/propagation.py``). A Jacobian needs far less accuracy than a
+trajectory, so the estimator takes its partials from the force that dominates them: two-body + J2
+(:func:`accel_j2`), along the trajectory the full force model integrates (:mod:`sda.orbit.estimation.dynamics`).
+What that leaves out, relative to the full model's partials, in LEO over 6 hours: the higher harmonics (1e-6 of
+gravity's gradient), drag's dependence on the state (its gradient is some 1e-5 of gravity's at 400 km, its effect
+on ``Phi`` a few 1e-4 over a day) and the Sun and Moon (tidal gradients 1e-7 of gravity's). The error of the
+whole scheme against brahe's full variational equations is tested (``tests/include/orbit/estimation``) and
+measured by ``bench/propagation.py``.
+
+The linear system ``dPhi/dt = A(t) Phi``, ``A = [[0, I], [G(r), 0]]`` with ``G = d accel / d r``, is integrated by
+one classical Runge-Kutta step per node interval, every interval at once (the intervals are independent), and
+the products chained: ``Phi(t_k+1) = M_k Phi(t_k)``. RK4's error per 120 s step in LEO is about ``(n h)^5 / 120``,
+4e-7: some 1e-4 over a day of steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sda.orbit import frames
+
+J2 = 1.0826267e-3
+MU_M3_S2 = frames.MU_KM3_S2 * 1e9
+RE_M = frames.R_EARTH_KM * 1e3
+#: the position offset (m) of the central differences of :func:`accel_j2` (an analytic, vectorised function:
+#: its truncation error (h / r)^2 is 1e-14, its rounding some 1e-9 of the gradient)
+GRADIENT_STEP_M = 1.0
+
+
+def accel_j2(r: np.ndarray) -> np.ndarray:
+    """[m, 3] two-body + J2 acceleration (m/s^2) at positions ``r`` [m, 3] (m, an Earth-centred inertial frame)."""
+    rn = np.linalg.norm(r, axis=1)
+    z2 = (r[:, 2] / rn) ** 2
+    k = 1.5 * J2 * (RE_M / rn) ** 2
+    f = np.stack([1.0 + k * (1.0 - 5.0 * z2), 1.0 + k * (1.0 - 5.0 * z2), 1.0 + k * (3.0 - 5.0 * z2)], axis=1)
+    return -MU_M3_S2 * r / rn[:, None] ** 3 * f
+
+
+def gravity_gradient(r: np.ndarray) -> np.ndarray:
+    """[m, 3, 3] ``d accel_j2 / d r`` at positions ``r`` [m, 3]: column ``j`` by a central difference along axis
+    ``j``."""
+    r = np.asarray(r, float)
+    out = np.empty((len(r), 3, 3))
+    for j in range(3):
+        dr = np.zeros(3)
+        dr[j] = GRADIENT_STEP_M
+        out[:, :, j] = (accel_j2(r + dr) - accel_j2(r - dr)) / (2.0 * GRADIENT_STEP_M)
+    return out
+
+
+def _system(r: np.ndarray) -> np.ndarray:
+    """[m, 6, 6] ``A = [[0, I], [G(r), 0]]``."""
+    a = np.zeros((len(r), 6, 6))
+    a[:, :3, 3:] = np.eye(3)
+    a[:, 3:, :3] = gravity_gradient(r)
+    return a
+
+
+def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float) -> np.ndarray:
+    """[n, 6, 6] each interval's transition ``Phi(t_k+1, t_k)`` by one RK4 step, from the positions at the ``n + 1``
+    nodes ``r_nodes`` and at the ``n`` midpoints between them ``r_mid``."""
+    a0, am, a1 = _system(r_nodes[:-1]), _system(r_mid), _system(r_nodes[1:])
+    eye = np.eye(6)
+    k1 = a0
+    k2 = am @ (eye + 0.5 * step * k1)
+    k3 = am @ (eye + 0.5 * step * k2)
+    k4 = a1 @ (eye + step * k3)
+    return eye + step / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+
+
+def transition_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float) -> np.ndarray:
+    """[n + 1, 6, 6] ``Phi(t_k, t_0)`` at every node of a grid of spacing ``step`` (s), ``Phi(t_0, t_0) = I``: the
+    chained products of :func:`step_matrices`."""
+    steps = step_matrices(np.asarray(r_nodes, float), np.asarray(r_mid, float), float(step))
+    phis = np.empty((len(steps) + 1, 6, 6))
+    phis[0] = np.eye(6)
+    for k, m in enumerate(steps):
+        phis[k + 1] = m @ phis[k]
+    return phis
