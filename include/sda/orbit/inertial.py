@@ -12,7 +12,7 @@ GCRS -> CIRS (IAU 2006/2000A: X, Y, s from the series), ERA the Earth rotation a
 ERFA (SOFA) routine of its arguments alone (``bp06``, ``xys06a``, ``c2ixys``, ``era00``, ``gmst82``).
 brahe's ``rotation_gcrf_to_teme`` is the same chain, but it reads brahe's process-wide EOP provider
 (the celestial-pole offsets dX, dY) and precession-nutation model, which the simulator's numerical truth
-sets (``brahe.initialize_eop()``) and which nothing sets in a Spark worker: with it, what a file said
+sets (``sda.orbit.estimation.brahe_setup``) and which nothing sets in a Spark worker: with it, what a file said
 depended on what had run before in the process that wrote or read it (~1e-7 deg).
 
 Left out, and why it is harmless here: dX, dY (the IERS corrections to the IAU 2006/2000A pole,

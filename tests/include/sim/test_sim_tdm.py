@@ -90,11 +90,13 @@ def _optical_record(ra_hours: float, dec_deg: float, t_ms: int):
 
 
 def test_writer_and_reader_rotate_alike_whatever_brahe_was_set_to():
-    """The simulator's numerical truth sets brahe's process-wide EOP (``initialize_eop``) in the process
+    """The simulator's numerical truth sets brahe's process-wide EOP (``brahe_setup.packaged_eop``) in the process
     that writes the TDM, not in the Spark worker that reads it; brahe's frame rotations read that state
     (the control below: ~1e-7 deg apart). The TDM rotation (sda.orbit.inertial) does not: a file
     written under one state reads back under another to the CSV's values, both orders."""
     import brahe
+
+    from sda.orbit.estimation.brahe_setup import packaged_eop
 
     t_ms = 1795240801250  # 2026-11-21T06:00:01.250Z
     record = _optical_record(17.2345678, -23.456789, t_ms)
@@ -113,9 +115,9 @@ def test_writer_and_reader_rotate_alike_whatever_brahe_was_set_to():
         control = brahe_rotation()
         # the same chain as brahe's under zero EOP (sda.orbit.inertial's docstring)
         assert np.abs(inertial.eme2000_to_teme(t_ms * 10**6) - control).max() < 1e-10
-        brahe.initialize_eop()
+        packaged_eop()
         assert np.degrees(np.abs(brahe_rotation() - control).max()) > 1e-8  # brahe's result moved
-        for write_state, read_state in ((brahe.initialize_eop, zero_eop), (zero_eop, brahe.initialize_eop)):
+        for write_state, read_state in ((packaged_eop, zero_eop), (zero_eop, packaged_eop)):
             write_state()
             text = tdm_writer.tdm_text("optical", [record], t_ms)
             read_state()
@@ -125,8 +127,8 @@ def test_writer_and_reader_rotate_alike_whatever_brahe_was_set_to():
             assert out["dec_deg"] == pytest.approx(-23.456789, abs=1e-9)
         zero_eop()
         before = tdm.teme_from_inertial(10.0, 20.0, t_ms * 10**6)
-        brahe.initialize_eop()
+        packaged_eop()
         assert tdm.teme_from_inertial(10.0, 20.0, t_ms * 10**6) == before  # bit for bit across states
     finally:
-        brahe.initialize_eop()  # what the simulator's truth sets up (sda.sim.dynamics), for tests after this one
+        packaged_eop()  # what the simulator's truth sets up (sda.sim.dynamics), for tests after this one
         brahe.set_precession_nutation_model(model)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sda.orbit.estimation.brahe_setup import brahe
+from sda.orbit.estimation.brahe_setup import brahe, packaged_space_weather
 from sda.sim import dynamics, weather
 from sda.sim.weather import Weather
 
@@ -72,7 +72,7 @@ def test_density_factor_follows_nrlmsise_own_storm_response(tmp_path):
         low = bh.density_nrlmsise00(epoch, x)
         bh.set_global_space_weather_provider(storm)
         ratios.append(bh.density_nrlmsise00(epoch, x) / low)
-    bh.initialize_sw()  # the wheel's record again, for whatever runs next in this process
+    packaged_space_weather()  # the wheel's record again, for whatever runs next in this process
     model = ((207 + 20.0) / (5 + 20.0)) ** weather.gamma(450.0)  # the factor's formula at ap 207 over a forecast of 5
     assert 2.0 < float(np.mean(ratios)) < 3.5
     assert model == pytest.approx(float(np.mean(ratios)), rel=0.2)

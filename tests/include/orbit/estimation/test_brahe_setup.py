@@ -1,8 +1,13 @@
-"""brahe's process-wide set-up (sda.orbit.estimation.brahe_setup): the cheaper precession-nutation model
-it selects (IAU 2000B) against brahe's full IAU 2006/2000A -- the Earth-fixed rotation within a few
+"""brahe's process-wide set-up (sda.orbit.estimation.brahe_setup): nothing downloaded (a fresh process with an
+empty brahe cache writes nothing there and has the wheel's data), and the cheaper precession-nutation model it
+selects (IAU 2000B) against brahe's full IAU 2006/2000A -- the Earth-fixed rotation within a few
 milliarcseconds, and a LEO orbit propagated over six hours within centimetres."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -26,6 +31,22 @@ def models():
             bh.set_precession_nutation_model(bh.PrecessionNutationModel.IAU2000B)
 
     return bh, run
+
+
+def test_nothing_is_downloaded(tmp_path):
+    """brahe's own initialize_eop() fetches IERS's file into its cache (``$BRAHE_CACHE``) when none is a week
+    fresh: the set-up must not, and still have Earth orientation for today and space weather."""
+    cache = tmp_path / "brahe-cache"
+    code = ("from sda.orbit.estimation.brahe_setup import brahe; bh = brahe(); "
+            "print(bh.get_global_eop_mjd_max(), bh.get_global_sw_len())")
+    env = {**os.environ, "BRAHE_CACHE": str(cache), "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
+           "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    mjd_max, sw_len = out.stdout.split()
+    assert float(mjd_max) > 61375.0  # past 2026-12-01: the wheel's predictions cover the suite's dates
+    assert int(sw_len) > 1000
+    assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*")), list(cache.rglob("*"))
 
 
 def test_the_setup_selects_iau_2000b():
