@@ -31,7 +31,8 @@ the partials of two-body + J2 integrated along those states (:mod:`sda.orbit.est
 :data:`STM_SUBSTEPS` RK4 steps per node interval), ``s`` from a second integration with ``B`` moved by
 :func:`b_step`, stopped at the same nodes (a forward difference). Against brahe's variational equations
 (:func:`brahe_variational`; tests/include/orbit/estimation/test_dynamics.py) in LEO: the large columns of
-``Phi`` within 0.1 % over 6 h and 0.6 % over 30 h, ``s`` within 0.1 %; the whole costs about twice the state.
+``Phi`` within 0.1 % over 6 h (median) and 2.6 % over 30 h (``bench/propagation.py``; why, over 30 h, is not
+understood: docs/performance.md, "Propagation"), ``s`` within 0.5 %; the whole costs about twice the state.
 
 **Frames.** The pipeline's states are TEME (:mod:`sda.orbit.frames`); brahe integrates in GCRF. As the
 simulator does, brahe's ITRF is taken to be the pipeline's ECEF, so TEME = R3(-GMST) R_gcrf->itrf GCRF,
@@ -224,8 +225,9 @@ def b_step(b: float, drag: bool) -> float:
     return max(0.05 * abs(float(b)), 1e-3) if drag else 1e-2
 
 
-#: RK4 steps of the transition matrix per node interval: with 2 (60 s), its error against brahe's variational
-#: equations in LEO is 1e-3 over 6 h and 6e-3 over 30 h, the partials' own (one step: 3e-2 over 30 h)
+#: RK4 steps of the transition matrix per node interval: on the test orbit of tests/include/orbit/estimation/
+#: test_dynamics.py, one step is 3e-2 from brahe's variational equations over 30 h, two 6e-3; on the objects of
+#: bench/propagation.py more than two change nothing measurable
 STM_SUBSTEPS = 2
 
 
