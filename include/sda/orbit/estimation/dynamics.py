@@ -31,8 +31,8 @@ the partials of two-body + J2 integrated along those states (:mod:`sda.orbit.est
 :data:`STM_SUBSTEPS` RK4 steps per node interval), ``s`` from a second integration with ``B`` moved by
 :func:`b_step`, stopped at the same nodes (a forward difference). Against brahe's variational equations
 (:func:`brahe_variational`; tests/include/orbit/estimation/test_dynamics.py) in LEO: the large columns of
-``Phi`` within 0.1 % over 6 h (median) and 2.6 % over 30 h (``bench/propagation.py``; why, over 30 h, is not
-understood: docs/performance.md, "Propagation"), ``s`` within 0.5 %; the whole costs about twice the state.
+``Phi`` within 0.08 % over 6 h and 0.24 % over 30 h (medians of ``bench/propagation.py``; 5.4 % for its worst
+object over 30 h), ``s`` within 0.5 %; the whole costs about twice the state.
 
 **Frames.** The pipeline's states are TEME (:mod:`sda.orbit.frames`); brahe integrates in GCRF. As the
 simulator does, brahe's ITRF is taken to be the pipeline's ECEF, so TEME = R3(-GMST) R_gcrf->itrf GCRF,
@@ -231,7 +231,13 @@ def b_step(b: float, drag: bool) -> float:
 STM_SUBSTEPS = 2
 
 
-def _transition_matrices(xs: np.ndarray, step: float) -> np.ndarray:
+def earth_axis(unix_s: float) -> np.ndarray:
+    """The rotation GCRF -> ITRF at ``unix_s``: its third row is the Earth's axis, about which J2 is symmetric (the
+    pole moves by less than 0.01 arcsecond over the 30 h of a prediction, so one epoch serves a propagation)."""
+    return np.asarray(_brahe().rotation_gcrf_to_itrf(epoch(unix_s)), float).reshape(3, 3)
+
+
+def _transition_matrices(xs: np.ndarray, step: float, pole: np.ndarray | None = None) -> np.ndarray:
     """``Phi`` at every node of states ``xs`` [n, 6] (spacing ``step``), by :data:`STM_SUBSTEPS` RK4 steps per
     interval of :mod:`sda.orbit.estimation.partials`, the positions between nodes by Hermite interpolation."""
     if len(xs) == 1:
@@ -239,8 +245,8 @@ def _transition_matrices(xs: np.ndarray, step: float) -> np.ndarray:
     fine = 2 * STM_SUBSTEPS  # the RK4 steps' ends and midpoints
     frac = np.tile(np.arange(fine) / fine, len(xs) - 1)
     i0 = np.repeat(np.arange(len(xs) - 1), fine)
-    r = np.concatenate([_hermite(frac, xs, i0, step)[:, :3], xs[-1:, :3]])
-    phis = partials.transition_matrices(r[0::2], r[1::2], step / STM_SUBSTEPS)
+    r = np.concatenate([_hermite(frac, xs, i0, step, pole)[:, :3], xs[-1:, :3]])
+    phis = partials.transition_matrices(r[0::2], r[1::2], step / STM_SUBSTEPS, pole)
     return phis[::STM_SUBSTEPS]
 
 
@@ -253,16 +259,16 @@ def _nodes(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray, 
         return _states(t0, x0, b, step, nodes), eye, np.zeros((len(nodes), 6))
     every = np.arange(int(nodes.max()) + 1)
     xs = _states(t0, x0, b, step, every)
-    phis = _transition_matrices(xs, step)[nodes]
+    phis = _transition_matrices(xs, step, earth_axis(t0))[nodes]
     db = b_step(b, perigee_km(x0) < DRAG_PERIGEE_KM)
     sens = (_states(t0, x0, b + db, step, every)[nodes] - xs[nodes]) / db  # the same stops: the same steps
     return xs[nodes], phis, sens
 
 
-def _hermite(s: np.ndarray, xs: np.ndarray, i0: np.ndarray, step: float) -> np.ndarray:
+def _hermite(s: np.ndarray, xs: np.ndarray, i0: np.ndarray, step: float, pole: np.ndarray | None = None) -> np.ndarray:
     """[m, 6] states at fractions ``s`` of the intervals from node ``i0`` to ``i0 + 1``, by quintic Hermite
-    interpolation of the nodes' positions, velocities and two-body + J2 accelerations."""
-    acc = partials.accel_j2(xs[:, :3])
+    interpolation of the nodes' positions, velocities and two-body + J2 accelerations (J2 about ``pole``)."""
+    acc = partials.accel_j2(xs[:, :3], pole)
     p0, v0, a0 = xs[i0, :3], xs[i0, 3:] * step, acc[i0] * step**2
     p1, v1, a1 = xs[i0 + 1, :3], xs[i0 + 1, 3:] * step, acc[i0 + 1] * step**2
     s2, s3, s4, s5 = s**2, s**3, s**4, s**5

@@ -5,11 +5,12 @@ variational equations differentiate its whole force model by central differences
 times the cost of the state alone (``bench/propagation.py``). A Jacobian needs far less accuracy than a
 trajectory, so the estimator takes its partials from the force that dominates them: two-body + J2
 (:func:`accel_j2`), along the trajectory the full force model integrates (:mod:`sda.orbit.estimation.dynamics`).
-What that leaves out, relative to the full model's partials: the higher harmonics (1e-6 of gravity's gradient),
-drag's dependence on the state (its gradient is some 1e-5 of gravity's at 400 km) and the Sun and Moon (tidal
-gradients 1e-7 of gravity's). The error of the whole scheme against brahe's full variational equations is tested
-(``tests/include/orbit/estimation``) and measured by ``bench/propagation.py``: 0.1 % over 6 h, but 2.6 % over
-30 h, which these omissions do not explain (docs/performance.md, "Propagation").
+J2 is taken about the Earth's axis (``pole``): about GCRF's z axis, 0.15 deg away in 2026, the transition matrix
+of a LEO orbit strays by up to 4 % over 30 hours. What the partials leave out, relative to the full model's: the
+higher harmonics (1e-6 of gravity's gradient), drag's dependence on the state (its gradient is some 1e-5 of
+gravity's at 400 km) and the Sun and Moon (tidal gradients 1e-7 of gravity's). The error of the whole scheme
+against brahe's full variational equations is tested (``tests/include/orbit/estimation``) and measured by
+``bench/propagation.py``.
 
 The linear system ``dPhi/dt = A(t) Phi``, ``A = [[0, I], [G(r), 0]]`` with ``G = d accel / d r``, is integrated by
 one classical Runge-Kutta step per node interval, every interval at once (the intervals are independent), and
@@ -31,8 +32,13 @@ RE_M = frames.R_EARTH_KM * 1e3
 GRADIENT_STEP_M = 1.0
 
 
-def accel_j2(r: np.ndarray) -> np.ndarray:
-    """[m, 3] two-body + J2 acceleration (m/s^2) at positions ``r`` [m, 3] (m, an Earth-centred inertial frame)."""
+def accel_j2(r: np.ndarray, pole: np.ndarray | None = None) -> np.ndarray:
+    """[m, 3] two-body + J2 acceleration (m/s^2) at positions ``r`` [m, 3] (m, an Earth-centred inertial frame).
+    ``pole``: the rotation [3, 3] from that frame to one whose z axis is the Earth's (GCRF to ITRF at the epoch:
+    the J2 term is symmetric about the Earth's axis, which is 0.15 deg from GCRF's z in 2026); none: that
+    frame's own z axis."""
+    if pole is not None:
+        return accel_j2(np.asarray(r, float) @ pole.T) @ pole
     rn = np.linalg.norm(r, axis=1)
     z2 = (r[:, 2] / rn) ** 2
     k = 1.5 * J2 * (RE_M / rn) ** 2
@@ -40,7 +46,7 @@ def accel_j2(r: np.ndarray) -> np.ndarray:
     return -MU_M3_S2 * r / rn[:, None] ** 3 * f
 
 
-def gravity_gradient(r: np.ndarray) -> np.ndarray:
+def gravity_gradient(r: np.ndarray, pole: np.ndarray | None = None) -> np.ndarray:
     """[m, 3, 3] ``d accel_j2 / d r`` at positions ``r`` [m, 3]: column ``j`` by a central difference along axis
     ``j``."""
     r = np.asarray(r, float)
@@ -48,22 +54,22 @@ def gravity_gradient(r: np.ndarray) -> np.ndarray:
     for j in range(3):
         dr = np.zeros(3)
         dr[j] = GRADIENT_STEP_M
-        out[:, :, j] = (accel_j2(r + dr) - accel_j2(r - dr)) / (2.0 * GRADIENT_STEP_M)
+        out[:, :, j] = (accel_j2(r + dr, pole) - accel_j2(r - dr, pole)) / (2.0 * GRADIENT_STEP_M)
     return out
 
 
-def _system(r: np.ndarray) -> np.ndarray:
+def _system(r: np.ndarray, pole: np.ndarray | None) -> np.ndarray:
     """[m, 6, 6] ``A = [[0, I], [G(r), 0]]``."""
     a = np.zeros((len(r), 6, 6))
     a[:, :3, 3:] = np.eye(3)
-    a[:, 3:, :3] = gravity_gradient(r)
+    a[:, 3:, :3] = gravity_gradient(r, pole)
     return a
 
 
-def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float) -> np.ndarray:
+def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float, pole: np.ndarray | None = None) -> np.ndarray:
     """[n, 6, 6] each interval's transition ``Phi(t_k+1, t_k)`` by one RK4 step, from the positions at the ``n + 1``
-    nodes ``r_nodes`` and at the ``n`` midpoints between them ``r_mid``."""
-    a0, am, a1 = _system(r_nodes[:-1]), _system(r_mid), _system(r_nodes[1:])
+    nodes ``r_nodes`` and at the ``n`` midpoints between them ``r_mid`` (``pole``: :func:`accel_j2`'s)."""
+    a0, am, a1 = _system(r_nodes[:-1], pole), _system(r_mid, pole), _system(r_nodes[1:], pole)
     eye = np.eye(6)
     k1 = a0
     k2 = am @ (eye + 0.5 * step * k1)
@@ -72,10 +78,11 @@ def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float) -> np.nda
     return eye + step / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
 
 
-def transition_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float) -> np.ndarray:
+def transition_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float,
+                        pole: np.ndarray | None = None) -> np.ndarray:
     """[n + 1, 6, 6] ``Phi(t_k, t_0)`` at every node of a grid of spacing ``step`` (s), ``Phi(t_0, t_0) = I``: the
     chained products of :func:`step_matrices`."""
-    steps = step_matrices(np.asarray(r_nodes, float), np.asarray(r_mid, float), float(step))
+    steps = step_matrices(np.asarray(r_nodes, float), np.asarray(r_mid, float), float(step), pole)
     phis = np.empty((len(steps) + 1, 6, 6))
     phis[0] = np.eye(6)
     for k, m in enumerate(steps):

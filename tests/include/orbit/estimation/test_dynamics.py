@@ -69,6 +69,39 @@ def test_transition_matrix_and_sensitivity_against_brahes_variational_equations(
     assert np.linalg.norm(ours.sens[0] - ref.sens[0]) < 1e-2 * np.linalg.norm(ref.sens[0])
 
 
+def test_j2_is_taken_about_the_earths_axis():
+    """Against brahe's own two-body + J2 (JGM-3 degree 2, order 0, evaluated in ITRF) and its variational equations,
+    over 30 h, for 550 km, 53 deg orbits whose nodes are spread around the sky: the large columns of the scheme's
+    Phi along that model's states (position, along- and cross-track velocity) agree within 2 % about the Earth's
+    axis (1.2 % measured: what is left is not understood, docs/performance.md, "Propagation"), and stray by more
+    than 10 % for some node about GCRF's z axis (0.15 deg away in 2026: 18 % measured)."""
+    bh = dynamics._brahe()
+    force = bh.ForceModelConfig(gravity=bh.GravityConfiguration.spherical_harmonic(
+        degree=2, order=0, model_type=bh.GravityModelType.JGM3), drag=None, srp=None, third_body=[],
+        mass=bh.ParameterSource.parameter_index(0))
+    worst = {"earth": 0.0, "gcrf": 0.0}
+    for node in np.radians([0.0, 90.0, 180.0, 270.0]):
+        r, i = (frames.R_EARTH_KM + 550.0) * 1000.0, math.radians(53.0)  # a Starlink-like shell
+        speed = math.sqrt(MU / r)
+        x0 = np.array([r, 0.0, 0.0, 0.0, speed * math.cos(i), speed * math.sin(i)])
+        rot = np.array([[math.cos(node), -math.sin(node), 0.0], [math.sin(node), math.cos(node), 0.0], [0, 0, 1.0]])
+        x0 = np.concatenate([rot @ x0[:3], rot @ x0[3:]])
+        prop = bh.NumericalOrbitPropagator(dynamics.epoch(T0), x0, dynamics._config(True), force, dynamics.params(0.0))
+        states = bh.NumericalOrbitPropagator(dynamics.epoch(T0), x0, dynamics._config(False), force,
+                                             dynamics.params(0.0))
+        xs = [x0]
+        for k in range(1, 901):
+            states.propagate_to(dynamics.epoch(T0 + 120.0 * k))
+            xs.append(states.current_state())
+        prop.propagate_to(dynamics.epoch(T0 + 108_000.0))
+        ref = prop.stm()
+        for name, pole in (("earth", dynamics.earth_axis(T0)), ("gcrf", None)):
+            phi = dynamics._transition_matrices(np.array(xs), 120.0, pole)[-1]
+            err = max(np.linalg.norm(phi[:, j] - ref[:, j]) / np.linalg.norm(ref[:, j]) for j in (0, 4, 5))
+            worst[name] = max(worst[name], err)
+    assert worst["earth"] < 2e-2 and worst["gcrf"] > 1e-1 and worst["gcrf"] > 5 * worst["earth"], worst
+
+
 def test_a_repeated_propagation_is_the_integration_it_repeats():
     """The last propagation's nodes are reused for the same orbit, step and nodes (a window's pass tests,
     then its fit's first iteration), and for nothing else: each answer is what an integration of its own
