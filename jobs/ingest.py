@@ -96,31 +96,36 @@ class ParsedFile:
 
 
 def parse_file(f: LandedFile) -> ParsedFile:
-    import pyarrow as pa
 
-    nos, ids, payloads, refused, lenient = [], [], [], [], None
+    nos, ids, payloads, refused, lenient, versions, extras = [], [], [], [], None, [], []
     weather = cssi.parse(f.data) if f.kind == "space_weather" else None
     for rec in weather.records if weather else wire.file_records(f.kind, f.data):
         if rec.reason is None:
             nos.append(rec.record_no)
             ids.append(bronze_id(f.sha256, rec.record_no if rec.ident is None else rec.ident))
             payloads.append(rec.text)
+            versions.append(getattr(rec, "version", None))
+            extras.append(None if getattr(rec, "extras", None) is None else list(rec.extras.items()))
             lenient = lenient or rec.lenient
         else:
             refused.append((rec.record_no, rec.reason, rec.raw))
-    accepted = pa.table({"bronze_id": pa.array(ids, pa.string()),
-                         "record_no": pa.array(nos, pa.int64()), "payload": pa.array(payloads, pa.string())})
+    accepted = _accepted_table(ids, nos, payloads, versions, extras)
     intervals = weather and cssi.interval_table(weather, f.path, f.sha256, lambda no: bronze_id(f.sha256, no))
     return ParsedFile(f.path, f.kind, f.sha256, f.size, f.mtime_us, accepted, refused, lenient, intervals)
+
+
+def _accepted_table(ids: list, nos: list, payloads: list, versions: list, extras: list) -> "pa.Table":
+    import pyarrow as pa
+
+    return pa.table({"bronze_id": pa.array(ids, pa.string()), "record_no": pa.array(nos, pa.int64()),
+                     "payload": pa.array(payloads, pa.string()), "format_version": pa.array(versions, pa.string()),
+                     "extra_fields": pa.array(extras, pa.map_(pa.string(), pa.string()))})
 
 
 def refused_file(rel: str, kind: str, size: int, mtime_us: int, reason: str) -> ParsedFile:
     """A file refused whole before it is read: no bronze record, one quarantine row (no record number,
     no bytes), keyed in the ledger by the sha256 of the reason: what was refused, never the content."""
-    import pyarrow as pa
-
-    empty = pa.table({"bronze_id": pa.array([], pa.string()), "record_no": pa.array([], pa.int64()),
-                      "payload": pa.array([], pa.string())})
+    empty = _accepted_table([], [], [], [], [])
     return ParsedFile(rel, kind, hashlib.sha256(reason.encode()).hexdigest(), size, mtime_us, empty,
                       [(None, reason, b"")])
 
@@ -175,7 +180,8 @@ def _bronze_chunk(f: ParsedFile, ingest_time: dt.datetime, run_id: str, batch_id
     return pa.table([f.accepted["bronze_id"], constant("sensor_kind", f.kind), constant("source_file", f.path),
                      f.accepted["record_no"], f.accepted["payload"], constant("ingest_time", ingest_time),
                      constant("ingest_date", ingest_time.date()), constant("run_id", run_id),
-                     constant("ingest_batch", batch_id)], schema=schema)
+                     constant("ingest_batch", batch_id), f.accepted["format_version"], f.accepted["extra_fields"]],
+                    schema=schema)
 
 
 # --- the ledger ------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def land_batch(spark, settings, batch: int, payloads: list[str]) -> None:
     ingest = T0 + dt.timedelta(hours=2, minutes=batch)
     name = f"isl/batch{batch}.bcn"
     rows = [(hashlib.sha256(f"{name}:{i}".encode()).hexdigest(), "isl", name, i, p, ingest, ingest.date(), "ingest",
-             batch) for i, p in enumerate(payloads)]
+             batch, "1.0", None) for i, p in enumerate(payloads)]
     append_rows(spark, settings, BRONZE_BY_KIND["isl"], rows)
 
 

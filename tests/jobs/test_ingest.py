@@ -209,10 +209,10 @@ def test_a_batch_is_one_arrow_table_per_kind_in_the_bronze_columns():
     assert isl.to_pylist() == [
         {"bronze_id": _sha(f"{_sha(ISL_FILE)}:0".encode()), "sensor_kind": "isl", "source_file": "isl/b.bcn",
          "record_no": 0, "payload": ISL_OK, "ingest_time": when, "ingest_date": dt.date(2026, 11, 21),
-         "run_id": "run-7", "ingest_batch": 3},
+         "run_id": "run-7", "ingest_batch": 3, "format_version": "1.0", "extra_fields": None},
         {"bronze_id": _sha(f"{_sha(ISL_OK.encode())}:0".encode()), "sensor_kind": "isl", "source_file": "isl/c.bcn",
          "record_no": 0, "payload": ISL_OK, "ingest_time": when, "ingest_date": dt.date(2026, 11, 21),
-         "run_id": "run-7", "ingest_batch": 3},
+         "run_id": "run-7", "ingest_batch": 3, "format_version": "1.0", "extra_fields": None},
     ]
     # b.bcn's lines 1 (no position) and 2 (not a beacon) are quarantined with their bytes as landed
     assert [(q[4], q[5], bytes(q[8])) for q in quarantine] == [

@@ -156,7 +156,7 @@ def bronze_rows(n_appends=5, per_append=3):
     for i in range(n_appends):
         when = dt.datetime(2026, 11, 20 + i % 2, 6, 0, tzinfo=UTC)
         out.append([(f"b{i}-{j}", "radar", f"f{i}.jsonl", j, f'{{"frame": {i}, "n": {j}}}', when, when.date(),
-                     f"ingest-{i}", i) for j in range(per_append)])
+                     f"ingest-{i}", i, "1.0", None) for j in range(per_append)])
     return out
 
 

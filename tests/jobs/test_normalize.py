@@ -41,11 +41,12 @@ def beacon(src="ISL-01", t_ms=T1_MS, x=7000000, y=0, z=0, vx=0, vy=7500, vz=0, s
     return f"BCN|src={src}|seq={seq}|t_ms={t_ms}|x_m={x}|y_m={y}|z_m={z}|vx_ms={vx}|vy_ms={vy}|vz_ms={vz}"
 
 
-def write_bronze(spark, settings, kind, source_file, payloads, ingest_time=INGEST, batch=1):
-    """Append bronze rows as ingest would (bronze_id from the file name and record number)."""
+def write_bronze(spark, settings, kind, source_file, payloads, ingest_time=INGEST, batch=1, wire_version=("1.0", None)):
+    """Append bronze rows as ingest would (bronze_id from the file name and record number; ``wire_version``: the
+    format version and added fields of every row)."""
     ensure_tables(spark, settings)
     rows = [(_sha(f"{source_file}:{no}"), kind, source_file, no, payload, ingest_time, ingest_time.date(), "ingest-run",
-             batch)
+             batch, *wire_version)
             for no, payload in enumerate(payloads)]
     append_rows(spark, settings, BRONZE_BY_KIND[kind], rows)
     return [r[0] for r in rows]

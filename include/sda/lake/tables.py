@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from sda.lake import schemas
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql import types as T
 
     from sda.config.settings import Settings
@@ -46,6 +46,9 @@ class TableSpec:
     # row passes through the statistics of each listed column, so a wide table lists few: for the
     # observation tables, all 25 cost a MERGE more than its rows' Parquet encoding (bench/throughput.py).
     stats: tuple[str, ...] = ()
+    # Nullable columns registered after the table's first release: a table made before them gains them with
+    # its next write (Delta's schema evolution); until then readers take them as null (registered_columns).
+    added_columns: tuple[str, ...] = ()
 
     @property
     def properties(self) -> dict[str, str]:
@@ -63,6 +66,7 @@ class TableSpec:
 
 
 BRONZE_STATS = ("ingest_time", "ingest_batch", "run_id")
+BRONZE_ADDED = ("format_version", "extra_fields")  # the wire formats' versions (sda.transforms.versions)
 OBSERVATION_STATS = ("sensor_id", "event_time", "ingest_batch")
 
 _SPECS = [
@@ -78,17 +82,22 @@ _SPECS = [
               "records refused by a stage, with the reason and the raw bytes", key=("quarantine_id",),
               stats=("stage", "sensor_kind", "quarantine_time", "run_id")),
     TableSpec("radar_frames", "bronze", schemas.BRONZE, "raw radar frames (JSON lines)",
-              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS,
+              added_columns=BRONZE_ADDED),
     TableSpec("optical_tracks", "bronze", schemas.BRONZE, "raw optical archive rows (CSV)",
-              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS,
+              added_columns=BRONZE_ADDED),
     TableSpec("isl_beacons", "bronze", schemas.BRONZE, "raw inter-satellite-link beacon messages",
-              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS,
+              added_columns=BRONZE_ADDED),
     TableSpec("tdm_messages", "bronze", schemas.BRONZE,
               "CCSDS TDM measurements (one per segment and epoch, with the segment's metadata)",
-              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS,
+              added_columns=BRONZE_ADDED),
     TableSpec("space_weather_lines", "bronze", schemas.BRONZE,
               "raw CelesTrak CSSI space-weather files, a record per line (headers, comments and blanks included)",
-              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS),
+              partition_by=("ingest_date",), append_only=True, stats=BRONZE_STATS,
+              added_columns=BRONZE_ADDED),
     TableSpec("observations", "silver", schemas.OBSERVATION,
               "every well-formed observation in the common envelope (SI units, event time)",
               partition_by=("event_date",), key=("obs_id",), prune=("event_date",), stats=OBSERVATION_STATS),
@@ -174,6 +183,17 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in _SPECS}
 BRONZE_BY_KIND = {"radar": TABLES["radar_frames"], "optical": TABLES["optical_tracks"], "isl": TABLES["isl_beacons"],
                   "tdm": TABLES["tdm_messages"]}
 BRONZE_BY_LANDING_KIND = {**BRONZE_BY_KIND, "space_weather": TABLES["space_weather_lines"]}
+
+
+def registered_columns(df: "DataFrame", spec: TableSpec) -> list["Column"]:
+    """``spec``'s columns of ``df`` (a read of its table), in their registered order; an added column
+    (:attr:`TableSpec.added_columns`) that a table made before it lacks reads as a typed null. Only a table
+    with added columns costs a schema round trip."""
+    from pyspark.sql import functions as F
+
+    have = set(df.columns) if spec.added_columns else None
+    return [F.lit(None).cast(f.dataType).alias(f.name) if have is not None and f.name not in have
+            else F.col(f"`{f.name}`") for f in spec.schema.fields]
 
 
 def table_exists(name: str, settings: "Settings") -> bool:

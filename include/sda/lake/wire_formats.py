@@ -17,6 +17,13 @@ ISL, ``*.bcn`` -- beacon messages, one per line, ``|``-separated ``key=value`` p
 milliseconds, TEME state vector of the *reporting* spacecraft's target in metres and m/s::
 
     BCN|src=ISL-03|seq=42|t_ms=1763704801250|x_m=...|y_m=...|z_m=...|vx_ms=...|vy_ms=...|vz_ms=...
+
+Versions (``MAJOR.MINOR``, :data:`FORMAT_VERSION`): a radar frame's ``"version"`` field, a beacon's ``version=``
+pair, an optical file's first line ``#version=1.0`` before its header. A record or file without one is
+version 1.0. A newer minor version of the major version this reader knows (:data:`READ_MAJOR`) may add
+optional fields (radar frame or detection keys, beacon pairs, optical columns after the version-1 columns),
+which are read and kept in bronze (``extra_fields``); a file with a record of another major version is
+quarantined whole.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ from __future__ import annotations
 from pyspark.sql import types as T
 
 OPTICAL_HEADER = "station,timestamp_utc,ra_hours,dec_deg,vmag,exposure_s"
+
+# The version the simulator writes and the major version this reader reads (any minor of it).
+FORMAT_VERSION = "1.0"
+READ_MAJOR = 1
+VERSION_FIELD = "version"  # radar frames' key and beacons' pair
+OPTICAL_VERSION_PREFIX = "#version="  # an optical file's first line, before the header
 
 RADAR_DETECTION = T.StructType(
     [
@@ -53,4 +66,6 @@ OPTICAL_ROW = T.StructType(
         T.StructField("exposure_s", T.DoubleType()),
     ]
 )
+RADAR_FRAME_KEYS = frozenset(f.name for f in RADAR_FRAME.fields) | {VERSION_FIELD}
+RADAR_DETECTION_KEYS = frozenset(f.name for f in RADAR_DETECTION.fields)
 ISL_KEYS = ("src", "seq", "t_ms", "x_m", "y_m", "z_m", "vx_ms", "vy_ms", "vz_ms")

@@ -17,7 +17,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from sda.config.settings import Settings
-from sda.lake.tables import TABLES, TableSpec
+from sda.lake.tables import TABLES, TableSpec, registered_columns
 from sda.pipeline import sinks
 from sda.pipeline.sinks import delta_ref
 
@@ -136,11 +136,9 @@ def read_changes(spark: "SparkSession", stage: str, table: str, settings: Settin
         # change-feed files (which VACUUM may have removed, see jobs/maintenance.py) and skips rows
         # that were later deleted.
         return _snapshot(spark, spec, settings, end), start, end
-    changes = (
-        _change_feed(spark, spec, settings, start, end)
-        .where(F.col("_change_type").isin("insert", "update_postimage"))
-        .select(*[f.name for f in spec.schema.fields])
-    )
+    feed = _change_feed(spark, spec, settings, start, end)
+    inserted = feed.where(F.col("_change_type").isin("insert", "update_postimage"))
+    changes = inserted.select(*registered_columns(feed, spec))
     return changes, start, end
 
 
@@ -155,7 +153,6 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
     from pyspark.sql import functions as F
 
     spec = TABLES[table]
-    cols = [f.name for f in spec.schema.fields]
     start = _start(spark, stage, table, settings, consumed)
     end = _end(spark, table, settings, latest)
     empty = spark.createDataFrame([], spec.schema)
@@ -167,6 +164,7 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
         F.col("_change_type").isin("insert", "update_postimage", "delete"))
     latest = Window.partitionBy(*spec.key).orderBy(F.col("_commit_version").desc())
     last_change = feed.withColumn("_rank", F.row_number().over(latest)).where(F.col("_rank") == 1)
+    cols = registered_columns(feed, spec)
     current = last_change.where(F.col("_change_type") != "delete").select(*cols)
     deleted = last_change.where(F.col("_change_type") == "delete").select(*cols)
     return current, deleted, start, end
@@ -174,8 +172,8 @@ def read_net_changes(spark: "SparkSession", stage: str, table: str, settings: Se
 
 def _snapshot(spark: "SparkSession", spec: TableSpec, settings: Settings, version: int) -> "DataFrame":
     """The table's rows as of ``version``, with its own columns."""
-    return (spark.read.format("delta").option("versionAsOf", version).load(spec.path(settings))
-            .select(*[f.name for f in spec.schema.fields]))
+    rows = spark.read.format("delta").option("versionAsOf", version).load(spec.path(settings))
+    return rows.select(*registered_columns(rows, spec))
 
 
 def _change_feed(spark: "SparkSession", spec: TableSpec, settings: Settings, start: int, end: int) -> "DataFrame":
@@ -205,6 +203,7 @@ def replay_rows(spark: "SparkSession", table: str, settings: Settings, args: arg
 
     spec = TABLES[table]
     df = spec.read(spark, settings)
+    df = df.select(*registered_columns(df, spec))
     cols = spec.schema.fieldNames()
     if "event_time" in cols:
         if "event_date" in cols:  # partition pruning

@@ -145,7 +145,10 @@ def merge(spark: "SparkSession", table: str, settings: Settings, source: "DataFr
     sql_clauses = " ".join(clauses(MergeSql()).clauses)
     view = f"sda_merge_{table}_{os.getpid()}_{next(_VIEW_SEQ)}"
     source.createOrReplaceTempView(view)
-    statement = f"MERGE INTO {delta_ref(spec.path(settings))} t USING {view} s ON {on} {sql_clauses}"
+    # WITH SCHEMA EVOLUTION: a table made before a column was registered gains it (the source has the spec's
+    # columns, no others), its earlier rows reading null
+    statement = (f"MERGE WITH SCHEMA EVOLUTION INTO {delta_ref(spec.path(settings))} t USING {view} s ON {on} "
+                 f"{sql_clauses}")
 
     def attempt() -> dict[str, int]:
         with temporary_conf(spark, MATERIALIZE_SOURCE, "none") if own_snapshot else nullcontext():
@@ -261,7 +264,9 @@ def write_rows(spark: "SparkSession", rows: "Sequence[tuple] | DataFrame", table
 
 def append_once(df: "DataFrame", table: str, settings: Settings, app_id: str, version: int) -> None:
     """Append with Delta's idempotent-write options: a second write with the same (app id, version)
-    is skipped by Delta itself, so a retried append never doubles an append-only table."""
+    is skipped by Delta itself, so a retried append never doubles an append-only table. A table made
+    before a column was registered gains it with this append (``mergeSchema``: Delta's schema evolution;
+    the earlier rows read it as null)."""
     spec = TABLES[table]
     (
         df.select(*[f.name for f in spec.schema.fields])
@@ -269,6 +274,7 @@ def append_once(df: "DataFrame", table: str, settings: Settings, app_id: str, ve
         .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", version)
+        .option("mergeSchema", "true")
         .save(spec.path(settings))
     )
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from sda.lake.schemas import LANDING_SUFFIX
-from sda.lake.wire_formats import OPTICAL_HEADER
+from sda.lake.wire_formats import FORMAT_VERSION, OPTICAL_HEADER, OPTICAL_VERSION_PREFIX, VERSION_FIELD
 from sda.sim.common import chunk_label, iso_us
 from sda.sim.truth import Record, Truth
 
@@ -19,14 +19,14 @@ from sda.sim.truth import Record, Truth
 def encode(rec: Record) -> bytes:
     d = rec.data
     if rec.kind == "radar":
-        return json.dumps(d, separators=(",", ":")).encode()
+        return json.dumps({VERSION_FIELD: FORMAT_VERSION, **d}, separators=(",", ":")).encode()
     if rec.kind == "optical":
         return (f"{d['station']},{iso_us(d['t_ms'])},{d['ra_hours']:.7f},{d['dec_deg']:.6f},"
                 f"{d['vmag']:.1f},{d['exposure_s']:.1f}").encode()
     x, y, z = d["pos"]
     vx, vy, vz = d["vel"]
-    return (f"BCN|src={d['src']}|seq={d['seq']}|t_ms={d['t_ms']}|x_m={x:.1f}|y_m={y:.1f}|z_m={z:.1f}"
-            f"|vx_ms={vx:.3f}|vy_ms={vy:.3f}|vz_ms={vz:.3f}").encode()
+    return (f"BCN|{VERSION_FIELD}={FORMAT_VERSION}|src={d['src']}|seq={d['seq']}|t_ms={d['t_ms']}"
+            f"|x_m={x:.1f}|y_m={y:.1f}|z_m={z:.1f}|vx_ms={vx:.3f}|vy_ms={vy:.3f}|vz_ms={vz:.3f}").encode()
 
 
 def file_time(name: str) -> dt.datetime:
@@ -75,8 +75,10 @@ def write_landing(landing: Path, files: list[LandingFile], tdm: bool = False,
     now_ms = int(time.time() * 1000)
     files.sort(key=lambda f: f.relpath)
     for f in files:
-        first = 1 if f.kind == "optical" else 0
-        lines = [OPTICAL_HEADER.encode()] if f.kind == "optical" else []
+        # an optical file: its version, then its header, then a row per record
+        preamble = [f"{OPTICAL_VERSION_PREFIX}{FORMAT_VERSION}".encode(), OPTICAL_HEADER.encode()]
+        lines = preamble if f.kind == "optical" else []
+        first = len(lines)
         for i, rec in enumerate(f.records):
             for t in rec.truths:
                 t.file, t.record_no = f.relpath, first + i

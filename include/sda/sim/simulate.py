@@ -23,8 +23,9 @@ Files (``<chunk>`` is the UTC start of the 5-minute chunk of the events, ``YYYYm
 * ``radar/<SENSOR>_<chunk>_<n>.jsonl``: n=0 the regular delivery, 1 a re-delivery file (only when no later
   regular file of that sensor exists), 2 the sensor's late file (all its late frames). One frame per line;
   frames with no detection are not sent (frame numbers then skip).
-* ``optical/<STATION>_<chunk>.csv``, ``..._1.csv`` / ``..._2.csv`` (as above); line 0 is the header
-  (:data:`sda.lake.wire_formats.OPTICAL_HEADER`); ``isl/<SRC>_<chunk>.bcn``, ``..._1.bcn`` / ``..._2.bcn``.
+* ``optical/<STATION>_<chunk>.csv``, ``..._1.csv`` / ``..._2.csv`` (as above); line 0 is the format's
+  version (``#version=1.0``), line 1 the header (:data:`sda.lake.wire_formats.OPTICAL_HEADER`);
+  ``isl/<SRC>_<chunk>.bcn``, ``..._1.bcn`` / ``..._2.bcn``.
 * Unknown-sensor records are in their own files, named after the unknown sensor; the harsher skies land
   ``space_weather/SW-<issued>.txt`` every three hours (:mod:`sda.sim.weather`).
 
@@ -36,8 +37,9 @@ detection / optical row / beacon / malformed line, sorted by (file, record_no, d
      "event_time": "2026-11-21T06:00:30.004Z", "norad_id": 70012, "disorder": "none",
      "duplicate_of": null}
 
-``record_no`` is the 0-based line number in the file (the optical header is line 0, so data rows
-start at 1); ``det_index`` the detection's index in the radar frame's ``dets`` (null for optical,
+``record_no`` is the 0-based line number in the file (an optical file's version and header are
+lines 0 and 1, so its data rows start at 2); ``det_index`` the detection's index in the radar frame's
+``dets`` (null for optical,
 ISL and malformed lines); ``key`` is ``file#record_no`` plus ``#det_index`` for radar detections;
 ``duplicate_of`` the ``key`` of the original for ``redelivery`` (verbatim copy in a later file) and
 ``reprocessed`` (same sensor, event time shifted <= 50 ms, values jittered < 0.1 sigma) records.

@@ -24,6 +24,7 @@ import re
 from typing import TYPE_CHECKING
 
 from sda.lake import wire_formats
+from sda.transforms import versions
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -58,6 +59,8 @@ class Record:
     reason: str | None  # why it is quarantined, None when accepted
     ident: str | None = None  # what identifies the record in its file when the line alone does not (TDM XML)
     lenient: str | None = None  # what of its file was read leniently, not as the standard writes it (TDM)
+    version: str | None = None  # the sensor wire format's version it was read as (sda.transforms.versions)
+    extras: dict[str, str] | None = None  # its fields that version 1.0 does not have, by name (kept in bronze)
 
 
 def split_lines(data: bytes) -> list[tuple[int, bytes]]:
@@ -73,28 +76,53 @@ def split_lines(data: bytes) -> list[tuple[int, bytes]]:
 def file_records(kind: str, data: bytes) -> list[Record]:
     """Every record of a landed file, accepted or with the reason it is not.
 
-    Optical archives start with a header line that is not a record; when the header is not exactly
-    :data:`wire_formats.OPTICAL_HEADER` the columns cannot be trusted, so every line (the first included:
-    it may be data from a header-less file) is refused.
+    Optical archives start with a header line that is not a record (after a ``#version=`` line, also not a
+    record, when the file declares its version); when the header is not one of its version's
+    (:func:`versions.optical_columns`) the columns cannot be trusted, so every line (the first included: it
+    may be data from a header-less file) is refused. A file with a record of a major version this reader
+    does not read is refused whole: one record, all its bytes, at that record's line
+    (:class:`versions.UnknownMajor`).
     """
     if kind == "tdm":
         return _tdm_records(data)
     lines = split_lines(data)
-    if kind == "optical" and lines:
-        header = lines[0][1].removeprefix(b"\xef\xbb\xbf")  # a BOM is an encoding artefact, not content
-        if header != wire_formats.OPTICAL_HEADER.encode():
-            return [Record(no, raw, None, "unexpected CSV header") for no, raw in lines]
-        lines = lines[1:]
-    out = []
-    for no, raw in lines:
+    try:
+        return _optical_records(lines) if kind == "optical" else [_line_record(kind, no, raw) for no, raw in lines]
+    except versions.UnknownMajor as exc:
+        return [Record(exc.record_no or 0, data, None, str(exc))]
+
+
+def _line_record(kind: str, no: int, raw: bytes, columns: tuple[str, ...] = OPTICAL_COLUMNS,
+                 version: str = versions.UNVERSIONED) -> Record:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return Record(no, raw, None, "not valid UTF-8")
+    try:
+        reason, version, extras = read_record(kind, text, columns, version)
+    except versions.UnknownMajor as exc:
+        raise exc.at(no) from None
+    return Record(no, raw, text if reason is None else None, reason, version=version if reason is None else None,
+                  extras=extras if reason is None else None)
+
+
+def _optical_records(lines: list[tuple[int, bytes]]) -> list[Record]:
+    """An optical file's rows: its version line (optional) and header first, neither of them a record."""
+    head = [raw.removeprefix(b"\xef\xbb\xbf") for _, raw in lines[:2]]  # a BOM is an encoding artefact
+    version, body, reason = versions.UNVERSIONED, lines, None
+    if head and head[0].startswith(wire_formats.OPTICAL_VERSION_PREFIX.encode()):
+        declared = head[0][len(wire_formats.OPTICAL_VERSION_PREFIX):].decode("utf-8", "replace").strip()
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            out.append(Record(no, raw, None, "not valid UTF-8"))
-            continue
-        reason = check_record(kind, text)
-        out.append(Record(no, raw, text if reason is None else None, reason))
-    return out
+            version, reason = versions.read_version("optical", declared)
+        except versions.UnknownMajor as exc:
+            raise exc.at(0) from None
+        body, head = lines[1:], head[1:]
+    columns = None
+    if body and reason is None:
+        columns, reason = versions.optical_columns(version, head[0].decode("utf-8", "replace"), OPTICAL_COLUMNS)
+    if reason is not None or not body:
+        return [Record(no, raw, None, reason) for no, raw in lines] if reason else []
+    return [_line_record("optical", no, raw, columns, version) for no, raw in body[1:]]
 
 
 def _tdm_records(data: bytes) -> list[Record]:
@@ -109,10 +137,29 @@ def _tdm_records(data: bytes) -> list[Record]:
 
 
 def check_record(kind: str, text: str) -> str | None:
-    """Why ``text`` is not an acceptable ``kind`` record, or None when it is."""
+    """Why ``text`` is not an acceptable ``kind`` record (an optical row of version 1.0's columns), or None
+    when it is."""
+    return read_record(kind, text)[0]
+
+
+def read_record(kind: str, text: str, columns: tuple[str, ...] = OPTICAL_COLUMNS,
+                version: str = versions.UNVERSIONED) -> tuple[str | None, str | None, dict[str, str] | None]:
+    """(why ``text`` is not an acceptable ``kind`` record or None, the version it is read as, its fields that
+    version 1.0 does not have). An optical row has its file's ``columns`` and ``version``; radar frames and
+    beacons declare their own. Raises :class:`versions.UnknownMajor` for a record of another major version."""
     if not text.strip():
-        return "blank line"
-    return {"radar": _check_radar, "optical": _check_optical, "isl": _check_isl}[kind](text)
+        return "blank line", None, None
+    if kind == "radar":
+        return _read_radar(text)
+    if kind == "isl":
+        return _read_isl(text)
+    return _check_optical(text, columns), version, _optical_extras(text, columns)
+
+
+def _optical_extras(text: str, columns: tuple[str, ...]) -> dict[str, str] | None:
+    if len(columns) == len(OPTICAL_COLUMNS):
+        return None
+    return dict(zip(columns[len(OPTICAL_COLUMNS):], text.split(",")[len(OPTICAL_COLUMNS):]))
 
 
 def _check_instant(name: str, value: object) -> str | None:
@@ -140,13 +187,19 @@ def _check_json_number(name: str, value: object, where: str = "") -> str | None:
     return None
 
 
-def _check_radar(text: str) -> str | None:
+def _read_radar(text: str) -> tuple[str | None, str | None, dict[str, str] | None]:
     try:
         frame = json.loads(text, parse_constant=lambda c: float(c))
     except ValueError:
-        return "invalid JSON"
+        return "invalid JSON", None, None
     if not isinstance(frame, dict):
-        return "JSON record is not an object"
+        return "JSON record is not an object", None, None
+    version, reason = versions.read_version("radar", frame.get(wire_formats.VERSION_FIELD))
+    reason = reason or _check_radar(frame)
+    return reason, version, versions.radar_extras(frame) if reason is None else None
+
+
+def _check_radar(frame: dict) -> str | None:
     sensor = frame.get("sensor")
     if sensor is None or sensor == "":
         return "missing field sensor"
@@ -182,11 +235,11 @@ def _check_radar(text: str) -> str | None:
     return None
 
 
-def _check_optical(text: str) -> str | None:
+def _check_optical(text: str, columns: tuple[str, ...] = OPTICAL_COLUMNS) -> str | None:
     # No quoting in this format (station ids have no commas), and Spark splits it the same way.
     fields = text.split(",")
-    if len(fields) != len(OPTICAL_COLUMNS):
-        return f"expected {len(OPTICAL_COLUMNS)} CSV columns, found {len(fields)}"
+    if len(fields) != len(columns):
+        return f"expected {len(columns)} CSV columns, found {len(fields)}"
     row = dict(zip(OPTICAL_COLUMNS, fields))
     if not row["station"]:
         return "missing field station"
@@ -204,17 +257,23 @@ def _check_optical(text: str) -> str | None:
     return None
 
 
-def _check_isl(text: str) -> str | None:
+def _read_isl(text: str) -> tuple[str | None, str | None, dict[str, str] | None]:
     if not text.startswith(ISL_PREFIX):
-        return "not a BCN message"
+        return "not a BCN message", None, None
     pairs: dict[str, str] = {}
     for part in text[len(ISL_PREFIX):].split("|"):
         key, sep, value = part.partition("=")
         if not sep or not key:
-            return f"malformed key=value pair {part[:40]!r}"
+            return f"malformed key=value pair {part[:40]!r}", None, None
         if key in pairs:
-            return f"duplicate key {key}"
+            return f"duplicate key {key}", None, None
         pairs[key] = value
+    version, reason = versions.read_version("isl", pairs.get(wire_formats.VERSION_FIELD))
+    reason = reason or _check_isl(pairs)
+    return reason, version, versions.isl_extras(pairs) if reason is None else None
+
+
+def _check_isl(pairs: dict[str, str]) -> str | None:
     for key in wire_formats.ISL_KEYS:
         if not pairs.get(key):
             return f"missing field {key}"
@@ -294,9 +353,11 @@ def parse_optical(bronze: "DataFrame") -> "DataFrame":
     from pyspark.sql import functions as F
 
     cols = F.split(F.col("payload"), ",", -1)
+    # a newer minor version's added columns follow version 1.0's (ingest checked them against the header)
+    added = F.when(F.col("extra_fields").isNull(), 0).otherwise(F.size("extra_fields"))
     rows = bronze.select(
         *_lineage(bronze),
-        F.size(cols).alias("n_cols"),
+        (F.size(cols) - added).alias("n_cols"),
         F.lit(None).cast("long").alias("item_no"),
         F.nullif(F.get(cols, 0), F.lit("")).alias("sensor_id"),
         F.get(cols, 1).try_cast("timestamp").alias("event_time"),

@@ -41,7 +41,7 @@ def _native(landing: Path) -> dict:
                 t = dt.datetime.fromisoformat(d["t"].replace("Z", "+00:00"))
                 out[(frame["sensor"], t)] = ("radar", d["range_km"], d["az_deg"], d["el_deg"], d["rr_km_s"])
     for path in sorted((landing / "optical").glob("*.csv")):
-        for line in path.read_text().splitlines()[1:]:
+        for line in path.read_text().splitlines()[2:]:  # the version line and the header
             station, ts, ra, dec, *_ = line.split(",")
             out[(station, dt.datetime.fromisoformat(ts.replace("Z", "+00:00")))] = ("optical", float(ra), float(dec))
     return out

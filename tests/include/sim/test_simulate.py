@@ -89,7 +89,10 @@ def parse_line(kind: str, raw: bytes):
             frame = json.loads(text)
         except ValueError:
             return None
-        if not isinstance(frame, dict) or set(frame) != {"sensor", "frame", "sent", "dets"}:
+        # the simulator writes version 1.0 of the wire formats (docs/formats.md), and declares it
+        if not isinstance(frame, dict) or set(frame) != {"version", "sensor", "frame", "sent", "dets"}:
+            return None
+        if frame["version"] != "1.0":
             return None
         if (not isinstance(frame["sensor"], str) or not isinstance(frame["frame"], int)
                 or not TS_RE.match(frame["sent"])):
@@ -110,10 +113,10 @@ def parse_line(kind: str, raw: bytes):
         except ValueError:
             return None
     parts = text.split("|")
-    if parts[0] != "BCN" or len(parts) != 1 + len(ISL_KEYS):
+    if parts[0] != "BCN" or len(parts) != 2 + len(ISL_KEYS):
         return None
     kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
-    if tuple(kv) != ISL_KEYS:
+    if tuple(kv) != ("version", *ISL_KEYS) or kv["version"] != "1.0":
         return None
     try:
         out = {"src": kv["src"], "seq": int(kv["seq"]), "t_ms": int(kv["t_ms"])}
@@ -218,9 +221,9 @@ def test_layout_and_truth_account_for_every_record(run):
         assert data.endswith(b"\n")
         lines = data[:-1].split(b"\n")
         if kind == "optical":
-            assert lines[0].decode() == OPTICAL_HEADER
+            assert [line.decode() for line in lines[:2]] == ["#version=1.0", OPTICAL_HEADER]
         for no, raw in enumerate(lines):
-            if kind == "optical" and no == 0:
+            if kind == "optical" and no < 2:
                 continue
             parsed = parse_line(kind, raw)
             if (rel, no) in malformed:

@@ -29,5 +29,11 @@ BRONZE = T.StructType(
         # The ledger batch that appended the row: the arrival order every event-time watermark is
         # judged by (see sda.pipeline.watermarks), the same whichever run later reads it.
         T.StructField("ingest_batch", T.LongType(), False),
+        # The sensor wire format's version the record was read as (1.0 when it declares none; null for TDM
+        # and space weather, which carry their standards' own), and its fields that version 1.0 does not
+        # have, by name (sda.transforms.versions). Added after the table's first version: a table made
+        # before them gains them with its next append (Delta's schema evolution, ``mergeSchema``).
+        T.StructField("format_version", T.StringType()),
+        T.StructField("extra_fields", T.MapType(T.StringType(), T.StringType())),
     ]
 )
