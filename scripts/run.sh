@@ -239,6 +239,8 @@ cat <<EOF
  DAG            $API/dags/$DAG_ID   (run: $RUN_ID, $state)
  run report     $API/sda-reports/runs/$("$PY" -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$RUN_ID")/index.html
                 (counts per stage, data-quality checks, alert plots; log in to the UI first)
+ metrics        $API/sda-metrics/metrics   (Prometheus's text format, per stage; a scrape sends
+                Authorization: Bearer <token from POST $API/auth/token>; files: $(dirname "$LAKEHOUSE")/metrics)
  Delta tables   $LAKEHOUSE/{bronze,silver,gold,ops}/<table>
  quarantine     $LAKEHOUSE/ops/quarantine   (records refused, with the reason)
  alerts         $LAKEHOUSE/gold/alerts and the messages in $OUTBOX

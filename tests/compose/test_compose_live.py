@@ -319,6 +319,20 @@ def test_the_stages_ran_on_the_compose_spark_services(pipeline_run):
     assert pipeline_run["state"] == "success"
 
 
+def test_the_api_server_exposes_the_runs_stage_metrics_to_a_logged_in_scrape(pipeline_run):
+    """``/sda-metrics/metrics`` (sda.pipeline.exposition): a sample per stage that ran, refused without the token."""
+    api = pipeline_run["api"]
+    req = urllib.request.Request(f"{API}/sda-metrics/metrics", headers={"Authorization": f"Bearer {api.token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        text = resp.read().decode()
+    ran = {line.split('stage="')[1].split('"')[0] for line in text.splitlines()
+           if line.startswith('sda_stage_runs_total{') and 'outcome="ok"' in line and not line.endswith(" 0")}
+    assert {"ingest", "normalize", "dedup", "correlate", "conjunction"} <= ran, text[:2000]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{API}/sda-metrics/metrics", timeout=30)
+    assert refused.value.code in (401, 403)
+
+
 def test_the_injected_conjunctions_cdm_is_in_the_outbox(pipeline_run, stack):
     """The designed encounter (99901/99902, truly 150 m at the TCA given to the simulator) as a CCSDS CDM,
     with the miss the catalogue predicts; the pair also meets on later orbits, farther apart, and those

@@ -132,3 +132,15 @@ def test_a_silver_table_made_before_an_envelope_column_gains_it(spark, settings,
     assert silver["optical/seeded.csv"]["site_alt_m"] is None  # written before the table had the column
     assert silver["optical/v11.csv"]["site_alt_m"] == 1510.0  # the registry's SOCORRO
     assert sorted(TABLES["observations"].read(spark, settings).columns) == sorted(schemas.OBSERVATION.fieldNames())
+
+
+def test_the_stage_runs_are_in_their_prometheus_textfiles(settings, evolved):
+    """Every stage run adds itself to its textfile (sda.pipeline.exposition): here normalize's one run."""
+    from sda.pipeline.exposition import metrics_root
+    from tests.include.pipeline.test_exposition import parse
+
+    got = parse((metrics_root(settings) / "normalize.prom").read_text())
+    records = {dict(k)["disposition"]: v for k, v in got["sda_stage_records_total"]["samples"].items()}
+    assert records["in"] == evolved["records_in"] == 4 and records["quarantined"] == 0
+    assert list(got["sda_stage_runs_total"]["samples"].values()) == [0.0, 1.0]  # failed 0, ok 1
+    assert (metrics_root(settings) / "ingest.prom").is_file()

@@ -9,6 +9,12 @@ Files are served read-only from ``<lakehouse parent>/reports``; a path that reso
 404, whatever its dots and links. Every request must carry an Airflow login -- the UI's session
 cookie, or ``Authorization: Bearer <token>`` from ``POST /auth/token`` -- because the pages show
 catalogue and alert data (FastAPI apps of plugins are not protected by Airflow on their own).
+
+:func:`create_metrics_app`, under ``/sda-metrics``, serves the pipeline's KPIs for Prometheus:
+
+    /sda-metrics/metrics                  -> every stage's textfile (sda.pipeline.exposition), one exposition
+
+behind the same login: a scrape sends ``Authorization: Bearer <token>`` (docs/operating.md, "Metrics").
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
+
+# Prometheus's text exposition format
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def airflow_login() -> Callable[..., Any]:
@@ -54,5 +63,28 @@ def create_app(root: Callable[[], Path] = default_root, login: Callable[..., Any
         if not target.is_relative_to(base) or not target.is_file():
             raise HTTPException(status_code=404, detail=f"no report at {path!r}")
         return FileResponse(target)
+
+    return app
+
+
+def default_metrics_root() -> Path:
+    from sda.config.settings import load_settings
+    from sda.pipeline.exposition import metrics_root
+
+    return metrics_root(load_settings())
+
+
+def create_metrics_app(root: Callable[[], Path] = default_metrics_root,
+                       login: Callable[..., Any] | None = None) -> FastAPI:
+    """``GET /metrics``: the stages' textfiles under ``root()`` as one Prometheus exposition (empty before
+    the first stage run); ``login`` as for :func:`create_app`."""
+    from sda.pipeline.exposition import exposition
+
+    app = FastAPI(title="sda-fusion metrics", docs_url=None, redoc_url=None, openapi_url=None)
+    guard = [Depends(login if login is not None else airflow_login())]
+
+    @app.get("/metrics", dependencies=guard, include_in_schema=False)
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(exposition(root()), media_type=EXPOSITION_TYPE)
 
     return app

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from sda.config.settings import Settings, SettingsError, load_settings
 from sda.lake.tables import ensure_tables
-from sda.pipeline import faults
+from sda.pipeline import exposition, faults
 from sda.pipeline.arguments import StageArgumentError, validate_args
 from sda.pipeline.changefeed import commit_progress, consumed_versions
 from sda.pipeline.run_metrics import ConservationError, record_run_metrics, summary_line, upstream_lag
@@ -113,6 +113,27 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
     lag = upstream_lag(spark, stage, settings, before, getattr(args, "latest", None)) if before else {}
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
              " (replay)" if args.replay else "", args.run_id)
+    try:
+        metrics = _measured_run(stage, spark, settings, args, body, started, before, lag)
+    except Exception:
+        _expose(settings, stage, {"seconds": round(time.monotonic() - started, 2)}, ok=False)
+        raise
+    _expose(settings, stage, metrics, ok=True)
+    return metrics
+
+
+def _expose(settings: Settings, stage: str, metrics: dict[str, Any], ok: bool) -> None:
+    """The run in the stage's Prometheus textfile (:mod:`sda.pipeline.exposition`); a file that cannot be
+    written is logged, and does not fail the stage."""
+    try:
+        exposition.record_stage_run(settings, stage, metrics, ok)
+    except OSError as exc:
+        log.warning("%s: the metrics textfile was not written: %s", stage, exc)
+
+
+def _measured_run(stage: str, spark: "SparkSession", settings: Settings, args: argparse.Namespace, body: StageBody,
+                  started: float, before: dict[str, int], lag: dict[str, Any]) -> dict[str, Any]:
+    """``body``, its figures logged and recorded, then the consumed versions committed."""
     metrics = body(spark, settings, args)
     metrics = {"stage": stage, "run_id": args.run_id, "seconds": round(time.monotonic() - started, 2),
                "mode": "replay" if args.replay else "incremental", **lag, **metrics}

@@ -46,3 +46,19 @@ def test_nothing_without_a_login(client):
 def test_nothing_outside_the_reports(client):
     for path in ("/../secret.txt", "/runs/%2E%2E/%2E%2E/secret.txt", "/runs/nope.html"):
         assert client.get(path, headers=AUTH).status_code == 404, path
+
+
+def test_the_metrics_endpoint_serves_the_stages_textfiles_to_a_logged_in_scrape(tmp_path):
+    from sda.orchestration.webapp import create_metrics_app
+
+    root = tmp_path / "metrics"
+    root.mkdir()
+    (root / "dedup.prom").write_text('# HELP sda_stage_last_run_seconds x\n# TYPE sda_stage_last_run_seconds gauge\n'
+                                     'sda_stage_last_run_seconds{stage="dedup"} 2.5\n')
+    (root / "notes.txt").write_text("not a textfile")
+    client = TestClient(create_metrics_app(root=lambda: root, login=_login))
+    assert client.get("/metrics").status_code == 401  # a scrape without the token
+    r = client.get("/metrics", headers=AUTH)
+    assert r.status_code == 200 and r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert r.text == ('# HELP sda_stage_last_run_seconds x\n# TYPE sda_stage_last_run_seconds gauge\n'
+                      'sda_stage_last_run_seconds{stage="dedup"} 2.5\n')
