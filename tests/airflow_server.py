@@ -232,6 +232,12 @@ class Airflow:
                 raise RuntimeError(f"{method} {path}: HTTP {exc.code} {exc.read()[:2000]!r}") from None
         raise AssertionError("unreachable")
 
+    def get_text(self, path: str) -> str:
+        """``GET <base><path>`` (outside the REST API, e.g. a plugin's app) with a login: the body as text."""
+        req = urllib.request.Request(f"{self.base}{path}", headers={"Authorization": f"Bearer {self.token()}"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.read().decode()
+
     def wait_for_dag(self, dag_id: str, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -189,6 +189,24 @@ def test_pipeline_run_succeeds_under_the_scheduler(pipeline_run, airflow):
     assert pipeline_run["tasks"] == {task: "success" for task in STAGES + GATES}
 
 
+def test_the_dag_run_is_one_trace_of_its_stage_spans_and_its_metrics_are_exposed(pipeline_run, data, airflow):
+    """Each task of the run is a span of the run's trace, carrying its run id (sda.pipeline.tracing); the API
+    server serves every stage's Prometheus textfile to a logged-in scrape (sda.pipeline.exposition)."""
+    from sda.pipeline import tracing
+    from tests.include.pipeline.test_exposition import parse
+
+    spans = tracing.spans(data["lakehouse"].parent / "traces" / "spans.jsonl", RUN_ID)
+    stages = {s["name"].removeprefix("stage ") for s in spans}
+    assert set(STAGES) <= stages, f"spans of {RUN_ID}: {sorted(stages)}"
+    assert all({"key": "sda.run_id", "value": {"stringValue": RUN_ID}} in s["attributes"] for s in spans)
+    [ingest] = [s for s in spans if s["name"] == "stage ingest"]
+    assert any(a["key"] == "sda.landed_files" and int(a["value"]["intValue"]) > 0 for a in ingest["attributes"])
+    text = airflow.get_text("/sda-metrics/metrics")
+    ran = {dict(k)["stage"] for k, v in parse(text)["sda_stage_runs_total"]["samples"].items()
+           if dict(k)["outcome"] == "ok" and v >= 1}
+    assert set(STAGES) <= ran, text[:2000]
+
+
 def test_the_stack_listens_on_loopback_only(pipeline_run, airflow):
     """Every listening socket of the Airflow components and their children (task processes, the log
     server) is bound to loopback; among them the API server's and both task-log ports, so the census

@@ -144,3 +144,16 @@ def test_the_stage_runs_are_in_their_prometheus_textfiles(settings, evolved):
     assert records["in"] == evolved["records_in"] == 4 and records["quarantined"] == 0
     assert list(got["sda_stage_runs_total"]["samples"].values()) == [0.0, 1.0]  # failed 0, ok 1
     assert (metrics_root(settings) / "ingest.prom").is_file()
+
+
+def test_the_stage_runs_are_spans_of_their_runs_traces(settings, evolved):
+    """Every stage run is a span of its run's trace (sda.pipeline.tracing), carrying its run id."""
+    from sda.pipeline import tracing
+
+    path = tracing.traces_root(settings) / "spans.jsonl"
+    [span] = tracing.spans(path, "norm-1")
+    attributes = {a["key"]: a["value"] for a in span["attributes"]}
+    assert attributes["sda.run_id"] == {"stringValue": "norm-1"}
+    assert attributes["sda.stage"] == {"stringValue": "normalize"}
+    assert attributes["sda.records_in"] == {"intValue": "4"} and span["status"] == {"code": 1}
+    assert [s["name"] for s in tracing.spans(path, "ing-1")] == ["stage ingest"]

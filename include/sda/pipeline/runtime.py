@@ -6,7 +6,8 @@ the session, ensure tables) -> the stage's ``run(spark, settings, args)``, which
 transforms, writes through the sinks (:mod:`.sinks`) and returns its figures, including ``consumed``
 (upstream table -> last Delta version read). :func:`run_stage` then checks the conservation
 equation, records the figures in ``ops.run_metrics`` (:mod:`.run_metrics`), and only then commits
-the consumed versions to ``ops.progress`` (:mod:`.changefeed`).
+the consumed versions to ``ops.progress`` (:mod:`.changefeed`). A run that ends, either way, adds itself to
+its stage's Prometheus textfile (:mod:`.exposition`) and its span to its run's trace (:mod:`.tracing`).
 
 Exactly-once *effect* comes from the pairing of a replayable input with idempotent outputs:
 
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sda.config.settings import Settings, SettingsError, load_settings
 from sda.lake.tables import ensure_tables
-from sda.pipeline import exposition, faults
+from sda.pipeline import exposition, faults, tracing
 from sda.pipeline.arguments import StageArgumentError, validate_args
 from sda.pipeline.changefeed import commit_progress, consumed_versions
 from sda.pipeline.run_metrics import ConservationError, record_run_metrics, summary_line, upstream_lag
@@ -113,22 +114,26 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
     lag = upstream_lag(spark, stage, settings, before, getattr(args, "latest", None)) if before else {}
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
              " (replay)" if args.replay else "", args.run_id)
+    start_ns = time.time_ns() - int((time.monotonic() - started) * 1e9)  # when run_stage began
     try:
         metrics = _measured_run(stage, spark, settings, args, body, started, before, lag)
-    except Exception:
-        _expose(settings, stage, {"seconds": round(time.monotonic() - started, 2)}, ok=False)
+    except Exception as exc:
+        failed = {"seconds": round(time.monotonic() - started, 2), "mode": "replay" if args.replay else "incremental"}
+        _observe(settings, stage, args.run_id, start_ns, failed, (str(exc).strip().splitlines() or [repr(exc)])[0])
         raise
-    _expose(settings, stage, metrics, ok=True)
+    _observe(settings, stage, args.run_id, start_ns, metrics)
     return metrics
 
 
-def _expose(settings: Settings, stage: str, metrics: dict[str, Any], ok: bool) -> None:
-    """The run in the stage's Prometheus textfile (:mod:`sda.pipeline.exposition`); a file that cannot be
-    written is logged, and does not fail the stage."""
+def _observe(settings: Settings, stage: str, run_id: str, start_ns: int, metrics: dict[str, Any],
+             error: str | None = None) -> None:
+    """The run in the stage's Prometheus textfile (:mod:`sda.pipeline.exposition`) and as a span of its run's
+    trace (:mod:`sda.pipeline.tracing`); a file that cannot be written is logged, and does not fail the stage."""
     try:
-        exposition.record_stage_run(settings, stage, metrics, ok)
+        exposition.record_stage_run(settings, stage, metrics, ok=error is None)
+        tracing.export(settings, tracing.span(stage, run_id, start_ns, time.time_ns(), metrics, error))
     except OSError as exc:
-        log.warning("%s: the metrics textfile was not written: %s", stage, exc)
+        log.warning("%s: the metrics textfile or the span was not written: %s", stage, exc)
 
 
 def _measured_run(stage: str, spark: "SparkSession", settings: Settings, args: argparse.Namespace, body: StageBody,

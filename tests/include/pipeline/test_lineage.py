@@ -147,6 +147,11 @@ def test_trace_follows_the_fused_orbit_an_alert_used(spark, settings):
     text = lineage.render(old, 1)
     assert "orbit used: fused orbit F1" in text and "fitted to 2 observations (RAD-1 2, first 1 shown)" in text
     assert "orbit used: the catalogue element set and the modelled covariance (covariance source tle/LEO)" in text
+    # the screening run's trace: sha256("sda-run:<run id>")'s first 32 hex digits (sda.pipeline.tracing)
+    import hashlib
+
+    expected = hashlib.sha256(f"sda-run:{old['screened_by_run']}".encode()).hexdigest()[:32]
+    assert old["trace_id"] == expected and f"  trace {expected}: " in text
 
     current = lineage.trace(spark, settings, "A2")["objects"]["primary"]["orbit_used"]
     assert (current["found"], current["fitted_observations"]["match"]) == ("table", "window")

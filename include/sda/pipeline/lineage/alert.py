@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sda.lake.tables import TABLES
+from sda.pipeline import tracing
 from sda.pipeline.lineage.objects import object_lineage
 from sda.pipeline.lineage.orbit import orbit_used
 from sda.pipeline.lineage.sources import bronze_records, landing_files
@@ -64,4 +65,5 @@ def trace(spark: "SparkSession", settings: "Settings", alert_id: str, limit: int
                                              "tca", "miss_m", "pc", "screen_start", "first_run_id", "event_id",
                                              "p_cov_source", "s_cov_source")},
             "versions": versions, "conjunctions": sorted(events, key=lambda e: e["screen_start"]),
-            "screened_by_run": screened_by, "objects": objects, "bronze": bronze, "landing_files": landing}
+            "screened_by_run": screened_by, "objects": objects, "bronze": bronze, "landing_files": landing,
+            "trace_id": tracing.trace_id(screened_by) if screened_by else None}

@@ -68,6 +68,8 @@ def render(result: dict[str, Any], limit: int = 20) -> str:
            f"{a['primary_id']} x {a['secondary_id']}, TCA {a['tca']}, miss {a['miss_m']:.0f} m, Pc {a['pc']}",
            f"  screened from {a['screen_start']} by run {result['screened_by_run']}; "
            f"{len(result['conjunctions'])} screening row(s), {len(result['versions'])} emitted version(s)"]
+    if result.get("trace_id"):
+        out.append(f"  trace {result['trace_id']}: that run's stage spans (<lakehouse parent>/traces/spans.jsonl)")
     for role, obj in result["objects"].items():
         es, st = obj["element_set"], obj["state_window"]
         out.append(f"{role} {obj['norad_id']}" + (f" {es['name']}" if es and es.get("name") else ""))
