@@ -115,7 +115,10 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         faults.checkpoint("normalize:before-write")
         # arrivals first: every silver row then has its batch's watermark row
         if not args.replay:  # the watermarks record arrivals, and a replay is not one
-            sinks.write_rows(spark, watermarks.batch_maxima(accepted, args.run_id), "watermarks", settings)
+            arrivals = [tuple(r) for r in watermarks.batch_maxima(accepted, args.run_id)
+                        .select(*TABLES["watermarks"].schema.fieldNames()).collect()]
+            sinks.write_rows(spark, arrivals, "watermarks", settings)
+            metrics["sensor_newest"] = watermarks.newest_per_sensor(arrivals)
         faults.checkpoint("normalize:after-watermarks")
         sinks.merge_new(spark, accepted.where(F.col("copy_rank") == 1), silver.name, settings, unique=True)
         faults.checkpoint("normalize:after-silver")

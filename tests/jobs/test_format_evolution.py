@@ -144,6 +144,10 @@ def test_the_stage_runs_are_in_their_prometheus_textfiles(settings, evolved):
     assert records["in"] == evolved["records_in"] == 4 and records["quarantined"] == 0
     assert list(got["sda_stage_runs_total"]["samples"].values()) == [0.0, 1.0]  # failed 0, ok 1
     assert (metrics_root(settings) / "ingest.prom").is_file()
+    # per sensor, the newest event time landed: EGLIN's radar frame at 06:00:01.25 (RADAR_V11)
+    eglin = got["sda_sensor_newest_event_timestamp_seconds"]["samples"][frozenset({("sensor", "EGLIN"),
+                                                                                    ("kind", "radar")})]
+    assert eglin == dt.datetime(2026, 11, 21, 6, 0, 1, 250000, tzinfo=UTC).timestamp()
 
 
 def test_the_stage_runs_are_spans_of_their_runs_traces(settings, evolved):

@@ -19,7 +19,9 @@ Per stage (label ``stage``):
 * ``sda_consumer_lag_versions``, ``sda_consumer_lag_seconds`` -- how far behind its change-feed inputs the
   last run started (Delta versions, and the age of the oldest unconsumed commit);
 * ``sda_stage_watermark_timestamp_seconds`` -- the stage's event-time watermark after its last run, where it
-  keeps one.
+  keeps one;
+* ``sda_sensor_newest_event_timestamp_seconds{sensor,kind}`` -- per sensor, the newest event time landed so
+  far (normalize's arrivals, ``ops.watermarks``): the arrival watermark every event-time window is judged by.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ FAMILIES = {
     "sda_consumer_lag_versions": ("gauge", "Delta versions of its inputs the stage's last run started behind."),
     "sda_consumer_lag_seconds": ("gauge", "Age of the oldest input commit the stage's last run had not consumed."),
     "sda_stage_watermark_timestamp_seconds": ("gauge", "The stage's event-time watermark (unix seconds)."),
+    "sda_sensor_newest_event_timestamp_seconds": ("gauge", "The newest event time landed of each sensor (unix "
+                                                  "seconds): its arrival watermark; normalize's."),
 }
 
 
@@ -114,6 +118,12 @@ def updated_state(state: dict[str, Any], metrics: dict[str, Any], ok: bool, now:
             state[key] = float(metrics[key])
     if metrics.get("watermark") is not None:
         state["watermark"] = _unix(metrics["watermark"])
+    sensors = dict(state.get("sensors", {}))
+    for sensor, seen in (metrics.get("sensor_newest") or {}).items():  # a watermark never moves back
+        if sensor not in sensors or seen["newest_unix_s"] > sensors[sensor]["newest_unix_s"]:
+            sensors[sensor] = {"kind": seen["kind"], "newest_unix_s": float(seen["newest_unix_s"])}
+    if sensors:
+        state["sensors"] = sensors
     return state
 
 
@@ -126,6 +136,8 @@ def samples(stage: str, state: dict[str, Any]) -> list[tuple[str, dict[str, str]
               "sda_stage_quarantine_ratio": "quarantine_ratio", "sda_consumer_lag_versions": "lag_versions",
               "sda_consumer_lag_seconds": "lag_seconds", "sda_stage_watermark_timestamp_seconds": "watermark"}
     out += [(name, {"stage": stage}, state[key]) for name, key in gauges.items() if state.get(key) is not None]
+    out += [("sda_sensor_newest_event_timestamp_seconds", {"sensor": sensor, "kind": seen["kind"]},
+             seen["newest_unix_s"]) for sensor, seen in sorted(state.get("sensors", {}).items())]
     return out
 
 

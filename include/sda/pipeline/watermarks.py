@@ -26,7 +26,7 @@ cannot land in a final state window either.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -75,6 +75,21 @@ def batch_maxima(accepted: "DataFrame", run_id: str) -> "DataFrame":
         F.min("event_time").alias("min_event_time"),
         F.count(F.lit(1)).alias("records"),
     ).withColumn("run_id", F.lit(run_id))
+
+
+def newest_per_sensor(arrivals: list[tuple]) -> dict[str, dict[str, Any]]:
+    """``{sensor: {"kind", "newest_unix_s"}}``: the newest event time of each sensor among ``arrivals``
+    (``ops.watermarks`` rows as collected, in the table's column order): what the metrics expose."""
+    from sda.lake.tables import TABLES
+
+    names = TABLES["watermarks"].schema.fieldNames()
+    out: dict[str, dict[str, Any]] = {}
+    for row in arrivals:
+        r = dict(zip(names, row))
+        newest = r["max_event_time"].timestamp()  # collected: naive local time, which timestamp() reads as such
+        if r["sensor_id"] not in out or newest > out[r["sensor_id"]]["newest_unix_s"]:
+            out[r["sensor_id"]] = {"kind": r["sensor_kind"], "newest_unix_s": newest}
+    return out
 
 
 def seen_before(spark: "SparkSession", settings: "Settings", batches: Iterable[int]) -> dict[int, dict[str, int]]:

@@ -130,3 +130,14 @@ def test_label_values_and_numbers_as_the_format_writes_them():
     assert exposition.escape('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
     assert [exposition.number(v) for v in (3.0, 0.25, float("nan"), float("inf"), -float("inf"))] == [
         "3", "0.25", "NaN", "+Inf", "-Inf"]
+
+
+def test_a_sensors_watermark_is_the_newest_event_time_seen_and_never_moves_back():
+    first = {"sensor_newest": {"EGLIN": {"kind": "radar", "newest_unix_s": 1000.0},
+                               "ISL-01": {"kind": "isl", "newest_unix_s": 900.5}}}
+    late = {"sensor_newest": {"EGLIN": {"kind": "radar", "newest_unix_s": 400.0}}}  # a late file of EGLIN's
+    state = exposition.updated_state(exposition.updated_state({}, first, True, 1.0), late, True, 2.0)
+    got = parse(exposition.render(exposition.samples("normalize", state)))
+    assert got["sda_sensor_newest_event_timestamp_seconds"]["samples"] == {
+        frozenset({("sensor", "EGLIN"), ("kind", "radar")}): 1000.0,
+        frozenset({("sensor", "ISL-01"), ("kind", "isl")}): 900.5}

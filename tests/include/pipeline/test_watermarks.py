@@ -40,3 +40,16 @@ def test_late_rule():
     assert not is_late(t, None, None, 10, 3600)  # nothing seen from the sensor yet
     assert is_late(t, None, 3_600 * S, 10, 3600)  # the state window is final by the pipeline watermark
     assert not is_late(t, 900 * S, 3_599 * S, 10, 3600)
+
+
+def test_the_newest_event_time_per_sensor_of_a_batchs_arrivals():
+    import datetime as dt
+
+    from sda.pipeline.watermarks import newest_per_sensor
+
+    t = lambda minute: dt.datetime(2026, 11, 21, 6, minute)  # noqa: E731 - naive, as collected (local time)
+    arrivals = [("EGLIN", "radar", 3, t(4), t(0), 10, "r"), ("EGLIN", "radar", 4, t(9), t(5), 8, "r"),
+                ("ISL-01", "isl", 3, t(2), t(1), 2, "r")]
+    assert newest_per_sensor(arrivals) == {"EGLIN": {"kind": "radar", "newest_unix_s": t(9).timestamp()},
+                                           "ISL-01": {"kind": "isl", "newest_unix_s": t(2).timestamp()}}
+    assert newest_per_sensor([]) == {}
