@@ -104,8 +104,8 @@ def parse_file(f: LandedFile) -> ParsedFile:
             nos.append(rec.record_no)
             ids.append(bronze_id(f.sha256, rec.record_no if rec.ident is None else rec.ident))
             payloads.append(rec.text)
-            versions.append(getattr(rec, "version", None))
-            extras.append(None if getattr(rec, "extras", None) is None else list(rec.extras.items()))
+            versions.append(rec.version)
+            extras.append(None if rec.extras is None else list(rec.extras.items()))
             lenient = lenient or rec.lenient
         else:
             refused.append((rec.record_no, rec.reason, rec.raw))

@@ -103,7 +103,8 @@ def _unix(value: Any) -> float | None:
 def updated_state(state: dict[str, Any], metrics: dict[str, Any], ok: bool, now: float) -> dict[str, Any]:
     """The stage's carried state after a run that ended (``ok`` or not) at ``now`` with ``metrics``."""
     state = {"runs": {"ok": 0, "failed": 0}, "records": dict.fromkeys(DISPOSITIONS, 0), **state}
-    state["runs"] = {**state["runs"], ("ok" if ok else "failed"): state["runs"].get("ok" if ok else "failed", 0) + 1}
+    outcome = "ok" if ok else "failed"
+    state["runs"] = {**state["runs"], outcome: state["runs"].get(outcome, 0) + 1}
     state["last_run"] = now
     if "seconds" in metrics:
         state["seconds"] = float(metrics["seconds"])

@@ -117,11 +117,11 @@ def _optical_records(lines: list[tuple[int, bytes]]) -> list[Record]:
         except versions.UnknownMajor as exc:
             raise exc.at(0) from None
         body, head = lines[1:], head[1:]
-    columns = None
-    if body and reason is None:
+    columns: tuple[str, ...] | None = OPTICAL_COLUMNS
+    if reason is None and body:
         columns, reason = versions.optical_columns(version, head[0].decode("utf-8", "replace"), OPTICAL_COLUMNS)
-    if reason is not None or not body:
-        return [Record(no, raw, None, reason) for no, raw in lines] if reason else []
+    if reason is not None:
+        return [Record(no, raw, None, reason) for no, raw in lines]
     return [_line_record("optical", no, raw, columns, version) for no, raw in body[1:]]
 
 
