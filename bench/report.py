@@ -9,7 +9,8 @@ Every benchmark has one block in docs/performance.md, between ``<!-- bench:<name
 ``--write`` replaces the block of each benchmark whose results file exists (``<results>/<name>.json``)
 and leaves the other blocks as they are: the figures measured last, as committed. A block with
 neither says "not yet measured". The date is the file's ``date`` field when it has one, else the
-file's modification day (UTC); the machine is its ``machine`` (cores, Spark master) and this host's
+day (UTC) of its last commit when it is committed unchanged (a checkout sets every file's modification time to
+the checkout's), else its modification day; the machine is its ``machine`` (cores, Spark master) and this host's
 core count otherwise.
 
 The benchmarks :data:`SPECS` knows are rendered figure by figure; any other results file (a new
@@ -24,7 +25,6 @@ block, ``accuracy-<sky>``, with the held-out seed's figures when there are any (
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import re
@@ -37,6 +37,7 @@ if str(PROJECT_ROOT / "bench") not in sys.path:  # report_accuracy beside this f
     sys.path.append(str(PROJECT_ROOT / "bench"))
 
 import report_accuracy  # noqa: E402
+from result_dates import result_date  # noqa: E402
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 DOC = PROJECT_ROOT / "docs" / "performance.md"
@@ -373,12 +374,6 @@ def render(name: str, result: dict, date: str) -> str:
     where = machine(result)
     return HEADER + "".join(f"| {_cell(label)} | {_cell(value)} | {_cell(target)} | {date} | {_cell(where)} | "
                             f"{command} |\n" for label, value, target in lines)
-
-
-def result_date(path: Path, result: dict) -> str:
-    if isinstance(result.get("date"), str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", result["date"]):
-        return result["date"]
-    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).strftime("%Y-%m-%d")
 
 
 def tables(results_dir: Path) -> dict[str, str]:

@@ -131,3 +131,22 @@ def test_committed_page_has_one_well_formed_block_per_benchmark(report):
             assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[3]), (name, row)
             assert re.fullmatch(r"`\.venv/bin/python bench/[\w-]+\.py[^`]*`", cells[5]), (name, row)
 
+
+
+@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="needs git")
+def test_a_committed_results_file_without_a_date_is_dated_by_its_commit_not_its_checkout(report, tmp_path):
+    """A fresh clone gives every file the clone's modification time: a committed, unchanged file takes its commit's
+    day instead; once changed, its modification day again."""
+    import subprocess
+
+    day = "2026-11-02T12:00:00+00:00"
+    env = {**os.environ, "GIT_AUTHOR_DATE": day, "GIT_COMMITTER_DATE": day, "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org"}
+    path = write(tmp_path, "latency", {"cores": 2}, day="2026-11-30")
+    for argv in (["init", "-q"], ["add", path.name], ["commit", "-q", "-m", "results"]):
+        subprocess.run(["git", *argv], cwd=tmp_path, env=env, check=True)
+    assert report.result_date(path, {}) == "2026-11-02"
+    write(tmp_path, "latency", {"cores": 4}, day="2026-11-30")
+    assert report.result_date(path, {}) == "2026-11-30"
+    assert report.result_date(path, {"date": "2026-10-01"}) == "2026-10-01"  # the file's own date first
