@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime as dt
+import os
 import shutil
 import sys
 import time
@@ -107,6 +108,25 @@ def _project_line() -> str:
     return "?"
 
 
+def server_cpu_s(settings) -> float:
+    """CPU seconds (user and system) of the Spark Connect server so far: every live process of its process group
+    (the JVM and its Python workers; it starts in a session of its own), from ``/proc``; 0 where there is no
+    ``/proc``. On a shared machine this, not the wall time, is what a stage takes from the other work."""
+    from sda.lake import server
+
+    pid, ticks, total = server.read_pid(settings), os.sysconf("SC_CLK_TCK"), 0
+    if pid is None or not Path("/proc").is_dir():
+        return 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a process that ended meanwhile
+        if int(fields[2]) == pid:  # its process group (field 5 of proc(5), counted after the name)
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def commits(lakehouse: Path) -> int:
     return sum(1 for _ in lakehouse.rglob("_delta_log/*.json"))
 
@@ -118,10 +138,12 @@ def run_all(spark, settings, trips: RoundTrips, run_id: str, say) -> dict[str, d
     out = {}
     for stage in stage_names():
         before, t0, cpu0 = commits(settings.lakehouse), time.perf_counter(), time.process_time()
+        server0 = server_cpu_s(settings)
         run_stage(spark, settings, stage, stage_argv(stage, settings, run_id))
         wall = time.perf_counter() - t0
         calls = trips.take()
         out[stage] = {"wall_s": round(wall, 2), "client_cpu_s": round(time.process_time() - cpu0, 2),
+                      "server_cpu_s": round(server_cpu_s(settings) - server0, 2),
                       "commits": commits(settings.lakehouse) - before,
                       **{f"{name}": calls.get(name, [0, 0.0])[0] for name in ROUND_TRIPS.values()},
                       **{f"{name}_s": calls.get(name, [0, 0.0])[1] for name in ROUND_TRIPS.values()}}
@@ -140,10 +162,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sky", choices=("kind", "harsh", "storm"), default="harsh")
     p.add_argument("--work", type=Path, default=WORK / "stage_costs")
     p.add_argument("--out", type=Path, default=RESULTS / "stage_costs.json")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting to try, on the server and the session, over sda.lake.spark.session_conf's "
+                        "(repeatable): to compare settings on the same work")
     args = p.parse_args(argv)
+    bad = [c for c in args.conf if "=" not in c or not c.split("=", 1)[0].startswith("spark.")]
+    if bad:
+        p.error(f"--conf takes spark.KEY=VALUE, not {bad[0]!r}")
     if args.objects < 2 or args.files < 1:
         p.error("--objects must be 2 or more and --files 1 or more")
     return args
+
+
+def _try_settings(extra: dict[str, str]) -> None:
+    """``extra`` over the pipeline's Spark settings for the server this benchmark starts; the SQL ones
+    (``spark.sql.*``, ``spark.databricks.*``) for its session too (a session cannot change the others)."""
+    if not extra:
+        return
+    from sda.lake import server
+    from sda.lake import spark as spark_module
+
+    sql = {k: v for k, v in extra.items() if k.startswith(("spark.sql.", "spark.databricks."))}
+    pipeline_session, pipeline_server = spark_module.session_conf, spark_module.server_conf
+    spark_module.session_conf = lambda settings: {**pipeline_session(settings), **sql}
+    spark_module.server_conf = lambda settings: {**pipeline_server(settings), **extra}
+    server.server_conf = spark_module.server_conf  # the name sda.lake.server starts the server with
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -155,6 +198,7 @@ def main(argv: list[str] | None = None) -> dict:
     from sda.sim.formats import file_time
     from sda.sim.simulate import SimConfig, simulate
 
+    _try_settings(dict(c.split("=", 1) for c in args.conf))
     shutil.rmtree(args.work, ignore_errors=True)
     settings = load_settings(env={}, lakehouse=args.work / "lakehouse", landing=args.work / "landing",
                              outbox=args.work / "outbox", catalog_file=args.work / "catalog.tle",
@@ -184,6 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = {"benchmark": "stage_costs", "date": dt.date.today().isoformat(),
            "command": "bench/stage_costs.py " + " ".join(sys.argv[1:] if argv is None else argv),
            "objects": args.objects, "seed": args.seed, "sky": args.sky, "files_in_batch": len(batch),
+           "settings_tried": dict(c.split("=", 1) for c in args.conf),
            "warm_up_files": len(warm), **totals,
            "stages": [{"run": run, "stage": stage, **row}
                       for run, rows in measured.items() for stage, row in rows.items()],

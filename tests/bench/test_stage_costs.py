@@ -3,6 +3,9 @@ from the Delta log files, totals summed, arguments refused with a message (hand-
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 import stage_costs
 
@@ -44,7 +47,8 @@ def test_commits_are_the_delta_log_files(tmp_path):
     assert stage_costs.commits(tmp_path) == 5
 
 
-@pytest.mark.parametrize("argv, message", [(["--objects", "1"], "--objects"), (["--files", "0"], "--files")])
+@pytest.mark.parametrize("argv, message", [(["--objects", "1"], "--objects"), (["--files", "0"], "--files"),
+                                           (["--conf", "spark.sql.x"], "--conf"), (["--conf", "sql.x=1"], "--conf")])
 def test_bad_arguments_are_refused_saying_which(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         stage_costs.parse_args(argv)
@@ -68,3 +72,19 @@ def test_each_round_trip_is_charged_to_the_project_line_that_made_it(tmp_path, m
         assert sites == {("analyze", "jobs/stagey.py:2 body"): 1, ("analyze", "jobs/stagey.py:3 body"): 1,
                          ("config", "?"): 1}
         assert trips.take_sites() == []  # taken afresh
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="server CPU is read from /proc")
+def test_server_cpu_is_the_cpu_of_the_servers_process_group(monkeypatch):
+    """With this test's own process group standing for the server's, the figure grows by at least the CPU this
+    process burns (its own clock, time.process_time, is the independent measure), and is 0 with no server."""
+    from sda.lake import server
+
+    monkeypatch.setattr(server, "read_pid", lambda settings: os.getpgid(0))
+    before, cpu0 = stage_costs.server_cpu_s(None), time.process_time()
+    while time.process_time() - cpu0 < 0.3:
+        sum(i * i for i in range(10_000))
+    burned = time.process_time() - cpu0
+    assert stage_costs.server_cpu_s(None) - before >= burned - 0.02  # clock ticks are 10 ms
+    monkeypatch.setattr(server, "read_pid", lambda settings: None)
+    assert stage_costs.server_cpu_s(None) == 0.0
