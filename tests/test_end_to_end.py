@@ -205,6 +205,9 @@ def test_the_dag_run_is_one_trace_of_its_stage_spans_and_its_metrics_are_exposed
     ran = {dict(k)["stage"] for k, v in parse(text)["sda_stage_runs_total"]["samples"].items()
            if dict(k)["outcome"] == "ok" and v >= 1}
     assert set(STAGES) <= ran, text[:2000]
+    families = parse(text)
+    assert {dict(k)["level"] for k in families["sda_open_alerts"]["samples"]} == {"red", "yellow", "none"}
+    assert families["sda_propagation_errors_total"]["samples"]  # the screening counted its refusals (perhaps 0)
 
 
 def test_the_stack_listens_on_loopback_only(pipeline_run, airflow):

@@ -116,7 +116,8 @@ def test_lifecycle_across_runs(spark, settings, events):
     m1 = publish(spark, settings, events, SCREEN_START, "run-1", screen_end=SCREEN_END)
     rules = {k: m1.pop(k) for k in list(m1) if k.startswith("rule_")}
     assert m1 == {"events": 2, "alerts_new": 1, "alerts_updated": 0, "alerts_closed": 0, "alerts_unchanged": 0,
-                  "alerts_recovered": 0, "emitted_files": 2, "red": 1, "yellow": 0, "pc_invalid": 0}
+                  "alerts_recovered": 0, "emitted_files": 2, "red": 1, "yellow": 0, "pc_invalid": 0,
+                  "open_alerts_red": 1, "open_alerts_yellow": 0, "open_alerts_none": 0}
     # the red event's Pc rule, and the predicted-miss rule for each event under the 1 km alert distance
     assert rules["rule_pc"] == 1 and rules["rule_miss_distance"] == int((events["miss_km"] < 1.0).sum())
     conj = {r["event_id"]: r for r in table(spark, settings, "conjunctions")}
@@ -154,6 +155,7 @@ def test_lifecycle_across_runs(spark, settings, events):
     mtimes = {p.name: p.stat().st_mtime_ns for p in settings.outbox.iterdir()}
     m2 = publish(spark, settings, events, SCREEN_START, "run-2", screen_end=SCREEN_END)
     assert (m2["emitted_files"], m2["alerts_new"], m2["alerts_updated"], m2["alerts_unchanged"]) == (0, 0, 0, 1)
+    assert m2["open_alerts_red"] == 1  # unchanged, still open
     assert {n: table(spark, settings, n) for n in ("alerts", "alert_events")} == before
     assert {p.name: p.stat().st_mtime_ns for p in settings.outbox.iterdir()} == mtimes
 
@@ -172,6 +174,7 @@ def test_lifecycle_across_runs(spark, settings, events):
     empty = events.iloc[0:0]
     m4 = publish(spark, settings, empty, start4, "run-4")
     assert (m4["events"], m4["alerts_closed"], m4["emitted_files"]) == (0, 1, 2)
+    assert (m4["open_alerts_red"], m4["open_alerts_yellow"], m4["open_alerts_none"]) == (0, 0, 0)  # closed, still red
     m4b = publish(spark, settings, empty, start4, "run-4")  # a retry of the finished run
     assert (m4b["alerts_closed"], m4b["emitted_files"]) == (0, 0)
     [a3] = table(spark, settings, "alerts")

@@ -183,7 +183,24 @@ def publish(spark: "SparkSession", settings: "Settings", events: pd.DataFrame, s
         "yellow": levels.count("yellow"),
         "pc_invalid": int((~assessed["pc_valid"].astype(bool)).sum()) if len(assessed) else 0,
         **rule_counts(assessed),
+        **open_by_level(current, plan.adopted + plan.changes),
     }
+
+
+def open_by_level(current: Iterable[Mapping], history: Iterable[Mapping]) -> dict[str, int]:
+    """The alerts open after a run, by level (``open_alerts_<red|yellow|none>``): each alert's newest version
+    among ``current`` (the table's rows read before the run, every open one among them) and the run's
+    ``history`` (its emitted versions), counted unless closed."""
+    newest: dict[str, Mapping] = {}
+    for row in (*current, *history):
+        known = newest.get(row["alert_id"])
+        if known is None or int(row["version"]) >= int(known["version"]):
+            newest[row["alert_id"]] = row
+    out = dict.fromkeys(("open_alerts_red", "open_alerts_yellow", "open_alerts_none"), 0)
+    for row in newest.values():
+        if row["status"] != "closed":
+            out[f"open_alerts_{row['level']}"] = out.get(f"open_alerts_{row['level']}", 0) + 1
+    return out
 
 
 def rule_counts(assessed: pd.DataFrame) -> dict[str, int]:

@@ -20,6 +20,10 @@ Per stage (label ``stage``):
   last run started (Delta versions, and the age of the oldest unconsumed commit);
 * ``sda_stage_watermark_timestamp_seconds`` -- the stage's event-time watermark after its last run, where it
   keeps one;
+* ``sda_open_alerts{level}`` -- the conjunction alerts open after the stage's last run that screened, by level
+  (red, yellow, none);
+* ``sda_propagation_errors_total`` -- objects the stage's ok runs could not propagate (SGP4 refused them; listed in
+  ``ops.propagation_errors``);
 * ``sda_sensor_newest_event_timestamp_seconds{sensor,kind}`` -- per sensor, the newest event time landed so
   far (normalize's arrivals, ``ops.watermarks``): the arrival watermark every event-time window is judged by.
 """
@@ -53,6 +57,8 @@ FAMILIES = {
     "sda_consumer_lag_versions": ("gauge", "Delta versions of its inputs the stage's last run started behind."),
     "sda_consumer_lag_seconds": ("gauge", "Age of the oldest input commit the stage's last run had not consumed."),
     "sda_stage_watermark_timestamp_seconds": ("gauge", "The stage's event-time watermark (unix seconds)."),
+    "sda_open_alerts": ("gauge", "Conjunction alerts open after the stage's last run that screened, by level."),
+    "sda_propagation_errors_total": ("counter", "Objects the stage's ok runs could not propagate."),
     "sda_sensor_newest_event_timestamp_seconds": ("gauge", "The newest event time landed of each sensor (unix "
                                                   "seconds): its arrival watermark; normalize's."),
 }
@@ -119,6 +125,11 @@ def updated_state(state: dict[str, Any], metrics: dict[str, Any], ok: bool, now:
             state[key] = float(metrics[key])
     if metrics.get("watermark") is not None:
         state["watermark"] = _unix(metrics["watermark"])
+    if metrics.get("sgp4_errors") is not None:
+        state["propagation_errors"] = state.get("propagation_errors", 0) + int(metrics["sgp4_errors"])
+    levels = {k.removeprefix("open_alerts_"): int(v) for k, v in metrics.items() if k.startswith("open_alerts_")}
+    if levels:
+        state["open_alerts"] = levels
     sensors = dict(state.get("sensors", {}))
     for sensor, seen in (metrics.get("sensor_newest") or {}).items():  # a watermark never moves back
         if sensor not in sensors or seen["newest_unix_s"] > sensors[sensor]["newest_unix_s"]:
@@ -137,6 +148,10 @@ def samples(stage: str, state: dict[str, Any]) -> list[tuple[str, dict[str, str]
               "sda_stage_quarantine_ratio": "quarantine_ratio", "sda_consumer_lag_versions": "lag_versions",
               "sda_consumer_lag_seconds": "lag_seconds", "sda_stage_watermark_timestamp_seconds": "watermark"}
     out += [(name, {"stage": stage}, state[key]) for name, key in gauges.items() if state.get(key) is not None]
+    out += [("sda_open_alerts", {"stage": stage, "level": level}, n)
+            for level, n in sorted(state.get("open_alerts", {}).items())]
+    if "propagation_errors" in state:
+        out.append(("sda_propagation_errors_total", {"stage": stage}, state["propagation_errors"]))
     out += [("sda_sensor_newest_event_timestamp_seconds", {"sensor": sensor, "kind": seen["kind"]},
              seen["newest_unix_s"]) for sensor, seen in sorted(state.get("sensors", {}).items())]
     return out

@@ -141,3 +141,20 @@ def test_a_sensors_watermark_is_the_newest_event_time_seen_and_never_moves_back(
     assert got["sda_sensor_newest_event_timestamp_seconds"]["samples"] == {
         frozenset({("sensor", "EGLIN"), ("kind", "radar")}): 1000.0,
         frozenset({("sensor", "ISL-01"), ("kind", "isl")}): 900.5}
+
+
+def test_open_alerts_are_the_last_screening_runs_and_propagation_errors_add_up():
+    run1 = {"sgp4_errors": 2, "open_alerts_red": 1, "open_alerts_yellow": 3, "open_alerts_none": 0}
+    run2 = {"sgp4_errors": 1, "open_alerts_red": 0, "open_alerts_yellow": 2, "open_alerts_none": 1}
+    state = exposition.updated_state({}, run1, True, 1.0)
+    state = exposition.updated_state(state, run2, True, 2.0)
+    state = exposition.updated_state(state, {"sgp4_errors": 5}, False, 3.0)  # a failed run's figures are not counted
+    got = parse(exposition.render(exposition.samples("conjunction", state)))
+    stage = ("stage", "conjunction")
+    assert got["sda_open_alerts"]["type"] == "gauge"
+    assert got["sda_open_alerts"]["samples"] == {frozenset({stage, ("level", "red")}): 0.0,
+                                                 frozenset({stage, ("level", "yellow")}): 2.0,
+                                                 frozenset({stage, ("level", "none")}): 1.0}
+    assert got["sda_propagation_errors_total"] == {"type": "counter", "samples": {frozenset({stage}): 3.0}}
+    assert "sda_open_alerts" not in parse(exposition.render(exposition.samples(
+        "dedup", exposition.updated_state({}, {"records_in": 1}, True, 1.0))))  # a stage that does not screen
