@@ -114,7 +114,7 @@ def server_conf(settings: Settings) -> dict[str, str]:
         # one daemon per environment; keep them between tasks.
         "spark.python.worker.reuse": "true",
         # The server is CPU-bound on small batches (JIT, GC, task (de)serialisation); the throughput
-        # collector cost 8 % less server CPU than G1 on bench/stage_costs.py (docs/performance.md).
+        # collector cost about 10 % less server CPU than G1 on bench/stage_costs.py (docs/performance.md).
         "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
         "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     })
