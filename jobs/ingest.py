@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 from sda.config.settings import Settings
 from sda.lake import schemas
 from sda.lake.tables import BRONZE_BY_LANDING_KIND, TABLES
-from sda.pipeline import faults, runtime, sinks, space_weather
+from sda.pipeline import faults, logcontext, runtime, sinks, space_weather
 from sda.pipeline.arguments import stage_parser, with_defaults
 from sda.pipeline.landing import discover, discover_stat, inside, is_candidate, refusal  # noqa: F401 (ingest's API)
 from sda.transforms import cssi, wire
@@ -257,6 +257,7 @@ def execute_batch(spark: SparkSession, settings: Settings, plan: list[dict[str, 
     """Append and quarantine the planned ``files`` (steps 2-4); safe to repeat for the same plan.
     ``rows``: the batch's (bronze rows per kind, quarantine rows) when the caller built them already."""
     batch_id, run_id = plan[0]["batch_id"], plan[0]["run_id"]
+    logcontext.set_batch(f"landing#{batch_id}")
     # The ledger hands back a naive local-time value; as aware UTC it round-trips exactly and its
     # date is the UTC date, whatever the driver's time zone.
     ingest_time = plan[0]["ingest_time"].astimezone(dt.timezone.utc)
@@ -326,6 +327,7 @@ def run(spark: SparkSession, settings: Settings, args: argparse.Namespace) -> di
         # the landing zone (new files wait for the next scheduled run)
         return {"files_seen": 0, "files_new": 0, "skipped": "replay: bronze is the log"}
     metrics: dict[str, Any] = {"files_seen": 0, "files_new": 0, "files_already_ingested": 0, "duplicates": 0}
+    logcontext.set_batch("landing")  # the landing zone, until a batch of its files is planned
     replay, replayed_batches = replay_planned(spark, settings, planned_rows(spark, settings))
     metrics.update(replay)
 

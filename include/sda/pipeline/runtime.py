@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from sda.config.settings import Settings, SettingsError, load_settings
 from sda.lake.tables import ensure_tables
-from sda.pipeline import exposition, faults, tracing
+from sda.pipeline import exposition, faults, logcontext, tracing
 from sda.pipeline.arguments import StageArgumentError, validate_args
 from sda.pipeline.changefeed import commit_progress, consumed_versions
 from sda.pipeline.run_metrics import ConservationError, record_run_metrics, summary_line, upstream_lag
@@ -69,10 +69,10 @@ def run_stage(
 
     Bad arguments exit with status 2 and a message (argparse's convention); bad settings likewise.
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # our INFO lines in the task log, not hundreds of Great Expectations' registration notices
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     try:
+        logcontext.configure()
         args = validate_args(parser.parse_args(argv))
         settings = settings or load_settings()
         if check is not None:
@@ -112,6 +112,14 @@ def _run_body(stage: str, spark: "SparkSession", settings: Settings, args: argpa
         args.consumed = dict(before)  # where the change feeds start (changefeed.changes_for): read once
         args.latest = {}  # where they end, as the lag read them (each taken once: changefeed.changes_for)
     lag = upstream_lag(spark, stage, settings, before, getattr(args, "latest", None)) if before else {}
+    batch = (f"replay {args.start.isoformat()}..{args.end.isoformat()}" if args.replay
+             else logcontext.feed_batch(before, getattr(args, "latest", None)))
+    with logcontext.bound(args.run_id, stage, batch):
+        return _logged_run(stage, spark, settings, args, body, started, before, lag)
+
+
+def _logged_run(stage: str, spark: "SparkSession", settings: Settings, args: argparse.Namespace, body: StageBody,
+                started: float, before: dict[str, int], lag: dict[str, Any]) -> dict[str, Any]:
     progress(stage, "started: interval %s .. %s%s, run %s", args.start.isoformat(), args.end.isoformat(),
              " (replay)" if args.replay else "", args.run_id)
     start_ns = time.time_ns() - int((time.monotonic() - started) * 1e9)  # when run_stage began

@@ -2,7 +2,7 @@
 import pytest
 
 from sda.lake.tables import TABLES
-from sda.pipeline import arguments, changefeed, run_metrics, runtime, sinks
+from sda.pipeline import arguments, changefeed, logcontext, run_metrics, runtime, sinks
 
 
 def test_conservation_equation():
@@ -74,9 +74,20 @@ def test_run_metrics_record_watermark_and_upstream_lag(spark, settings):
                           spark=spark)
     time.sleep(1.0)
     started = time.time()
-    runtime.run_stage("demo", argv + ["now"], body, arguments.stage_parser("demo", "d"), settings=settings, spark=spark)
-    runtime.run_stage("demo", argv + ["again", "--replay"], body, arguments.stage_parser("demo", "d"),
+    consumed = changefeed.consumed_versions(spark, settings, "demo")["run_metrics"]
+    seen = []  # the log context inside each run (sda.pipeline.logcontext): what its log lines carry
+
+    def logged(spark_, settings_, args):
+        seen.append(logcontext.current())
+        return body(spark_, settings_, args)
+    runtime.run_stage("demo", argv + ["now"], logged, arguments.stage_parser("demo", "d"), settings=settings,
+                      spark=spark)
+    runtime.run_stage("demo", argv + ["again", "--replay"], logged, arguments.stage_parser("demo", "d"),
                       settings=settings, spark=spark)
+    assert seen == [
+        {"run_id": "now", "stage": "demo", "batch": f"run_metrics@{consumed + 1}..{consumed + 2}"},  # the 2 behind
+        {"run_id": "again", "stage": "demo", "batch": "replay 2026-11-21T05:00:00+00:00..2026-11-21T05:15:00+00:00"}]
+    assert logcontext.current() == {}
     rows = {r["run_id"]: r for r in TABLES["run_metrics"].read(spark, settings).where("stage = 'demo'").collect()}
     now = rows["now"]
     assert now["lag_versions"] == 2
