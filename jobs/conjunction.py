@@ -71,8 +71,8 @@ from sda.lake import schemas
 from sda.lake.orbits import active_catalog, newest_element_sets, usable_fused, with_fused_lines
 from sda.lake.spark import observed, task_slots
 from sda.orbit import screening
+from sda.pipeline import latency, runtime, sinks
 from sda.pipeline import replay as replay_plan
-from sda.pipeline import runtime, sinks
 from sda.pipeline.arguments import StageArgumentError, parse_instant, stage_parser, with_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -261,7 +261,11 @@ def run(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -
                      "%d withdrawn (%d waiting)", *(messages[k] for k in (
                          "manoeuvre_messages", "manoeuvre_files", "manoeuvre_messages_pending",
                          "manoeuvre_withdrawals", "manoeuvre_withdrawals_pending")))
-    return {**screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True), **messages}
+    figures = {**screen_once(spark, settings, args, args.screen_start or args.end, lifecycle=True), **messages}
+    # the alerts and CDMs are out: how long this run's landed files took to get here
+    done = dt.datetime.now(dt.timezone.utc)
+    figures["landing_to_alert"] = latency.landing_to_alert(spark, settings, args.run_id, done)
+    return figures
 
 
 def replay(spark: "SparkSession", settings: "Settings", args: argparse.Namespace) -> dict[str, Any]:

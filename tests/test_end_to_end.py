@@ -208,6 +208,33 @@ def test_the_dag_run_is_one_trace_of_its_stage_spans_and_its_metrics_are_exposed
     families = parse(text)
     assert {dict(k)["level"] for k in families["sda_open_alerts"]["samples"]} == {"red", "yellow", "none"}
     assert families["sda_propagation_errors_total"]["samples"]  # the screening counted its refusals (perhaps 0)
+    # every file the run ingested, from its landing to the run's alerts out (sda.pipeline.latency)
+    landed = next(int(a["value"]["intValue"]) for a in ingest["attributes"] if a["key"] == "sda.landed_files")
+    latency = {dict(k)["__name__"].removeprefix("sda_landing_to_alert_seconds_") + dict(k).get("le", ""): v
+               for k, v in families["sda_landing_to_alert_seconds"]["samples"].items()}
+    assert latency["count"] == latency["bucket+Inf"] == landed, latency
+    assert 0 < latency["sum"] / landed < 3600
+
+
+def _stage_log_lines(airflow, stage: str) -> list[dict]:
+    """The ``sda`` logger's JSON lines in the task log of ``stage`` in the run (its last attempt)."""
+    runs = [p for p in (airflow.home / "logs").rglob("run_id=*") if p.name == f"run_id={RUN_ID}"]
+    assert runs, f"no task logs of {RUN_ID} under {airflow.home / 'logs'}"
+    [log] = sorted(runs[0].glob(f"task_id={stage}/attempt=*.log"))[-1:]
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [line for line in lines if line.get("logger") == "sda"]
+
+
+def test_task_logs_are_json_lines_carrying_the_run_id_stage_and_batch(pipeline_run, airflow):
+    """Airflow 3 writes task logs as JSON lines; the stage's lines carry the run id, the stage and the batch as
+    fields of their own (sda.pipeline.logcontext): ingest's its landing batch, correlate's its change-feed range
+    (after the first line, which starts the run)."""
+    for stage, batch in (("ingest", r"landing(#\d+)?"), ("correlate", r"from-start|\S+@\S+")):
+        mine = _stage_log_lines(airflow, stage)
+        assert mine and all(line["run_id"] == RUN_ID and line["stage"] == stage for line in mine), mine[:3]
+        assert any(line["event"].startswith(f"{stage}: ") for line in mine)  # its progress lines among them
+        assert all(re.fullmatch(batch, line["batch"]) for line in mine[1:]), [line["batch"] for line in mine]
+    assert any(line["batch"].startswith("landing#") for line in _stage_log_lines(airflow, "ingest"))
 
 
 def test_the_stack_listens_on_loopback_only(pipeline_run, airflow):

@@ -23,6 +23,26 @@ def test_reference_run_is_non_trivial(reference):
     assert snap["quarantine"] and snap["passes"] and snap["object_state"] and snap["alerts"]
 
 
+def test_the_screening_timed_each_file_of_its_run_from_landing_to_alert(spark, reference):
+    """The conjunction stage's landing-to-alert histogram (sda.pipeline.latency) holds every file the run ingested,
+    each between the file's landing (its ledger mtime) and when the screening's figures were recorded."""
+    import json
+
+    from sda.lake.tables import TABLES
+
+    settings, _ = reference
+    ledger = TABLES["ingested_files"].read(spark, settings).where("run_id = 'run-1' AND status = 'done'").collect()
+    [row] = TABLES["run_metrics"].read(spark, settings).where("stage = 'conjunction' AND run_id = 'run-1'").collect()
+    got = json.loads(row["metrics_json"])["landing_to_alert"]
+    assert got["count"] == len(ledger) > 0
+    finished = row["finished"].replace(tzinfo=dt.timezone.utc).timestamp()
+    ages = [finished - r["file_mtime_us"] / 1e6 for r in ledger]
+    assert got["max"] <= max(ages) + 1e-3  # recorded after the histogram was taken
+    assert got["max"] >= max(ages) - row["seconds"]  # and taken during the screening run
+    counts = [got["buckets"][b] for b in sorted(got["buckets"], key=float)]
+    assert counts == sorted(counts) and counts[-1] <= got["count"]
+
+
 def test_different_file_order_and_run_split_give_identical_tables(spark, staging, reference, tmp_path):
     root, files = staging
     settings = lakehouse(tmp_path, "shuffled", root / "catalog.tle")

@@ -25,7 +25,9 @@ Per stage (label ``stage``):
 * ``sda_propagation_errors_total`` -- objects the stage's ok runs could not propagate (SGP4 refused them; listed in
   ``ops.propagation_errors``);
 * ``sda_sensor_newest_event_timestamp_seconds{sensor,kind}`` -- per sensor, the newest event time landed so
-  far (normalize's arrivals, ``ops.watermarks``): the arrival watermark every event-time window is judged by.
+  far (normalize's arrivals, ``ops.watermarks``): the arrival watermark every event-time window is judged by;
+* ``sda_landing_to_alert_seconds`` -- a histogram: per landed file, the seconds from its landing to the end of
+  its DAG run's screening (:mod:`sda.pipeline.latency`), summed over the ok runs.
 """
 
 from __future__ import annotations
@@ -61,7 +63,19 @@ FAMILIES = {
     "sda_propagation_errors_total": ("counter", "Objects the stage's ok runs could not propagate."),
     "sda_sensor_newest_event_timestamp_seconds": ("gauge", "The newest event time landed of each sensor (unix "
                                                   "seconds): its arrival watermark; normalize's."),
+    "sda_landing_to_alert_seconds": ("histogram", "Per landed file, seconds from its landing to the end of its "
+                                     "run's screening (alerts and CDMs out)."),
 }
+_HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def family_of(sample_name: str) -> str:
+    """The family a sample belongs to: a histogram's ``_bucket``, ``_sum`` and ``_count`` samples are its own."""
+    for suffix in _HISTOGRAM_SUFFIXES:
+        base = sample_name.removesuffix(suffix)
+        if base != sample_name and FAMILIES.get(base, ("",))[0] == "histogram":
+            return base
+    return sample_name
 
 
 def metrics_root(settings: Settings) -> Path:
@@ -86,13 +100,13 @@ def render(samples: list[tuple[str, dict[str, str], float]]) -> str:
     :data:`FAMILIES`' order; a family without samples is left out."""
     lines: list[str] = []
     for name, (kind, help_text) in FAMILIES.items():
-        mine = [s for s in samples if s[0] == name]
+        mine = [s for s in samples if family_of(s[0]) == name]
         if not mine:
             continue
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        for _, labels, value in mine:
+        for sample, labels, value in mine:
             body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
-            lines.append(f"{name}{{{body}}} {number(value)}")
+            lines.append(f"{sample}{{{body}}} {number(value)}")
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -136,7 +150,23 @@ def updated_state(state: dict[str, Any], metrics: dict[str, Any], ok: bool, now:
             sensors[sensor] = {"kind": seen["kind"], "newest_unix_s": float(seen["newest_unix_s"])}
     if sensors:
         state["sensors"] = sensors
+    if (metrics.get("landing_to_alert") or {}).get("count"):
+        state["landing_to_alert"] = added_histograms(state.get("landing_to_alert"), metrics["landing_to_alert"])
     return state
+
+
+def added_histograms(carried: dict[str, Any] | None, run: dict[str, Any]) -> dict[str, Any]:
+    """A carried cumulative histogram plus one run's (bucket counts, count and sum add up)."""
+    carried = carried or {"buckets": {}, "count": 0, "sum": 0.0}
+    buckets = {b: carried["buckets"].get(b, 0) + n for b, n in run["buckets"].items()}
+    return {"buckets": buckets, "count": carried["count"] + run["count"], "sum": carried["sum"] + run["sum"]}
+
+
+def _histogram_samples(name: str, labels: dict[str, str], histogram: dict[str, Any]) -> list:
+    by_bound = sorted(histogram["buckets"].items(), key=lambda kv: float(kv[0]))
+    out = [(f"{name}_bucket", {**labels, "le": number(float(b))}, n) for b, n in by_bound]
+    out.append((f"{name}_bucket", {**labels, "le": "+Inf"}, histogram["count"]))
+    return out + [(f"{name}_sum", labels, histogram["sum"]), (f"{name}_count", labels, histogram["count"])]
 
 
 def samples(stage: str, state: dict[str, Any]) -> list[tuple[str, dict[str, str], float]]:
@@ -154,6 +184,8 @@ def samples(stage: str, state: dict[str, Any]) -> list[tuple[str, dict[str, str]
         out.append(("sda_propagation_errors_total", {"stage": stage}, state["propagation_errors"]))
     out += [("sda_sensor_newest_event_timestamp_seconds", {"sensor": sensor, "kind": seen["kind"]},
              seen["newest_unix_s"]) for sensor, seen in sorted(state.get("sensors", {}).items())]
+    if state.get("landing_to_alert"):
+        out += _histogram_samples("sda_landing_to_alert_seconds", {"stage": stage}, state["landing_to_alert"])
     return out
 
 
@@ -198,6 +230,6 @@ def exposition(root: Path) -> str:
                 if len(heads[name]) < 2:
                     heads[name].append(line)
             elif line:
-                groups.setdefault(line.split("{")[0].split(" ")[0], []).append(line)
+                groups.setdefault(family_of(line.split("{")[0].split(" ")[0]), []).append(line)
     lines = [line for name in FAMILIES if name in groups for line in (*heads.get(name, []), *groups[name])]
     return "\n".join(lines) + "\n" if lines else ""

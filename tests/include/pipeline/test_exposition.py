@@ -30,8 +30,13 @@ def parse(text: str) -> dict[str, dict]:
             continue
         m = SAMPLE.match(line)
         assert m, f"not a sample line: {line!r}"
-        assert m.group(1) == current, f"{m.group(1)} outside its group"
+        name = m.group(1)
+        kind = families[current]["type"] if current is not None else None
+        parts = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}.get(kind, ())
+        assert name == current or name in {current + s for s in parts}, f"{name} outside its group"
         labels = frozenset(LABEL.findall(m.group(3) or ""))
+        if name != current:  # a histogram's or summary's series: its sample name is part of the key
+            labels |= {("__name__", name)}
         families[current]["samples"][labels] = float(m.group(4))
     return families
 
@@ -158,3 +163,38 @@ def test_open_alerts_are_the_last_screening_runs_and_propagation_errors_add_up()
     assert got["sda_propagation_errors_total"] == {"type": "counter", "samples": {frozenset({stage}): 3.0}}
     assert "sda_open_alerts" not in parse(exposition.render(exposition.samples(
         "dedup", exposition.updated_state({}, {"records_in": 1}, True, 1.0))))  # a stage that does not screen
+
+
+def test_landing_to_alert_is_a_histogram_summed_over_the_ok_runs():
+    """Two screening runs' histograms (sda.pipeline.latency) add up bucket by bucket, cumulative, with +Inf the
+    count; a failed run's is not counted, and a run that measured nothing leaves the carried one."""
+    bounds = ("5.0", "10.0", "15.0", "30.0", "45.0", "60.0", "90.0", "120.0", "300.0", "600.0", "900.0", "1800.0",
+              "3600.0")
+    # run 1: files 12 s, 50 s and 70 s from landing; run 2: one file, 3 s; run 3 (failed): 4000 s
+    run1 = {"count": 3, "sum": 132.0, "max": 70.0,
+            "buckets": dict(zip(bounds, [0, 0, 1, 1, 1, 2, 3, 3, 3, 3, 3, 3, 3]))}
+    run2 = {"count": 1, "sum": 3.0, "max": 3.0, "buckets": dict(zip(bounds, [1] * 13))}
+    state = exposition.updated_state({}, {"landing_to_alert": run1}, True, 1.0)
+    state = exposition.updated_state(state, {"landing_to_alert": run2}, True, 2.0)
+    state = exposition.updated_state(state, {"landing_to_alert": {**run2, "sum": 4000.0}}, False, 3.0)
+    state = exposition.updated_state(state, {"landing_to_alert": {"count": 0, "sum": 0, "buckets": {}}}, True, 4.0)
+    text = exposition.render(exposition.samples("conjunction", state))
+    assert """\
+# TYPE sda_landing_to_alert_seconds histogram
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="5"} 1
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="10"} 1
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="15"} 2
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="30"} 2
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="45"} 2
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="60"} 3
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="90"} 4
+""" in text, text
+    assert text.endswith("""\
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="3600"} 4
+sda_landing_to_alert_seconds_bucket{stage="conjunction",le="+Inf"} 4
+sda_landing_to_alert_seconds_sum{stage="conjunction"} 135
+sda_landing_to_alert_seconds_count{stage="conjunction"} 4
+"""), text
+    got = parse(text)["sda_landing_to_alert_seconds"]
+    assert got["type"] == "histogram"
+    assert len(got["samples"]) == len(bounds) + 3  # the buckets, +Inf, sum and count, in one group
