@@ -1,7 +1,8 @@
 # The sda-fusion image: Python 3.11, Java 17, requirements.lock, Delta's jars and the project, run as a
 # non-root user. Every Airflow and Spark service of docker-compose.yaml is built from it (`build:`);
 # the `postgres` stage is a PostgreSQL server from Debian's packages for where Docker Hub's
-# `postgres` image cannot be pulled.
+# `postgres` image cannot be pulled; the `prometheus` stage is Debian's Prometheus with the deployment's
+# configuration and alerting rules; the `tls-proxy` stage is Debian's nginx terminating TLS for Spark Connect.
 #
 #   docker build -t sda-fusion .                                      on python:3.11-slim-bookworm
 #   docker build --build-arg BASE_IMAGE=sda-fusion-base:bookworm .    on a base made from Debian's
@@ -11,7 +12,10 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 # --- PostgreSQL (Debian's), with the official image's variables: POSTGRES_USER/PASSWORD/DB --------
 FROM ${BASE_IMAGE} AS postgres
 ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
+# postgres as uid 999, as in the official image: the deployment's certs-init gives it its TLS key (postgres.key)
+RUN groupadd --system --gid 999 postgres \
+    && useradd --system --uid 999 --gid 999 --home-dir /var/lib/postgresql --shell /bin/bash postgres \
+    && apt-get update \
     && apt-get install -y --no-install-recommends postgresql-15 \
     && rm -rf /var/lib/apt/lists/* \
     && mkdir -p /var/lib/postgresql/data /run/postgresql \
@@ -20,6 +24,27 @@ COPY docker/postgres-entrypoint.sh /usr/local/bin/postgres-entrypoint.sh
 ENV PATH=/usr/lib/postgresql/15/bin:$PATH PGDATA=/var/lib/postgresql/data
 USER postgres
 ENTRYPOINT ["/usr/local/bin/postgres-entrypoint.sh"]
+
+# --- Prometheus (Debian's), scraping the pipeline, Airflow and Spark: docker/prometheus/ ---------
+FROM ${BASE_IMAGE} AS prometheus
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends prometheus curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /prometheus \
+    && chown prometheus:prometheus /prometheus
+COPY docker/prometheus/ /etc/sda-prometheus/
+USER prometheus
+ENTRYPOINT ["/etc/sda-prometheus/entrypoint.sh"]
+
+# --- the TLS proxy in front of Spark Connect (Debian's nginx and its stream module): docker/tls-proxy/ --
+FROM ${BASE_IMAGE} AS tls-proxy
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends nginx libnginx-mod-stream \
+    && rm -rf /var/lib/apt/lists/*
+COPY docker/tls-proxy/ /etc/sda-tls-proxy/
+ENTRYPOINT ["/etc/sda-tls-proxy/entrypoint.sh"]
 
 # --- the project -----------------------------------------------------------------------------
 # (Few instructions after the large layers: on a `vfs` storage driver every step copies the whole tree.)

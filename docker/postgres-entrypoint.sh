@@ -22,5 +22,7 @@ if [[ ! -s "$PGDATA/PG_VERSION" ]]; then
     pg_ctl --pgdata="$PGDATA" --mode=fast --wait stop >/dev/null
     echo "postgres-entrypoint: created the cluster, role $POSTGRES_USER and database $POSTGRES_DB"
 fi
+# the compose file's command (the official image's convention: `postgres -c key=value ...`) adds its settings
+if [[ "${1:-}" == postgres ]]; then shift; fi
 exec postgres -D "$PGDATA" -c "listen_addresses=$POSTGRES_LISTEN" -c "port=$POSTGRES_PORT" \
-    -c unix_socket_directories=/run/postgresql
+    -c unix_socket_directories=/run/postgresql "$@"

@@ -17,6 +17,8 @@ import yaml
 COMPOSE = Path(__file__).resolve().parents[1] / "docker-compose.yaml"
 AIRFLOW = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
 SPARK = ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect")
+MONITORING = ("metrics-bridge", "prometheus")
+SECURITY = ("certs-init", "spark-connect-tls")
 LAKEHOUSE = "/opt/sda/var/lakehouse"
 
 
@@ -31,11 +33,33 @@ def env(service: dict) -> dict[str, str]:
 
 
 def test_services_of_the_official_file_plus_a_spark_cluster(compose):
-    assert set(compose["services"]) == {"postgres", *AIRFLOW, "airflow-init", *SPARK}
-    assert set(compose["volumes"]) >= {"postgres-db-volume", "lakehouse"}
+    assert set(compose["services"]) == {"postgres", *AIRFLOW, "airflow-init", *SPARK, *MONITORING, *SECURITY}
+    assert set(compose["volumes"]) >= {"postgres-db-volume", "lakehouse", "prometheus-data", "certs"}
 
 
-@pytest.mark.parametrize("name", ["postgres", *AIRFLOW, *SPARK])
+def test_prometheus_scrapes_internal_targets_only_and_airflow_pushes_its_metrics_to_the_bridge(compose):
+    """The metrics bridge is exposed on the compose network, never published; every Airflow component pushes its
+    OTLP metrics to it under a name of its own; Prometheus's configuration names the bridge and Spark's endpoints
+    and loads the rules file the image carries."""
+    services = compose["services"]
+    assert services["metrics-bridge"]["expose"] == ["9464"] and "ports" not in services["metrics-bridge"]
+    assert env(services["spark-connect"])["SDA_SPARK_UI"] == "true"  # its UI serves Spark's Prometheus endpoints
+    for name in AIRFLOW:
+        e = env(services[name])
+        assert e["AIRFLOW__METRICS__OTEL_ON"] == "True"
+        assert e["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] == "http://metrics-bridge:9464/v1/metrics"
+        assert e["OTEL_RESOURCE_ATTRIBUTES"] == f"service.instance.id={name.removeprefix('airflow-')}"
+    root = COMPOSE.parent / "docker" / "prometheus"
+    config = yaml.safe_load((root / "prometheus.yml.in").read_text().replace("@INTERVAL@", "15s"))
+    assert config["rule_files"] == ["/etc/sda-prometheus/sda-rules.yml"]
+    assert {j["job_name"]: j["static_configs"][0]["targets"] for j in config["scrape_configs"]} == {
+        "sda-fusion": ["@BRIDGE@"], "spark-master": ["@SPARK_MASTER@"], "spark-applications": ["@SPARK_MASTER@"],
+        "spark-driver": ["@SPARK_DRIVER@"], "spark-executors": ["@SPARK_DRIVER@"]}
+    rules = yaml.safe_load((root / "sda-rules.yml").read_text())["groups"][0]["rules"]
+    assert all(r["alert"] and r["expr"] and r["labels"]["severity"] in ("page", "warn") for r in rules)
+
+
+@pytest.mark.parametrize("name", ["postgres", *AIRFLOW, *SPARK, *MONITORING, "spark-connect-tls"])
 def test_long_running_services_have_healthchecks(compose, name):
     check = compose["services"][name]["healthcheck"]
     assert check["test"] and check["interval"] and check["retries"] >= 1
@@ -53,11 +77,15 @@ def test_one_shared_lakehouse_volume(compose, name):
 def test_airflow_on_postgres_with_spark_connect_from_the_environment(compose, name):
     e = env(compose["services"][name])
     assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:")
-    assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow")
+    # TLS to PostgreSQL, verified for its name against the deployment's CA
+    assert e["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith(
+        "@postgres/airflow?sslmode=verify-full&sslrootcert=/opt/sda/certs/ca.crt")
     assert e["AIRFLOW__CORE__EXECUTOR"] == "sda.orchestration.executor.PreloadingLocalExecutor"
     conn = json.loads(e["AIRFLOW_CONN_SPARK_CONNECT"])
     assert conn["conn_type"] == "spark_connect" and f"{conn['host']}:{conn['port']}" == "sc://spark-connect:15002"
     assert e["SDA_CONNECT_HOST"] == "spark-connect"
+    assert (e["SDA_CONNECT_TLS_CA"], e["SDA_CONNECT_TOKEN_FILE"]) == (
+        "/opt/sda/certs/ca.crt", "/opt/sda/certs/connect.token")
     assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077"
     assert e["AIRFLOW__CORE__AUTH_MANAGER"].endswith("SimpleAuthManager")  # a login for UI and API
 
@@ -92,10 +120,16 @@ def test_the_spark_connect_server_runs_on_the_master_and_is_not_published(compos
     service = compose["services"]["spark-connect"]
     assert service["command"] == ["python", "-m", "sda.lake.server", "run"]
     e = env(service)
-    assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077" and e["SDA_CONNECT_BIND"] == "0.0.0.0"
+    assert e["SDA_SPARK_MASTER"] == "spark://spark-master:7077"
+    # on its own loopback, plaintext with the token; its TLS proxy in its network namespace serves :15002
+    assert (e["SDA_CONNECT_BIND"], e["SDA_CONNECT_PORT"], e["SDA_CONNECT_TLS_CA"]) == ("127.0.0.1", "15003", "")
+    proxy = compose["services"]["spark-connect-tls"]
+    assert proxy["network_mode"] == "service:spark-connect"
+    assert env(proxy) == {"SDA_TLS_LISTEN": "15002", "SDA_TLS_UPSTREAM": "127.0.0.1:15003"}
     assert "ports" not in service and "15002" in [str(p) for p in service["expose"]]
     assert service["depends_on"]["spark-master"]["condition"] == "service_healthy"
     assert compose["services"]["airflow-scheduler"]["depends_on"]["spark-connect"]["condition"] == "service_healthy"
+    assert compose["services"]["airflow-scheduler"]["depends_on"]["spark-connect-tls"]["condition"] == "service_healthy"
     # healthy = warmed up with the tables created (sda server run's ready file), not just a port answering
     assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "sda.lake.server", "ready"]
 
@@ -141,4 +175,28 @@ def test_only_the_ui_ports_are_published_and_only_in_the_default_override():
     override = yaml.safe_load((COMPOSE.parent / "docker-compose.override.yaml").read_text())
     published = {name: s["ports"] for name, s in override["services"].items()}
     # on the host's loopback only (a bare "8080:8080" would publish on every interface)
-    assert published == {"airflow-apiserver": ["127.0.0.1:8080:8080"], "spark-master": ["127.0.0.1:8081:8081"]}
+    assert published == {"airflow-apiserver": ["127.0.0.1:8080:8080"], "spark-master": ["127.0.0.1:8081:8081"],
+                         "prometheus": ["127.0.0.1:9090:9090"]}
+
+
+def test_tls_material_is_made_at_first_start_and_every_tls_service_waits_for_it(compose):
+    """certs-init makes the CA, the server certificate (for each service name and 127.0.0.1) and the token; the
+    services that serve or verify TLS mount them read-only and start after it; PostgreSQL serves TLS and its
+    pg_hba.conf rejects plaintext; the API server serves HTTPS, and its clients verify it."""
+    services = compose["services"]
+    init = services["certs-init"]
+    assert init["command"][:4] == ["python", "-m", "sda.orchestration.certs", "--out"]
+    assert "spark-connect,postgres,airflow-apiserver,localhost" in init["command"][init["command"].index("--dns") + 1]
+    for name in ("postgres", "spark-connect", "spark-connect-tls", *AIRFLOW):
+        assert services[name]["depends_on"]["certs-init"]["condition"] == "service_completed_successfully", name
+        assert "certs:/opt/sda/certs:ro" in services[name]["volumes"], name
+    pg = services["postgres"]["command"]
+    assert {"ssl=on", "ssl_key_file=/opt/sda/certs/postgres.key", "hba_file=/etc/sda/pg_hba.conf"} <= set(pg)
+    hba = [line.split() for line in (COMPOSE.parent / "docker" / "postgres" / "pg_hba.conf").read_text().splitlines()
+           if line.strip() and not line.startswith("#")]
+    assert ["hostnossl", "all", "all", "all", "reject"] in hba and not [r for r in hba if r[0] == "host"]
+    for name in AIRFLOW:
+        e = env(services[name])
+        assert e["AIRFLOW__API__SSL_CERT"] == "/opt/sda/certs/server.crt"
+        assert e["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].startswith("https://")
+        assert e["AIRFLOW__API__SSL_CA_FILE"] == "/opt/sda/certs/ca.crt"

@@ -22,51 +22,44 @@ import signal
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from tests import injected_pair
+from tests.compose.stack import (
+    API,
+    BASE_IMAGE,
+    CONNECT_INTERNAL,
+    CONNECT_TLS,
+    DAG_ID,
+    IMAGE,
+    MASTER_UI,
+    PAIR,
+    POSTGRES_IMAGE,
+    POSTGRES_PORT,
+    PROJECT,
+    PROMETHEUS_IMAGE,
+    ROOT,
+    RULES,
+    SCRAPED,
+    TLS_PROXY_IMAGE,
+    WORK,
+    compose_command,
+    diagnose,
+    docker_answers,
+    docker_has,
+    exec_in,
+    grpc_code,
+    mark,
+    run,
+    scraped_state,
+    wait_for_engine,
+    wait_healthy,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.compose]
-
-ROOT = Path(__file__).resolve().parents[2]
-WORK = ROOT / "var" / "compose-test"
-PROJECT = "sdafusiontest"
-BASE_IMAGE = "sda-fusion-base:bookworm"
-IMAGE = "sda-fusion:test"
-POSTGRES_IMAGE = "sda-fusion-postgres:test"
-API = "http://127.0.0.1:28080"
-MASTER_UI = "http://127.0.0.1:28081"
-SERVICES = ("postgres", "spark-master", "spark-worker-1", "spark-worker-2", "spark-connect",
-            "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
-PAIR = {99901, 99902}
-DAG_ID = "sda_pipeline"
-
-
-def _mark(phase: str) -> None:
-    """Append a phase and its wall-clock time to var/compose-test/timeline.txt (where the time went)."""
-    WORK.mkdir(parents=True, exist_ok=True)
-    with (WORK / "timeline.txt").open("a") as f:
-        f.write(f"{dt.datetime.now(dt.timezone.utc):%H:%M:%S} {phase}\n")
-
-
-def _run(cmd: list[str], timeout: float = 600, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    # on the vfs storage driver a container's creation copies the whole image: Compose v1's 60 s
-    # default for one API call is too short when several are created at once
-    env = {**os.environ, "COMPOSE_HTTP_TIMEOUT": "900"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def _docker_answers() -> bool:
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +67,7 @@ def docker_engine():
     """A running Docker engine: the one already up, or one this test starts and stops by pid."""
     if shutil.which("docker") is None:
         pytest.skip("no docker command (Debian: apt-get install docker.io); the compose stack is not tested")
-    if _docker_answers():
+    if docker_answers():
         yield None
         return
     if shutil.which("dockerd") is None or os.geteuid() != 0:
@@ -86,7 +79,7 @@ def docker_engine():
     for driver in ("overlay2", "vfs"):
         proc = subprocess.Popen(["dockerd", f"--storage-driver={driver}", "--bridge=none", "--iptables=false",
                                  "--ip6tables=false"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        if _wait_for_engine(proc, driver):
+        if wait_for_engine(proc, driver):
             break
     else:
         tail = (WORK / "dockerd.log").read_text(errors="replace")[-1500:]
@@ -101,52 +94,20 @@ def docker_engine():
     log.close()
 
 
-def _wait_for_engine(proc: subprocess.Popen, driver: str) -> bool:
-    """True once the engine answers on storage driver `driver`; False (that engine stopped) if not."""
-    deadline = time.monotonic() + 60
-    while not _docker_answers():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    else:
-        info = subprocess.run(["docker", "info", "--format", "{{.Driver}}"], capture_output=True, text=True)
-        if info.stdout.strip() == driver:
-            return True
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    return False
-
-
-def compose_command() -> list[str]:
-    """`docker compose` (v2) where the plugin is installed, else Debian's `docker-compose` (v1.29)."""
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    pytest.skip("neither `docker compose` nor `docker-compose` is installed")
-
-
 @pytest.fixture(scope="module")
 def images(docker_engine):
     """The base from Debian's packages (docker/build-base.sh, cached under var/docker), then the
-    project image and the PostgreSQL stage on it, with the host's network for the build."""
-    if not _docker_has(BASE_IMAGE) and shutil.which("debootstrap") is None:
+    project image and the PostgreSQL and Prometheus stages on it, with the host's network for the build."""
+    if not docker_has(BASE_IMAGE) and shutil.which("debootstrap") is None:
         pytest.skip("debootstrap is not installed (apt-get install debootstrap): no base image can be made here")
-    _mark("base image")
-    _run(["bash", str(ROOT / "docker" / "build-base.sh"), BASE_IMAGE], timeout=1200)
-    for target, tag in (("sda", IMAGE), ("postgres", POSTGRES_IMAGE)):
-        _mark(f"build {tag}")
-        _run(["docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
+    mark("base image")
+    run(["bash", str(ROOT / "docker" / "build-base.sh"), BASE_IMAGE], timeout=1200)
+    for target, tag in (("sda", IMAGE), ("postgres", POSTGRES_IMAGE), ("prometheus", PROMETHEUS_IMAGE),
+                        ("tls-proxy", TLS_PROXY_IMAGE)):
+        mark(f"build {tag}")
+        run(["docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
               "--target", target, "-t", tag, str(ROOT)], timeout=2400)
-    return {"sda": IMAGE, "postgres": POSTGRES_IMAGE}
-
-
-def _docker_has(image: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
+    return {"sda": IMAGE, "postgres": POSTGRES_IMAGE, "prometheus": PROMETHEUS_IMAGE, "tls-proxy": TLS_PROXY_IMAGE}
 
 
 @pytest.fixture(scope="module")
@@ -162,78 +123,37 @@ def stack(images):
         f"AIRFLOW__CORE__FERNET_KEY={Fernet.generate_key().decode()}",
         f"SDA_IMAGE={images['sda']}",
         f"SDA_POSTGRES_IMAGE={images['postgres']}",
+        f"SDA_PROMETHEUS_IMAGE={images['prometheus']}",
+        f"SDA_TLS_PROXY_IMAGE={images['tls-proxy']}",
         f"AIRFLOW_UID={50000}",  # every pipeline setting the deployment's default, as for the simulated sky below
     ]) + "\n")
     base = [*compose_command(), "--project-name", PROJECT, "--env-file", str(env_file),
             "-f", str(ROOT / "docker-compose.yaml"), "-f", str(ROOT / "tests" / "compose" / "loopback.yaml")]
-    _run([*base, "down", "-v", "--remove-orphans"], timeout=300, check=False, cwd=ROOT)  # a previous run's leftovers
+    run([*base, "down", "-v", "--remove-orphans"], timeout=300, check=False, cwd=ROOT)  # a previous run's leftovers
     try:
-        _mark("compose up")
+        mark("compose up")
         try:
-            _run([*base, "up", "-d", "--no-build"], timeout=1800, cwd=ROOT)
+            run([*base, "up", "-d", "--no-build"], timeout=1800, cwd=ROOT)
         except AssertionError as exc:  # which service failed its health check or exited, and its log
-            raise AssertionError(f"{exc}\n{_diagnose(base)}") from None
-        _wait_healthy(base)
-        _mark("all services healthy")
+            raise AssertionError(f"{exc}\n{diagnose(base)}") from None
+        wait_healthy(base)
+        mark("all services healthy")
+        _trust_the_deployments_ca(base)
         yield base
     finally:
-        logs = _run([*base, "logs", "--no-color", "--tail", "200"], timeout=120, check=False, cwd=ROOT)
+        logs = run([*base, "logs", "--no-color", "--tail", "200"], timeout=120, check=False, cwd=ROOT)
         (WORK / "compose.log").write_text(logs.stdout + logs.stderr)
-        down = _run([*base, "down", "-v", "--remove-orphans"], timeout=600, check=False, cwd=ROOT)
+        down = run([*base, "down", "-v", "--remove-orphans"], timeout=600, check=False, cwd=ROOT)
         (WORK / "down.log").write_text(down.stdout + down.stderr)
 
 
-def _containers() -> dict[str, dict]:
-    ids = _run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"]).stdout.split()
-    if not ids:
-        return {}
-    info = json.loads(_run(["docker", "inspect", *ids]).stdout)
-    return {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in info}
+def _trust_the_deployments_ca(base: list[str]) -> None:
+    """This process's HTTPS calls (the API server's) verify against the CA certs-init generated."""
+    import ssl
 
-
-def _wait_healthy(base: list[str], timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        cs = _containers()
-        init = cs.get("airflow-init", {}).get("State", {})
-        if init.get("Status") == "exited" and init.get("ExitCode") != 0:
-            raise AssertionError(f"airflow-init failed:\n{_logs(base, 'airflow-init')}")
-        states = {s: cs.get(s, {}).get("State", {}) for s in SERVICES}
-        dead = [s for s, st in states.items() if st.get("Status") in ("exited", "dead")]
-        if dead:
-            raise AssertionError(f"{dead} exited:\n" + "\n".join(_logs(base, s) for s in dead))
-        waiting = [s for s, st in states.items() if st.get("Health", {}).get("Status") != "healthy"]
-        if not waiting:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not healthy after {timeout_s:.0f} s: {waiting}\n"
-                                 + "\n".join(_logs(base, s) for s in waiting))
-        time.sleep(5)
-
-
-def _diagnose(base: list[str]) -> str:
-    """Each service's state and health, with the last health probes' output and the log of every one
-    that is not healthy: what a failed `up` needs to be understood from CI's output alone."""
-    lines, bad = [], []
-    for service, c in sorted(_containers().items()):
-        state, health = c.get("State", {}), c.get("State", {}).get("Health") or {}
-        lines.append(f"{service}: {state.get('Status')} (exit {state.get('ExitCode')}), "
-                     f"health {health.get('Status', 'none')}")
-        for probe in (health.get("Log") or [])[-3:]:
-            lines.append(f"    probe {probe.get('Start', '')[:19]} exit {probe.get('ExitCode')}: "
-                         f"{(probe.get('Output') or '').strip()[-300:]}")
-        if health.get("Status", "healthy") != "healthy" or state.get("Status") != "running":
-            bad.append(service)
-    return "\n".join(lines + [_logs(base, s) for s in bad if s != "airflow-init"])
-
-
-def _logs(base: list[str], service: str) -> str:
-    out = _run([*base, "logs", "--no-color", "--tail", "60", service], timeout=60, check=False, cwd=ROOT)
-    return f"--- {service}\n{out.stdout[-4000:]}{out.stderr[-1000:]}"
-
-
-def _exec(base: list[str], service: str, *cmd: str, timeout: float = 600) -> str:
-    return _run([*base, "exec", "-T", service, *cmd], timeout=timeout, cwd=ROOT).stdout
+    (WORK / "ca.crt").write_text(exec_in(base, "airflow-apiserver", "cat", "/opt/sda/certs/ca.crt"))
+    context = ssl.create_default_context(cafile=str(WORK / "ca.crt"))
+    urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(context=context)))
 
 
 class Api:
@@ -264,10 +184,10 @@ def pipeline_run(stack):
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     start, tca = now - dt.timedelta(minutes=10), now + dt.timedelta(hours=2)
     iso = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
-    _exec(stack, "airflow-scheduler", "python", "-m", "sda.sim.simulate", "--start", iso(start), "--end", iso(now),
+    exec_in(stack, "airflow-scheduler", "python", "-m", "sda.sim.simulate", "--start", iso(start), "--end", iso(now),
           "--landing", "/opt/sda/var/landing", "--catalog-out", "/opt/sda/var/catalog/catalog.tle",
           "--objects", "120", "--inject-conjunction", "--tca", iso(tca), "--miss-m", "150")
-    password = json.loads(_exec(stack, "airflow-apiserver", "cat",
+    password = json.loads(exec_in(stack, "airflow-apiserver", "cat",
                                 "/opt/sda/var/airflow/simple_auth_manager_passwords.json.generated"))["admin"]
     api = Api(password)
     deadline = time.monotonic() + 300
@@ -278,7 +198,7 @@ def pipeline_run(stack):
         except urllib.error.HTTPError:
             assert time.monotonic() < deadline, f"{DAG_ID} did not appear: {api('GET', '/importErrors')}"
             time.sleep(5)
-    _mark("sensors simulated, DAG parsed: run triggered")
+    mark("sensors simulated, DAG parsed: run triggered")
     run_id = f"manual__compose_test__{now:%Y%m%dT%H%M%SZ}"
     api("POST", f"/dags/{DAG_ID}/dagRuns", {"dag_run_id": run_id, "logical_date": iso(now), "run_after": iso(start),
                                             "data_interval_start": iso(start), "data_interval_end": iso(now)})
@@ -292,7 +212,7 @@ def pipeline_run(stack):
         time.sleep(10)
     api("PATCH", f"/dags/{DAG_ID}", {"is_paused": True})
     tasks = {t["task_id"]: t for t in api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances")["task_instances"]}
-    _mark(f"run {state}: " + ", ".join(f"{t} {i.get('duration') or 0:.0f} s" for t, i in tasks.items()))
+    mark(f"run {state}: " + ", ".join(f"{t} {i.get('duration') or 0:.0f} s" for t, i in tasks.items()))
     return {"state": state, "run_id": run_id, "tasks": tasks, "api": api, "tca": tca}
 
 
@@ -300,7 +220,7 @@ def test_the_run_succeeds(pipeline_run, stack):
     failed = {k: t["state"] for k, t in pipeline_run["tasks"].items() if t["state"] != "success"}
     detail = ""
     for task_id in failed:
-        detail += _exec(stack, "airflow-scheduler", "bash", "-c",
+        detail += exec_in(stack, "airflow-scheduler", "bash", "-c",
                         f"tail -n 40 /opt/sda/var/airflow/logs/dag_id={DAG_ID}/run_id={pipeline_run['run_id']}"
                         f"/task_id={task_id}/*.log 2>&1 || true")
     assert pipeline_run["state"] == "success", f"run ended {pipeline_run['state']}; tasks {failed}\n{detail}"
@@ -333,11 +253,72 @@ def test_the_api_server_exposes_the_runs_stage_metrics_to_a_logged_in_scrape(pip
     assert refused.value.code in (401, 403)
 
 
+def test_prometheus_scrapes_the_pipeline_airflow_and_spark_and_evaluates_the_rules(pipeline_run):
+    """Debian's Prometheus (docker/prometheus/) has, after the run: the stages' series and the landing-to-alert
+    histogram from the metrics bridge, Airflow's components' own metrics (pushed to the bridge over OTLP), series
+    of Spark's master, applications, driver and executors, every target up, and the alerting rules evaluated."""
+    deadline = time.monotonic() + 120  # a few scrape and export intervals
+    while True:
+        got = scraped_state()
+        done = ({"ingest", "normalize", "dedup", "correlate", "conjunction"} <= got["stages"] and got["latency"]
+                and {"scheduler", "apiserver"} <= got["components"] and got["up"] == dict.fromkeys(SCRAPED, 1.0)
+                and set(got["rules"].values()) == {"ok"})
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    mark("prometheus queried")
+    assert {"ingest", "normalize", "dedup", "correlate", "conjunction"} <= got["stages"], got
+    assert got["latency"] and got["latency"][0] > 0, got  # the run's landed files, timed to their alerts
+    assert {"scheduler", "apiserver"} <= got["components"], got  # Airflow's metrics, by component
+    assert got["up"] == dict.fromkeys(SCRAPED, 1.0), got
+    assert set(got["series"]) == SCRAPED - {"sda-fusion"} and min(got["series"].values()) > 0, got
+    assert got["rules"] == dict.fromkeys(RULES, "ok"), got
+
+
+def test_spark_connect_wants_tls_and_the_token(pipeline_run, stack):
+    """The stages reached Spark Connect over TLS with the token (the run succeeded); a client without the token is
+    refused, over TLS and on the server's own port behind the proxy, and a plaintext client gets no answer."""
+    token = exec_in(stack, "airflow-scheduler", "cat", "/opt/sda/certs/connect.token").strip()
+    assert pipeline_run["state"] == "success"
+    assert grpc_code(CONNECT_TLS, tls=True, token=None) == "UNAUTHENTICATED"
+    assert grpc_code(CONNECT_INTERNAL, tls=False, token=None) == "UNAUTHENTICATED"
+    assert grpc_code(CONNECT_TLS, tls=False, token=None) == "UNAVAILABLE"  # plaintext to the TLS port
+    # with the token the call is let through (and then refused for its empty request, not for who sent it)
+    assert grpc_code(CONNECT_TLS, tls=True, token=token) not in ("UNAUTHENTICATED", "UNAVAILABLE", "OK")
+
+
+def test_postgresql_wants_tls_verified_for_its_name(pipeline_run, stack):
+    """PostgreSQL rejects a plaintext connection before any password; over TLS its certificate verifies against the
+    deployment's CA for the address Airflow uses (verify-full), as Airflow's own connection string asks."""
+    import psycopg2
+
+    conn = exec_in(stack, "airflow-scheduler", "printenv", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").strip()
+    assert conn.endswith("sslmode=verify-full&sslrootcert=/opt/sda/certs/ca.crt")
+    password = conn.split("airflow:", 1)[1].split("@", 1)[0]
+    common = {"host": "127.0.0.1", "port": POSTGRES_PORT, "user": "airflow", "password": password, "dbname": "airflow"}
+    with pytest.raises(psycopg2.OperationalError, match="no encryption"):
+        psycopg2.connect(sslmode="disable", connect_timeout=20, **common)
+    with psycopg2.connect(sslmode="verify-full", sslrootcert=str(WORK / "ca.crt"), connect_timeout=20, **common) as db:
+        with db.cursor() as cur:
+            cur.execute("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            assert cur.fetchone() == (True,)
+
+
+def test_the_api_server_refuses_plain_http(pipeline_run):
+    """HTTPS is on: the same port answers no plaintext request (the run's calls went over HTTPS)."""
+    import http.client
+
+    with pytest.raises((OSError, http.client.HTTPException)):
+        urllib.request.urlopen(API.replace("https://", "http://") + "/api/v2/version", timeout=20).read()
+    with urllib.request.urlopen(f"{API}/api/v2/version", timeout=20) as resp:
+        assert resp.status == 200
+
+
 def test_the_injected_conjunctions_cdm_is_in_the_outbox(pipeline_run, stack):
     """The designed encounter (99901/99902, truly 150 m at the TCA given to the simulator) as a CCSDS CDM,
     with the miss the catalogue predicts; the pair also meets on later orbits, farther apart, and those
     CDMs are there too."""
-    summary = _exec(stack, "airflow-scheduler", "bash", "-c",
+    summary = exec_in(stack, "airflow-scheduler", "bash", "-c",
                     "for f in $(grep -l 'OBJECT_DESIGNATOR *= *9990[12]' /opt/sda/var/outbox/*.cdm); do "
                     "grep -h '^TCA\\|^MISS_DISTANCE\\|^OBJECT_DESIGNATOR' \"$f\" | tr -s ' ' | tr '\\n' ' '; "
                     "echo; done")
@@ -352,17 +333,17 @@ def test_the_injected_conjunctions_cdm_is_in_the_outbox(pipeline_run, stack):
     designed = [c for c in cdms if c["ids"] == PAIR and abs((c["tca"] - pipeline_run["tca"]).total_seconds()) <= 2]
     assert len(designed) == 1, f"CDMs of the pair: {cdms}"
     # the truth's miss is the designed 150 m; the CDM carries the catalogue's prediction of it
-    catalogue = _exec(stack, "airflow-scheduler", "cat", "/opt/sda/var/catalog/catalog.tle")
+    catalogue = exec_in(stack, "airflow-scheduler", "cat", "/opt/sda/var/catalog/catalog.tle")
     expected = injected_pair.catalogue_miss_m(catalogue, pipeline_run["tca"].timestamp())
     assert injected_pair.explained(designed[0]["miss_m"], catalogue, pipeline_run["tca"].timestamp()), \
         f"MISS_DISTANCE {designed[0]['miss_m']} m, the catalogue's element sets {expected:.1f} m, the truth 150 m"
 
 
 def test_down_leaves_no_container_network_or_volume(stack, pipeline_run):
-    _run([*stack, "down", "-v", "--remove-orphans"], timeout=600, cwd=ROOT)
+    run([*stack, "down", "-v", "--remove-orphans"], timeout=600, cwd=ROOT)
     label = f"label=com.docker.compose.project={PROJECT}"
-    assert _run(["docker", "ps", "-aq", "--filter", label]).stdout.split() == []
-    assert _run(["docker", "volume", "ls", "-q", "--filter", label]).stdout.split() == []
-    assert _run(["docker", "network", "ls", "-q", "--filter", label]).stdout.split() == []
+    assert run(["docker", "ps", "-aq", "--filter", label]).stdout.split() == []
+    assert run(["docker", "volume", "ls", "-q", "--filter", label]).stdout.split() == []
+    assert run(["docker", "network", "ls", "-q", "--filter", label]).stdout.split() == []
 
 

@@ -38,11 +38,12 @@ def _project_root() -> Path:
 
 PROJECT_ROOT = _project_root()
 ENV_PREFIX = "SDA_"
-# SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch, the
-# fault injection of sda.pipeline.faults.checkpoint):
+# SDA_* variables that steer tools rather than the pipeline (scripts/run.sh, the Spark UI switch and port, the log
+# format of a stage run by hand, the fault injection of sda.pipeline.faults.checkpoint):
 # allowed alongside the settings, so only a misspelt setting is refused.
-CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_KILL_AT", "SDA_TEST_CONNECT_PORT",
-                               "SDA_TEST_AIRFLOW_DB", "SDA_TEST_TIMELINE", "SDA_TEST_STAGES"})
+CONTROL_VARIABLES = frozenset({"SDA_HOME", "SDA_EXIT_AFTER_RUN", "SDA_SPARK_UI", "SDA_SPARK_UI_PORT", "SDA_LOG_FORMAT",
+                               "SDA_KILL_AT", "SDA_TEST_CONNECT_PORT", "SDA_TEST_AIRFLOW_DB", "SDA_TEST_TIMELINE",
+                               "SDA_TEST_STAGES"})
 
 
 def _positive_float(name: str, raw: str) -> float:
@@ -79,6 +80,16 @@ def _non_negative_float(name: str, raw: str) -> float:
 def _optional_positive_float(name: str, raw: str) -> float | None:
     """Empty (or ``None``) is unset; anything else a positive finite number."""
     return None if raw.strip() in ("", "None") else _positive_float(name, raw)
+
+
+def _optional_file(name: str, raw: str) -> Path | None:
+    """Empty (or ``None``) is unset; anything else the path of a file that exists."""
+    if raw.strip() in ("", "None"):
+        return None
+    path = _path(name, raw)
+    if not path.is_file():
+        raise SettingsError(f"{name}={raw!r}: no such file")
+    return path
 
 
 def _positive_int(name: str, raw: str) -> int:
@@ -201,6 +212,10 @@ class Settings:
     connect_host: str = "127.0.0.1"  # where clients reach the Spark Connect server (sda.lake.server)
     connect_port: int = 15002
     connect_bind: str = "127.0.0.1"  # the address the server listens on (compose: 0.0.0.0 inside its network)
+    # Spark Connect secured (docker-compose.yaml): the CA that signed its TLS proxy's certificate (clients then speak
+    # TLS, trusting that CA alone), and the file of the pre-shared token the server requires and clients present
+    connect_tls_ca: Path | None = None
+    connect_token_file: Path | None = None
     # where the local Airflow (API server, task log servers: sda.orchestration.local_stack) listens;
     # 0.0.0.0 offers the UI and the task logs to the network, on purpose only
     bind_host: str = "127.0.0.1"
@@ -281,6 +296,16 @@ class Settings:
         """The Spark Connect URL clients use (``sc://host:port``)."""
         return f"sc://{self.connect_host}:{self.connect_port}"
 
+    def connect_token(self) -> str | None:
+        """The Spark Connect token (the first line of ``connect_token_file``), or None when none is set."""
+        if self.connect_token_file is None:
+            return None
+        token = self.connect_token_file.read_text().strip()
+        if not token or any(c.isspace() for c in token):
+            raise SettingsError(f"SDA_CONNECT_TOKEN_FILE={str(self.connect_token_file)!r}: expected one token, "
+                                "no spaces")
+        return token
+
     def spark_jars(self) -> list[str]:
         """The Delta jars resolved by ``make setup`` (empty until then)."""
         if not self.jars_dir.is_dir():
@@ -315,6 +340,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "connect_host": _host,
     "connect_port": _port,
     "connect_bind": _host,
+    "connect_tls_ca": _optional_file,
+    "connect_token_file": _optional_file,
     "bind_host": _host,
     "cadence_minutes": _positive_int,
     "replay_max_hours": _positive_float,

@@ -85,6 +85,10 @@ def server_env(settings: Settings) -> dict[str, str]:
     env["PYSPARK_DRIVER_PYTHON"] = env["PYSPARK_PYTHON"]
     if settings.connect_bind in ("127.0.0.1", "localhost"):
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # driver and block manager on loopback too
+    token = settings.connect_token()
+    # the server refuses every call without it (Spark's pre-shared token; not on the command line)
+    if token is not None:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
     return env
 
 

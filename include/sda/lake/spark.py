@@ -25,7 +25,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from sda.config.settings import Settings, load_settings
@@ -46,6 +46,15 @@ if TYPE_CHECKING:  # pragma: no cover
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+# Spark's metrics system in Prometheus's format at <UI>/metrics/prometheus (the driver's; a standalone master's at
+# /metrics/master/prometheus and /metrics/applications/prometheus): docker-compose.yaml passes the same to the
+# master and workers (SPARK_MASTER_OPTS, SPARK_WORKER_OPTS), and its Prometheus scrapes them.
+PROMETHEUS_SERVLET = {
+    "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.metrics.conf.master.sink.prometheusServlet.path": "/metrics/master/prometheus",
+    "spark.metrics.conf.applications.sink.prometheusServlet.path": "/metrics/applications/prometheus",
 }
 # A stage whose server dies mid-call must fail in seconds, not after the client's default ten
 # minutes of reconnect attempts: about 50 ms, 0.2, 0.8, 3.2 and 5 s between tries.
@@ -107,7 +116,10 @@ def server_conf(settings: Settings) -> dict[str, str]:
         "spark.connect.grpc.binding.address": settings.connect_bind,
         "spark.connect.grpc.binding.port": str(settings.connect_port),
         "spark.ui.showConsoleProgress": "false",
-        "spark.ui.enabled": os.environ.get("SDA_SPARK_UI", "false"),  # SDA_SPARK_UI=true: on :4040 (all interfaces)
+        # SDA_SPARK_UI=true: the UI on SDA_SPARK_UI_PORT (4040; SPARK_LOCAL_IP's address, else all interfaces),
+        # with Spark's Prometheus endpoints: /metrics/prometheus (the driver) and /metrics/executors/prometheus
+        "spark.ui.enabled": os.environ.get("SDA_SPARK_UI", "false"),
+        "spark.ui.port": os.environ.get("SDA_SPARK_UI_PORT", "4040"),
         "spark.log.level": "WARN",
         "spark.default.parallelism": partitions_for(settings),
         # A client's Python functions (mapInPandas / applyInPandas) run in Python workers forked from
@@ -118,6 +130,8 @@ def server_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
         "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     })
+    if conf["spark.ui.enabled"].strip().lower() == "true":
+        conf.update({"spark.ui.prometheus.enabled": "true", **PROMETHEUS_SERVLET})
     jars = settings.spark_jars()
     if jars:
         conf["spark.jars"] = ",".join(jars)
@@ -191,7 +205,6 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     """A Spark Connect session on the server at ``url`` (default ``settings.connect_url``), with the
     session settings of :func:`session_conf`. Raises :class:`SparkServerUnavailable`, naming the
     address, when nothing answers there."""
-    from pyspark.sql.connect.client import DefaultChannelBuilder
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession
 
@@ -214,7 +227,7 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
     # A channel of its own (no subchannel shared with earlier sessions of this process): after a
     # server restart, gRPC's shared subchannel would still be backing off from the dead server and
     # refuse the new one for up to two minutes.
-    channel = DefaultChannelBuilder(url, channelOptions=[("grpc.use_local_subchannel_pool", 1)])
+    channel = channel_builder(url, settings, [("grpc.use_local_subchannel_pool", 1)])
     spark = SparkSession.builder.channelBuilder(channel).create()
     activate(spark)
     spark.client.set_retry_policies([DefaultPolicy(max_retries=CLIENT_RETRIES, max_backoff=CLIENT_MAX_BACKOFF_MS)])
@@ -222,6 +235,45 @@ def connect(settings: Settings | None = None, url: str | None = None) -> "SparkS
         spark.conf.set(key, value)
     spark.sda_url = url  # for error messages: which server a failing stage was talking to
     return spark
+
+
+def channel_builder(url: str, settings: Settings, options: list[tuple[str, Any]]):
+    """The gRPC channel to the server at ``url``: plaintext by default; with ``connect_tls_ca`` TLS, trusting that CA
+    alone (PySpark's own TLS trusts only gRPC's default roots); with ``connect_token_file`` the server's pre-shared
+    token as a bearer token on every call -- over TLS, or to a server on this machine's loopback (gRPC's local
+    credentials: the compose Connect server's own warm-up behind its TLS proxy). The token never enters the URL,
+    so it is in no log line that names the server."""
+    import grpc
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+
+    ca = settings.connect_tls_ca.read_bytes() if settings.connect_tls_ca is not None else None
+    token = settings.connect_token()
+
+    class SecuredChannelBuilder(DefaultChannelBuilder):
+        def toChannel(self) -> "grpc.Channel":  # noqa: N802 (pyspark's name)
+            if ca is not None:
+                creds = grpc.ssl_channel_credentials(root_certificates=ca)
+            elif token is not None and is_loopback_host(self.host):
+                creds = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+            elif token is not None:
+                raise SparkServerUnavailable(f"{url}: a token is sent over TLS only (set SDA_CONNECT_TLS_CA) or to "
+                                             "a server on this machine's loopback")
+            else:
+                return super().toChannel()
+            if token is not None:
+                creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(token))
+            return self._secure_channel(self.endpoint, creds)
+
+    return SecuredChannelBuilder(url, channelOptions=options)
+
+
+def is_loopback_host(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 _GONE_MARKERS = ("StatusCode.UNAVAILABLE", "Connection refused", "failed to connect to all addresses", "Socket closed",
