@@ -29,6 +29,10 @@ SETTING_DOCS = {
     "connect_host": "where clients (Airflow tasks, `sda stage`) reach the Spark Connect server",
     "connect_port": "the Spark Connect server's port",
     "connect_bind": "the address the Spark Connect server listens on (`127.0.0.1`: this machine only)",
+    "connect_tls_ca": "the CA that signed the Spark Connect TLS proxy's certificate: clients then speak TLS to the "
+                      "server, trusting that CA alone (unset: plaintext; docker-compose.yaml sets it)",
+    "connect_token_file": "the file of the Spark Connect server's pre-shared token: the server requires it, clients "
+                          "send it (unset: none; docker-compose.yaml sets it)",
     "bind_host": "the address the local Airflow (`make run`: API server and UI, task-log servers) listens on "
                  "(`127.0.0.1`: this machine only; `0.0.0.0` offers them to the network)",
     "cadence_minutes": "minutes between DAG runs (and the length of each run's data interval)",
