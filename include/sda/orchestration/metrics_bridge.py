@@ -25,10 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from sda.orchestration.otlp_metrics import OtlpStore
-from sda.pipeline.exposition import exposition
+from sda.pipeline.exposition import EXPOSITION_TYPE, exposition
 
 log = logging.getLogger("sda")
-EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MAX_BODY = 16 * 1024 * 1024  # an OTLP export of a few hundred series is tens of kB
 
 

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sda.pipeline.exposition import escape, number
+from sda.pipeline.exposition import sample_line
 
 RETIRE_AFTER_S = 600.0
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
@@ -155,7 +155,5 @@ class OtlpStore:
         lines: list[str] = []
         for name, (kind, help_text, rows) in self.samples().items():
             lines += [f"# HELP {name} {help_text.replace(chr(10), ' ')}", f"# TYPE {name} {kind}"]
-            for sample, labels, value in rows:
-                body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
-                lines.append(f"{sample}{{{body}}} {number(float(value))}")
+            lines += [sample_line(sample, labels, value) for sample, labels, value in rows]
         return "\n".join(lines) + "\n" if lines else ""

@@ -26,8 +26,6 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
 
-# Prometheus's text exposition format
-EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def airflow_login() -> Callable[..., Any]:
@@ -78,7 +76,7 @@ def create_metrics_app(root: Callable[[], Path] = default_metrics_root,
                        login: Callable[..., Any] | None = None) -> FastAPI:
     """``GET /metrics``: the stages' textfiles under ``root()`` as one Prometheus exposition (empty before
     the first stage run); ``login`` as for :func:`create_app`."""
-    from sda.pipeline.exposition import exposition
+    from sda.pipeline.exposition import EXPOSITION_TYPE, exposition
 
     app = FastAPI(title="sda-fusion metrics", docs_url=None, redoc_url=None, openapi_url=None)
     guard = [Depends(login if login is not None else airflow_login())]

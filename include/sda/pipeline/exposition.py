@@ -95,6 +95,16 @@ def number(value: float) -> str:
     return repr(float(value)) if not float(value).is_integer() or abs(value) >= 1e15 else str(int(value))
 
 
+# the content type of the text format, for whatever serves it
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def sample_line(name: str, labels: dict[str, str], value: float) -> str:
+    """One sample as the text format writes it: ``name{label="value",...} number``."""
+    body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
+    return f"{name}{{{body}}} {number(float(value))}"
+
+
 def render(samples: list[tuple[str, dict[str, str], float]]) -> str:
     """The text of ``samples`` (name, labels, value), each family once with its HELP and TYPE lines, in
     :data:`FAMILIES`' order; a family without samples is left out."""
@@ -104,9 +114,7 @@ def render(samples: list[tuple[str, dict[str, str], float]]) -> str:
         if not mine:
             continue
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-        for sample, labels, value in mine:
-            body = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
-            lines.append(f"{sample}{{{body}}} {number(value)}")
+        lines += [sample_line(sample, labels, value) for sample, labels, value in mine]
     return "\n".join(lines) + "\n" if lines else ""
 
 
