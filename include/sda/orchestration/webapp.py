@@ -27,7 +27,6 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
 
 
-
 def airflow_login() -> Callable[..., Any]:
     """Airflow's own check that the request carries a valid login (cookie or bearer token)."""
     from airflow.api_fastapi.core_api.security import requires_authenticated
