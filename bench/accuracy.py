@@ -33,8 +33,8 @@
      test per group); ``recall``: the share of the truth's approaches the screening found.
 
 Seeds: the constants the pipeline was tuned with were chosen on the seeds :data:`DEVELOPMENT_SEEDS`
-(:data:`CALIBRATION` names what on which); the output says which kind of seed it scored (``seed_role``), and
-the default seed is held out.
+(:data:`CALIBRATION` names what on which), taken from bench/seeds.py's registry; the output says which kind of
+seed it scored (``seed_role``), and the default seed is held out.
 
 ``--work`` (default ``var/bench/accuracy_<sky>_seed<N>``) holds the simulation, the truth extended to the
 horizon, the lakehouse and the outbox. ``--reuse-sim`` keeps the simulation and its extended truth when ``--work``
@@ -54,6 +54,7 @@ import time
 from pathlib import Path
 
 import pandas as pd  # noqa: F401  (module level: pandas_udf resolves its type hints here)
+import seeds
 from accuracy_cdm import score_alert_cdms
 from accuracy_events import score_events
 from accuracy_positions import score_fused, score_positions
@@ -62,11 +63,12 @@ from accuracy_sensors import score_sensor_calibrations
 from accuracy_stats import REFERENCE
 from common import RESULTS, WORK, age_range, free_port, log, write_result
 
-DEVELOPMENT_SEEDS = (1, 2, 3, 5, 7)
+DEVELOPMENT_SEEDS = seeds.development_seeds()  # bench/seeds.py: the one registry of the seeds' roles
 DEFAULT_SEED = 11
 CALIBRATION = {
-    "development_seeds": "1, 3, 5 and 7: the seeds the pipeline was developed on; 2: one of the two the process "
-                         "noise was chosen on (below)",
+    "development_seeds": "bench/seeds.py's development seeds: 1, 3, 5 and 7, the seeds the pipeline was developed "
+                         "on; 2, one of the two the process noise was chosen on (below); 13 and 21, held out until "
+                         "designs were compared on them",
     "process_noise": "sda.orbit.estimation.noise.ProcessNoise: chosen on bench/od.py seeds 1 and 2 (the kind sky, "
                      "300 generated objects over 6 h; 56 LEO and 10 MEO/GEO objects fitted), checked on its seeds 3 "
                      "and 4",
@@ -80,7 +82,7 @@ CALIBRATION = {
 
 
 def seed_role(seed: int) -> str:
-    return "development" if seed in DEVELOPMENT_SEEDS else "held out"
+    return seeds.role(seed)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,7 +92,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog=f"development seeds (the pipeline's constants were chosen on them): "
-                                       f"{', '.join(map(str, DEVELOPMENT_SEEDS))}; any other seed is held out")
+                                       f"{', '.join(map(str, DEVELOPMENT_SEEDS))}; held out: "
+                                       f"{', '.join(map(str, seeds.held_out_seeds()))} (bench/seeds.py)")
     p.add_argument("--sky", choices=SKIES, default="harsh", help="the simulated sky (sda.sim.sky; default harsh)")
     p.add_argument("--light-time", choices=("on", "off"), default="on",
                    help="whether the stages model light time in the measurements (settings.light_time; default on, "

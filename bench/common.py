@@ -173,10 +173,34 @@ def ratio(a: int, b: int) -> float | None:
     return round(a / b, 4) if b else None
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that is running, as docs/performance.md prints it: ``bench/<name>.py`` and its arguments,
+    shell-quoted (``argv`` defaults to this process's ``sys.argv``; a script under the project root is named
+    relative to it)."""
+    import shlex
+
+    words = list(sys.argv if argv is None else argv)
+    if not words:
+        return ""
+    script = Path(words[0])
+    try:
+        words[0] = str(script.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        pass
+    return shlex.join(words)
+
+
 def write_result(out: Path, result: dict, line: dict | None = None, *, indent: int = 2, default=str,
                  announce=None) -> None:
     """The figures to ``out`` (JSON, indented) and, last, as one JSON line to stdout (``line``, else the same);
-    ``announce``, a progress-line function, says where the file went before that line."""
+    ``announce``, a progress-line function, says where the file went before that line. The file records the
+    command that made it (:func:`command_line`; bench/report.py prints it under the table) and, for a result
+    with a ``seed``, that seed's role in bench/seeds.py's registry."""
+    import seeds
+
+    result = {"command": command_line(), **result}
+    if "seed" in result:
+        result["seed_role"] = seeds.role(result["seed"])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=indent, default=default) + "\n")
     if announce is not None:

@@ -37,11 +37,13 @@ if str(PROJECT_ROOT / "bench") not in sys.path:  # report_accuracy beside this f
     sys.path.append(str(PROJECT_ROOT / "bench"))
 
 import report_accuracy  # noqa: E402
+import seeds  # noqa: E402
 from result_dates import result_date  # noqa: E402
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 DOC = PROJECT_ROOT / "docs" / "performance.md"
 HEADER = "| figure | value | target | date | machine | command |\n|---|---|---|---|---|---|\n"
+NO_COMMAND = "not recorded in its results file: re-run the benchmark"
 NOT_MEASURED = "Not yet measured: run the command above, then `.venv/bin/python bench/report.py --write`.\n"
 MAX_GENERIC_ROWS = 40
 ACCURACY_SKIES = ("harsh", "storm", "kind")  # sda.sim.sky.SKIES: one block each in the page
@@ -91,7 +93,7 @@ def _tracking_rows(result: dict) -> list[Row]:
         rows += [(f"right ({fused}, {regime})", ("tracking", "by_regime", regime, "right_pct"), "{:.3f} %", ""),
                  (f"wrong ({fused}, {regime})", ("tracking", "by_regime", regime, "wrong_pct"), "{:.3f} %", "")]
     return rows + [
-        ("seed (not used while developing)", ("seed",), "{}", ""),
+        ("seed", ("seed",), "{}", ""),
         ("fit hours: right (element sets)", ("fit_hours_correlation", "right_pct"), "{:.3f} %", ""),
         ("fit hours: wrong (element sets)", ("fit_hours_correlation", "wrong_pct"), "{:.3f} %", ""),
         ("objects fused", ("fused", "objects_fused"), "{:,}", ""),
@@ -216,7 +218,6 @@ def _od_rows(result: dict) -> list[Row]:
 
 SPECS: dict[str, dict[str, Any]] = {
     "screening": {
-        "command": "bench/screening.py",
         "rows": [
             ("full screening, 13,407 objects, 24 h at 5 km (`screen_s`)", ("screen_s",), "{:.2f} s", ""),
             ("bare SGP4 of the same grid on one core (`floor_s`)", ("floor_s",), "{:.2f} s", ""),
@@ -229,7 +230,6 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "latency": {
-        "command": "bench/latency.py --files 10",
         "rows": [
             ("a landed file -> its rows in silver, median", ("landing_to_silver_median_s",), "{:.1f} s", ""),
             ("a landed file -> its conjunction's alert in gold, median", ("landing_to_alert_median_s",),
@@ -238,19 +238,14 @@ SPECS: dict[str, dict[str, Any]] = {
             ("a run's duration, median", ("breakdown", "run_duration_s"), "{:.1f} s", ""),
         ],
     },
-    "correlation": {"command": "bench/correlation.py", "rows": _correlation_rows},
-    "correlation_tracking": {"command": "bench/correlation.py --tracking --seed 21", "rows": _tracking_rows},
-    "correlation_tracking_random": {"command": "bench/correlation.py --tracking --subset random --seed 21 "
-                                               "--out bench/results/correlation_tracking_random.json",
-                                    "rows": _tracking_rows},
-    "catalogue_runs": {"command": "bench/catalogue_runs.py", "rows": _catalogue_rows},
-    "manoeuvres": {"command": "bench/manoeuvres.py --seed 13 --work DIR", "rows": _manoeuvres_rows},
-    "manoeuvres_quiet": {"command": "bench/manoeuvres.py --seed 17 --objects 520 --hours 102 --manoeuvre-share 0 "
-                                    "--work DIR --out bench/results/manoeuvres_quiet.json", "rows": _manoeuvres_rows},
-    "manoeuvres_correlate": {"command": "bench/manoeuvres.py --correlate --seed 13 --work DIR "
-                                        "--out bench/results/manoeuvres_correlate.json", "rows": _manoeuvres_rows},
+    "correlation": {"rows": _correlation_rows},
+    "correlation_tracking": {"rows": _tracking_rows},
+    "correlation_tracking_random": {"rows": _tracking_rows},
+    "catalogue_runs": {"rows": _catalogue_rows},
+    "manoeuvres": {"rows": _manoeuvres_rows},
+    "manoeuvres_quiet": {"rows": _manoeuvres_rows},
+    "manoeuvres_correlate": {"rows": _manoeuvres_rows},
     "fusion_runs": {
-        "command": "bench/fusion_runs.py",
         "rows": [
             ("renewal threshold (`SDA_FUSION_RENEW_M`)", ("renew_m",), "{:,.0f} m", ""),
             ("objects refitted per 15-minute run, median", ("median_fuse_objects",), "{:,.0f}", ""),
@@ -269,7 +264,6 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "throughput": {
-        "command": "bench/throughput.py",
         "rows": [
             ("`pipeline_obs_per_s` (normalize + dedup + correlate, 24 h of 2,000 objects)",
              ("pipeline_obs_per_s",), "{:,.0f}", ">= 5,000"),
@@ -292,7 +286,6 @@ SPECS: dict[str, dict[str, Any]] = {
         ],
     },
     "incremental": {
-        "command": "bench/incremental.py",
         "rows": [
             ("micro-batch through normalize, dedup, correlate; bronze ~100,000 rows", ("incremental_small_s",),
              "{:.1f} s", ""),
@@ -301,10 +294,9 @@ SPECS: dict[str, dict[str, Any]] = {
             ("full recompute; bronze ~100,000 rows", ("full_small_s",), "{:.1f} s", ""),
         ],
     },
-    "service_disk": {"command": "bench/service_disk.py --minutes 15", "rows": _service_disk_rows()},
-    **{report_accuracy.BLOCK.format(sky=sky): {"command": report_accuracy.command, "rows": report_accuracy.rows}
-       for sky in ACCURACY_SKIES},
-    "od": {"command": "bench/od.py --seed 4 --fits 60 --others 12", "rows": _od_rows},
+    "service_disk": {"rows": _service_disk_rows()},
+    **{report_accuracy.BLOCK.format(sky=sky): {"rows": report_accuracy.rows} for sky in ACCURACY_SKIES},
+    "od": {"rows": _od_rows},
 }
 
 
@@ -353,14 +345,24 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
+def seed_label(result: dict) -> str:
+    """A table's seed row: the seed's role in bench/seeds.py now (a seed looked at since its run is a development
+    seed's figure, whatever the file recorded then)."""
+    return f"seed ({seeds.role(result.get('seed'))}, bench/seeds.py)"
+
+
 def render(name: str, result: dict, date: str) -> str:
     """The table of one benchmark's results (header included)."""
     spec = SPECS.get(name, {})
-    command = spec.get("command", f"bench/{name}.py")
-    command = f"`.venv/bin/python {command(result) if callable(command) else command}`"
+    command = f"`.venv/bin/python {result['command']}`" if result.get("command") else NO_COMMAND
     rows = spec.get("rows")
     if callable(rows):
         rows = rows(result)
+    if rows is not None and "seed" in result:  # the seed's role, from bench/seeds.py's registry
+        rows = [(seed_label(result) if path == ("seed",) else label, path, fmt, target)
+                for label, path, fmt, target in rows]
+        if not any(path == ("seed",) for _, path, _, _ in rows):
+            rows.append((seed_label(result), ("seed",), "{}", ""))
     lines = []
     if rows is None:
         fields = flat_numbers({k: v for k, v in result.items() if k not in ("date", "machine")})

@@ -1,7 +1,8 @@
 """bench/report.py's rows of a bench/accuracy.py result (``bench/results/accuracy_<sky>_seed<N>.json``): one table
 per sky in docs/performance.md (block ``accuracy-<sky>``).
 
-Rows, each a (label, path in the JSON, format, target): the seed and whether it is held out; per regime and lead
+Rows, each a (label, path in the JSON, format, target): the seed (bench/report.py names its role from
+bench/seeds.py); per regime and lead
 the catalogue element sets' error (their d^2, a circular check of the simulator against its own model, is left
 out of the table: bench/accuracy_positions.py); the conjunctions and alerts against the truth; per regime, pass
 group and lead the fused orbits' error beside the catalogue's and their covariance's realism (mean and median
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+import seeds
+
 Row = tuple[str, tuple[str, ...], str, str]  # label, path in the JSON, format, target
 
 BLOCK = "accuracy-{sky}"
@@ -25,19 +28,6 @@ ALERT_GROUPS = (("all", "all open alerts"), ("both_fused", "both objects fused")
 RULES = (("pc", "Pc >= the yellow threshold"), ("miss_distance", "predicted miss under the alert distance"),
          ("miss_probability", "P(miss < alert distance) >= its threshold"))
 
-
-def command(result: dict) -> str:
-    """The command that measured ``result`` (its sky, seed and size, and ``--light-time off`` when the stages did not
-    model light time: a result without ``light_time`` was measured before the stages could model it, so without)."""
-    sky = str(result.get("sky", "harsh"))
-    words = ["bench/accuracy.py", "--sky", sky, "--seed", str(result.get("seed", "?")),
-             "--objects", str(result.get("objects", "?"))]
-    light_time = bool(result.get("light_time", False))
-    if not light_time:
-        words += ["--light-time", "off"]
-    if result.get("hours") not in (None, 6, 6.0):
-        words += ["--hours", f"{result['hours']:g}"]
-    return " ".join(words)
 
 
 def _leads(mapping: dict) -> list[str]:
@@ -152,9 +142,7 @@ def _sensor_rows(result: dict) -> list[Row]:
 
 def rows(result: dict) -> list[Row]:
     """Every row of one result (module docstring)."""
-    role = result.get("seed_role", "?")
-    development = ", ".join(str(s) for s in result.get("development_seeds") or []) or "?"
-    return [(f"seed ({role}; development seeds: {development})", ("seed",), "{:d}", ""),
+    return [("seed", ("seed",), "{:d}", ""),  # labelled with its role by bench/report.py
             ("catalogue objects", ("objects",), "{:,}", ""), *_position_rows(result), *_event_rows(),
             *_fused_rows(result), *_cdm_rows(), *_sensor_rows(result),
             ("recall of the true approaches under 1 km", ("recall_under_1km", "recall"), "{:.3f}", "1"),
@@ -173,7 +161,7 @@ def pick(results: dict[str, dict]) -> dict[str, tuple[str, dict]]:
         m = RESULT_NAME.fullmatch(stem)
         if not m:
             continue
-        key = (result.get("seed_role") == "held out", str(result.get("date", "")), int(m.group("seed")))
+        key = (seeds.role(int(m.group("seed"))) == seeds.HELD_OUT, str(result.get("date", "")), int(m.group("seed")))
         block = BLOCK.format(sky=m.group("sky"))
         if block not in best or key > best[block][0]:
             best[block] = (key, stem, result)

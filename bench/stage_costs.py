@@ -36,8 +36,10 @@ import sys
 import time
 from pathlib import Path
 
-from common import RESULTS, WORK, elapsed_logger, free_port, land, run_stage, stage_argv, write_result
+from common import RESULTS, WORK, command_line, elapsed_logger, free_port, land, run_stage, stage_argv, write_result
 
+# Spark's static SQL settings this benchmark has been asked to try: set when the server starts, refused by a session
+STATIC_SQL = frozenset({"spark.sql.codegen.cache.maxEntries", "spark.sql.extensions", "spark.sql.warehouse.dir"})
 ROUND_TRIPS = {"_execute_and_fetch_as_iterator": "plans", "_analyze": "analyze", "config": "config"}
 
 
@@ -176,13 +178,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def _try_settings(extra: dict[str, str]) -> None:
     """``extra`` over the pipeline's Spark settings for the server this benchmark starts; the SQL ones
-    (``spark.sql.*``, ``spark.databricks.*``) for its session too (a session cannot change the others)."""
+    (``spark.sql.*``, ``spark.databricks.*``) for its session too (a session cannot change the others, nor Spark's
+    static SQL settings, e.g. ``spark.sql.codegen.cache.maxEntries``: those go to the server alone)."""
     if not extra:
         return
     from sda.lake import server
     from sda.lake import spark as spark_module
 
-    sql = {k: v for k, v in extra.items() if k.startswith(("spark.sql.", "spark.databricks."))}
+    sql = {k: v for k, v in extra.items() if k.startswith(("spark.sql.", "spark.databricks.")) and k not in STATIC_SQL}
     pipeline_session, pipeline_server = spark_module.session_conf, spark_module.server_conf
     spark_module.session_conf = lambda settings: {**pipeline_session(settings), **sql}
     spark_module.server_conf = lambda settings: {**pipeline_server(settings), **extra}
@@ -226,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict:
     # per-stage table is written from it)
     totals = {f"{run}_{key}": value for run, rows in measured.items() for key, value in rows.pop("total").items()}
     out = {"benchmark": "stage_costs", "date": dt.date.today().isoformat(),
-           "command": "bench/stage_costs.py " + " ".join(sys.argv[1:] if argv is None else argv),
+           "command": command_line(["bench/stage_costs.py", *(sys.argv[1:] if argv is None else argv)]),
            "objects": args.objects, "seed": args.seed, "sky": args.sky, "files_in_batch": len(batch),
            "settings_tried": dict(c.split("=", 1) for c in args.conf),
            "warm_up_files": len(warm), **totals,

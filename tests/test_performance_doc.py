@@ -34,7 +34,8 @@ def write(directory: Path, name: str, result: dict, day: str | None = None) -> P
 
 
 def test_screening_results_render_as_rows(report, tmp_path):
-    write(tmp_path, "screening", {"screen_s": 31.754, "floor_s": 18.27, "ratio_to_floor": 1.74,
+    write(tmp_path, "screening", {"command": "bench/screening.py", "screen_s": 31.754, "floor_s": 18.27,
+                                  "ratio_to_floor": 1.74,
                                   "renew_fraction": 0.01, "incremental_run_s": 2.7, "incremental_ratio": 0.0851,
                                   "pairs_after_each_filter": {"events": 16883}, "cores": 2, "floor_cores": 1,
                                   "screen_runs_s": [33.7, 31.75]}, day="2026-11-24")
@@ -53,7 +54,8 @@ def test_screening_results_render_as_rows(report, tmp_path):
 
 
 def test_latency_uses_the_files_date_and_machine_and_skips_missing_figures(report, tmp_path):
-    write(tmp_path, "latency", {"date": "2026-11-25", "landing_to_silver_median_s": 13.64,
+    write(tmp_path, "latency", {"command": "bench/latency.py --files 10", "date": "2026-11-25",
+                                "landing_to_silver_median_s": 13.64,
                                 "landing_to_alert_median_s": 51.7, "landing_to_alert_p90_s": None,
                                 "machine": {"cores": 2, "spark_master": "local[2] (default)"}})
     rows = report.tables(tmp_path)["latency"].splitlines()[2:]
@@ -79,7 +81,8 @@ def test_correlation_renders_each_age(report, tmp_path):
 
 
 def test_an_unknown_benchmark_gets_its_flat_numeric_fields(report, tmp_path):
-    write(tmp_path, "newbench", {"date": "2026-12-01", "a_s": 1.5, "n": 1200, "flag": True, "note": "x",
+    write(tmp_path, "newbench", {"command": "bench/newbench.py", "date": "2026-12-01", "a_s": 1.5, "n": 1200,
+                                 "flag": True, "note": "x",
                                  "nested": {"b": 2.25, "deeper": {"c": 3}}, "runs": [1, 2], "machine": {"cores": 4}})
     write(tmp_path, "newbench-quick", {"a_s": 9})
     tables = report.tables(tmp_path)
@@ -150,3 +153,33 @@ def test_a_committed_results_file_without_a_date_is_dated_by_its_commit_not_its_
     write(tmp_path, "latency", {"cores": 4}, day="2026-11-30")
     assert report.result_date(path, {}) == "2026-11-30"
     assert report.result_date(path, {"date": "2026-10-01"}) == "2026-10-01"  # the file's own date first
+
+
+def test_a_table_prints_the_command_its_results_file_records(report, tmp_path):
+    write(tmp_path, "fusion_runs", {"date": "2026-11-28", "command": "bench/fusion_runs.py --hours 9 --seed 7",
+                                    "renew_m": 500.0, "seed": 7})
+    write(tmp_path, "latency", {"date": "2026-11-28", "landing_to_silver_median_s": 15.0})  # no command recorded
+    tables = report.tables(tmp_path)
+    rows = tables["fusion_runs"].splitlines()[2:]
+    assert rows == [
+        "| renewal threshold (`SDA_FUSION_RENEW_M`) | 500 m |  | 2026-11-28 | 2 cores | "
+        "`.venv/bin/python bench/fusion_runs.py --hours 9 --seed 7` |",
+        "| seed (development, bench/seeds.py) | 7 |  | 2026-11-28 | 2 cores | "
+        "`.venv/bin/python bench/fusion_runs.py --hours 9 --seed 7` |"]
+    assert tables["latency"].splitlines()[2].endswith(f"| {report.NO_COMMAND} |")
+
+
+def test_every_committed_results_file_records_its_command_and_the_page_prints_it(report):
+    """Issue 70, point 6: each results file says which command made it (the ones made before benchmarks recorded it
+    say the command was reconstructed from their arguments), and each of the page's generated tables prints that."""
+    blocks = report.blocks(DOC.read_text())
+    results = report.RESULTS
+    published = report.tables(results)
+    assert published, "no results files"
+    for name, table in published.items():
+        assert blocks.get(name) == table, f"{name}: the page is not what bench/report.py --write makes of its file"
+    for path in sorted(results.glob("*.json")):
+        result = json.loads(path.read_text())
+        assert re.fullmatch(r"bench/[\w-]+\.py( .+)?", result.get("command", "")), path.name
+        if "seed" in result:
+            assert result.get("seed_role") in ("development", "held out"), path.name

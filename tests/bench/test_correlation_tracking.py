@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import common
 import pytest
@@ -58,7 +59,10 @@ def test_a_tiny_tracking_run_writes_its_figures_and_a_second_reuses_its_work(tmp
     argv = ["--tracking", "--objects", "4", "--fit-hours", "1.6", "--minutes", "2", "--workers", "1",
             "--work", str(tmp_path / "work"), "--out", str(out)]
     result = bench.main(argv)
-    assert json.loads(out.read_text()) == json.loads(json.dumps(result, default=str))
+    written = json.loads(out.read_text())
+    assert written.pop("seed_role") == "development"  # seed 1 (bench/seeds.py); the file names its command too
+    assert written.pop("command").endswith(" ".join(sys.argv[1:]))
+    assert written == json.loads(json.dumps(result, default=str))
     assert "reusing" not in capsys.readouterr().out
     again = bench.main(argv)  # the simulation and the fit hours read back: the same figures
     assert capsys.readouterr().out.count("reusing") == 2
