@@ -132,7 +132,19 @@ def _sensor_rows(result: dict) -> list[Row]:
     if not scored.get("count"):
         return []
     out: list[Row] = [("sensor biases within 30 % of the truth (or one noise sigma): share",
-                       ("sensor_calibration", "share_meets"), "{:.2f}", "1")]
+                       ("sensor_calibration", "share_meets"), "{:.2f}", "1"),
+                      ("... the same target met by estimating zero for every bias (rows)",
+                       ("sensor_calibration", "nothing_meets"), "{:d}", ""),
+                      ("sensor calibration: rows whose estimate improves on not calibrating (share)",
+                       ("sensor_calibration", "share_improves"), "{:.2f}", ""),
+                      ("sensor calibration: |estimate's error| / |true bias|, median (1 = no better than nothing)",
+                       ("sensor_calibration", "ratio_median"), "{:.2f}", ""),
+                      ("sensor calibration: estimates the fits apply (3 sigmas or more)",
+                       ("sensor_calibration", "applied"), "{:d}", ""),
+                      ("... applied and worse than nothing", ("sensor_calibration", "applied_worse"), "{:d}", "0"),
+                      ("sensor calibration: |error| / sigma, median", ("sensor_calibration", "z_median"), "{:.2f}",
+                       "0.5-2"),
+                      ("sensor calibration: |error| / sigma, p90", ("sensor_calibration", "z_p90"), "{:.2f}", "")]
     for key, r in sorted((scored.get("rows") or {}).items()):
         mark = "meets" if r.get("meets") else "misses"
         out.append((f"sensor calibration {key}: estimated bias ({mark}; sigma {r['sigma']:.3g})",

@@ -51,3 +51,24 @@ def test_scores_each_sensors_newest_window():
 
 def test_nothing_to_score():
     assert score_sensor_calibrations([], None, {})["share_meets"] is None
+
+
+def test_scored_against_doing_nothing():
+    """Per row by hand: range true 12.83, estimated 14 (sigma 0.5): error 1.17, ratio 0.091, improves, applied (14 >=
+    3 x 0.5), z 2.34; az true 0.001, estimated 0: error 0.001 = the whole bias, ratio 1, no improvement, not applied
+    (0 < 1.5); time true -2, estimated -1.2: error 0.8, ratio 0.4, improves, z 1.6, and at 2.4 sigmas not applied,
+    so the fits keep the whole -2."""
+    rows = [_row("range_m", 14.0), _row("az_deg", 0.0), _row("time_ms", -1.2)]
+    scored = score_sensor_calibrations(rows, TRUTH, REGISTRY)
+    r, az, tm = (scored["rows"][f"EGLIN/{q}"] for q in ("range_m", "az_deg", "time_ms"))
+    assert r["ratio"] == pytest.approx(1.172 / 12.828, abs=1e-3) and r["improves"] and r["applied"]
+    assert r["z"] == pytest.approx(2.343, abs=1e-3) and r["applied_error"] == pytest.approx(1.172, abs=1e-3)
+    assert az["ratio"] == pytest.approx(1.0) and not az["improves"] and not az["applied"]
+    assert tm["ratio"] == pytest.approx(0.4) and tm["improves"] and not tm["applied"] and tm["applied_error"] == -2.0
+    # estimating zero: range and az are within their noise sigmas (30 m, 0.0154 deg): both meet; time's 0 is 2 ms off
+    assert scored["nothing_meets"] == 2
+    assert scored["share_improves"] == pytest.approx(2 / 3) and scored["ratio_median"] == pytest.approx(0.4)
+    assert (scored["applied"], scored["applied_worse"]) == (1, 0)
+    assert scored["z_median"] == pytest.approx(1.6) and scored["z_share_within_2"] == pytest.approx(2 / 3)
+    assert scored["by_quantity"]["az_deg"] == {"rows": 1, "improves": 0, "ratio_median": 1.0, "applied": 0,
+                                               "applied_worse": 0}
