@@ -11,7 +11,11 @@ noise) to ``bias_q + time_ms x rate_q`` for each of its quantities ``q`` jointly
 measurements' time derivatives (range-rate for range; radar azimuths above :data:`MAX_AZ_EL` left out, where
 azimuth races and a time tag's effect on it is not linear). Each fit contributes its normal equations
 (:func:`normal_equations`, :func:`contribution`), summed over the objects of an event-time window and solved
-(:func:`solve`); a bias's sigma is its formal standard error scaled by the residuals' RMS when above 1.
+(:func:`solve`). A bias's sigma is the larger of its formal standard error (scaled by the residuals' RMS when
+above 1) and its delete-one-object jackknife standard error (:func:`jackknife_sigma`). The formal one counts every
+residual as independent; but an object's orbit error moves all of its residuals alike, so the estimate is only
+as good as the spread between objects, which the jackknife measures (a cluster-robust standard error, no
+constant chosen).
 
 **Well-determined objects** only: a converged fit with no manoeuvre, a position sigma under
 :data:`MAX_SIGMA_M`, and for a sensor's residuals to count, an orbit fixed by others -- the object has ISL
@@ -157,13 +161,14 @@ def solve(contributions) -> list[dict]:
     for text in contributions:
         for sid, c in (json.loads(text) if text else {}).items():
             s = sums.setdefault(sid, {"kind": c["kind"], "n": 0, "objects": 0, "rows": 0, "ata": 0.0, "atb": 0.0,
-                                      "btb": 0.0})
+                                      "btb": 0.0, "each": []})
             s["n"] += c["n"]
             s["rows"] += c["rows"]
             s["objects"] += 1
             s["ata"] = s["ata"] + np.asarray(c["ata"], float)
             s["atb"] = s["atb"] + np.asarray(c["atb"], float)
             s["btb"] += c["btb"]
+            s["each"].append((np.asarray(c["ata"], float), np.asarray(c["atb"], float)))
     out = []
     for sid, s in sorted(sums.items()):
         names = parameters(s["kind"])
@@ -179,9 +184,32 @@ def solve(contributions) -> list[dict]:
         chi2 = max(float(s["btb"] - x @ s["atb"]), 0.0)
         scale = max(1.0, math.sqrt(chi2 / max(s["rows"] - p, 1)))
         sig = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * scale
+        spread = jackknife_sigma(ata, np.asarray(s["atb"], float), s["each"])
+        if spread is not None:
+            sig = np.maximum(sig, spread)
         out += [{"sensor_id": sid, "quantity": q, "bias": float(x[i]), "sigma": float(sig[i]), "n_obs": int(s["n"]),
                  "n_objects": int(s["objects"])} for i, q in enumerate(names) if np.isfinite(x[i])]
     return out
+
+
+def jackknife_sigma(ata: np.ndarray, atb: np.ndarray, each: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
+    """Delete-one-object jackknife standard errors of the solution of ``ata x = atb`` (the sums of ``each``
+    object's normal equations ``(ata_j, atb_j)``, flattened or square): sqrt((m - 1) / m * sum_j (x_-j - mean)^2)
+    per parameter, over the m solutions without object j; None with fewer than two objects or where a solution
+    without one of them is singular (the formal sigma then stands alone)."""
+    m, p = len(each), len(atb)
+    if m < 2:
+        return None
+    solutions = []
+    for a_j, b_j in each:
+        try:
+            solutions.append(np.linalg.solve(ata - a_j.reshape(p, p), atb - b_j))
+        except np.linalg.LinAlgError:
+            return None
+    x = np.asarray(solutions)
+    if not np.all(np.isfinite(x)):
+        return None
+    return np.sqrt((m - 1) / m * ((x - x.mean(axis=0)) ** 2).sum(axis=0))
 
 
 def lookup(rows, arc_s: float) -> dict[str, list[tuple[int, dict[str, float]]]]:
