@@ -165,10 +165,10 @@ def solve(contributions) -> list[dict]:
             s["n"] += c["n"]
             s["rows"] += c["rows"]
             s["objects"] += 1
-            s["ata"] = s["ata"] + np.asarray(c["ata"], float)
-            s["atb"] = s["atb"] + np.asarray(c["atb"], float)
+            ata, atb = np.asarray(c["ata"], float), np.asarray(c["atb"], float)
+            s["ata"], s["atb"] = s["ata"] + ata, s["atb"] + atb
             s["btb"] += c["btb"]
-            s["each"].append((np.asarray(c["ata"], float), np.asarray(c["atb"], float)))
+            s["each"].append((ata, atb))
     out = []
     for sid, s in sorted(sums.items()):
         names = parameters(s["kind"])
@@ -184,7 +184,7 @@ def solve(contributions) -> list[dict]:
         chi2 = max(float(s["btb"] - x @ s["atb"]), 0.0)
         scale = max(1.0, math.sqrt(chi2 / max(s["rows"] - p, 1)))
         sig = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * scale
-        spread = jackknife_sigma(ata, np.asarray(s["atb"], float), s["each"])
+        spread = jackknife_sigma(ata, s["atb"], s["each"])
         if spread is not None:
             sig = np.maximum(sig, spread)
         out += [{"sensor_id": sid, "quantity": q, "bias": float(x[i]), "sigma": float(sig[i]), "n_obs": int(s["n"]),
