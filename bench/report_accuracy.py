@@ -2,13 +2,13 @@
 per sky in docs/performance.md (block ``accuracy-<sky>``).
 
 Rows, each a (label, path in the JSON, format, target): the seed (bench/report.py names its role from
-bench/seeds.py); per regime and lead the catalogue element sets' error (their d^2, a circular check of the
-simulator against its own model, is left out of the table: bench/accuracy_positions.py); the conjunctions and alerts against the truth; per regime, pass
-group and lead the fused orbits' error beside the catalogue's and their covariance's realism (mean and median
-d^2, the share inside the 95 % ellipsoid), and per regime and pass group the CARA-style hourly test's pass share;
-the alerts' CDMs (the true relative position at TCA under the covariance the CDM implies); the screening's recall;
-each sensor's estimated biases against the true ones, and the calibration against not calibrating (where the
-result has them).
+bench/seeds.py); per regime and lead the catalogue element sets' error (their d^2, a circular check of the simulator
+against its own model, is left out of the table: bench/accuracy_positions.py); the conjunctions and alerts against
+the truth; per regime, pass group and lead the fused orbits' error beside the catalogue's and their covariance's
+realism (mean and median d^2, the share inside the 95 % ellipsoid), and per regime and pass group the CARA-style
+hourly test's pass share; the alerts' CDMs (the true relative position at TCA under the covariance the CDM implies);
+the screening's recall; each sensor's estimated biases against the true ones, and the calibration against not
+calibrating (where the result has them).
 """
 
 from __future__ import annotations
