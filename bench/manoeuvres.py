@@ -1,26 +1,27 @@
 """Manoeuvre detection against the simulator's burns (issue 39, point 4: the manoeuvre half).
 
     .venv/bin/python bench/manoeuvres.py [--objects 150] [--hours 24] [--manoeuvre-share 0.3]
-                                         [--manoeuvre-rate 3] [--correlate] [--workers 2] [--seed 3]
-                                         [--start 2026-11-20T00:00:00Z] [--work DIR] [--out FILE]
+                                         [--manoeuvre-rate 3] [--sky harsh] [--truth-labels] [--workers 2]
+                                         [--seed 3] [--start 2026-11-20T00:00:00Z] [--work DIR] [--out FILE]
 
 1. **Truth** (steps 1-3: bench/manoeuvres_run.py). The simulator writes ``--hours`` of radar, optical and ISL
-   files over ``--objects`` generated objects whose element sets are 0.5-3 days old, on numerical trajectories
-   (sda.sim.dynamics) in which
+   files over ``--objects`` generated objects whose element sets are 0.5-3 days old, under the sky ``--sky``
+   (sda.sim.sky; the service's default, ``harsh``: sensor biases the detector is not told of), on numerical
+   trajectories (sda.sim.dynamics) in which
    ``--manoeuvre-share`` of the bodies burn at ``--manoeuvre-rate`` per day (sda.sim.events: impulsive, 0.05-2
    m/s log-uniform; GEO ones keep station). The burns are the truth's ``*.events.json``.
-2. **Association.** By default the truth's labels (perfect association: the figures isolate detection). With
-   ``--correlate`` the pipeline's own (bench/manoeuvres_windows.py): arc window after arc window, the correlate
-   stage's decision on the element sets, then the fuse stage's re-association against the fused orbits of the
+2. **Association.** By default the pipeline's own (bench/manoeuvres_windows.py): arc window after arc window, the
+   correlate stage's decision on the element sets, then the fuse stage's re-association against the fused orbits of the
    windows before (sda.orbit.correlation.reassociation.retest, the wider pass included); rows held for want of a
    catalogue object inside the gate that name a fitted object become its ``candidate`` rows (as the fuse stage
-   reads them, sda.pipeline.manoeuvres.held_observations). ``association`` in the output says which, with the
+   reads them, sda.pipeline.manoeuvres.held_observations). With ``--truth-labels`` the truth's labels instead
+   (perfect association: the figures isolate detection). ``association`` in the output says which, with the
    correlation's figures against the truth.
 3. **Detection.** Per object, sda.orbit.fusion.arcs.fuse_object (6 h windows, the stage's ``lines_min_span_s``),
-   ``--workers`` processes: with the truth's labels over all its observations at once (the result does not
-   depend on the run split, so one call is the stage's steady state); with ``--correlate`` window by window, as
-   decided. A window whose prior is the catalogue (the first) is not tested. ``--work DIR`` keeps the simulation
-   (named by the arguments) and a later run with the same arguments reuses it.
+   ``--workers`` processes: window by window, as decided; with ``--truth-labels`` over all its observations at
+   once (the result does not depend on the run split, so one call is the stage's steady state). A window whose
+   prior is the catalogue (the first) is not tested. ``--work DIR`` keeps the simulation (named by the arguments)
+   and a later run with the same arguments reuses it.
 4. **Scoring** (:func:`score`). A burn is *testable* when it is after its object's first fitted window's
    epoch (its last observation: the catalogue-prior fit, not tested, has not absorbed it); the others are
    counted apart. A detection matches a burn of its object whose time is inside its
@@ -77,6 +78,8 @@ import numpy as np
 import seeds
 from common import RESULTS, log, ratio, short_utc, stats, write_result
 
+from sda.sim.sky import SKIES
+
 SLACK_S = 120.0
 DEV_SEEDS = seeds.development_seeds()  # bench/seeds.py: the seeds the detector (or anything else) was developed on
 BINS = ((0.05, 0.1), (0.1, 0.2), (0.2, 0.5), (0.5, 1.0), (1.0, 2.0))
@@ -94,7 +97,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hours", type=float, default=24.0)
     p.add_argument("--manoeuvre-share", type=float, default=0.3)
     p.add_argument("--manoeuvre-rate", type=float, default=3.0, help="burns per manoeuvring body and day")
-    p.add_argument("--correlate", action="store_true", help="associate by the pipeline's correlation, not the truth")
+    p.add_argument("--sky", choices=SKIES, default="harsh", help="the simulated sky (sda.sim.sky; default harsh)")
+    p.add_argument("--truth-labels", action="store_true", help="associate by the truth's labels, not the pipeline")
+    p.add_argument("--correlate", action="store_true",
+                   help="the pipeline's association: the default (accepted: commands recorded before it was)")
     p.add_argument("--workers", type=int, default=2)
     dev = ", ".join(map(str, DEV_SEEDS))
     p.add_argument("--seed", type=int, default=3, help=f"simulation seed; the detector was developed on {dev}: "
@@ -383,7 +389,7 @@ def main(argv=None) -> dict:
     log(f"{len(obs)} observations, {len(burns)} burns of {len({b['norad_id'] for b in burns})} objects")
     t = time.perf_counter()
     association = {"association": "truth labels"}
-    if args.correlate:  # the correlate stage's decision and the fuse stage's re-association, window after window
+    if not args.truth_labels:  # the correlate stage's decision and the fuse stage's re-association, window after window
         fused, association = associate_and_fuse(obs, ids, sats, lines, args.workers)
         association["association"] = "the pipeline's correlation and re-association"
     else:
@@ -399,7 +405,7 @@ def main(argv=None) -> dict:
     report(figures)
     realism, samples = post_burn_realism(fused, seen, burns, eph, regime_of, figures["scored_detections"])
     seconds = [s for _, s in fused.values()]
-    summary = {"bench": "manoeuvres", "objects": args.objects, "hours": args.hours, "seed": args.seed,
+    summary = {"bench": "manoeuvres", "objects": args.objects, "hours": args.hours, "sky": args.sky, "seed": args.seed,
                "development_seed": args.seed in DEV_SEEDS, "manoeuvre_share": args.manoeuvre_share,
                "manoeuvre_rate": args.manoeuvre_rate,
                **association, "observations": len(obs), "objects_fused": len(fused), "burns": len(burns),

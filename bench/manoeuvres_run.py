@@ -27,7 +27,8 @@ def simulate(args, work: Path):
     start = parse_time(args.start)
     cfg = SimConfig(start=start, end=start + dt.timedelta(hours=args.hours), landing=work / "landing",
                     catalog_out=work / "catalog.tle", objects=args.objects, seed=args.seed, tle_age_days=(0.5, 3.0),
-                    truth="numerical", manoeuvre_share=args.manoeuvre_share, manoeuvre_rate=args.manoeuvre_rate)
+                    truth="numerical", manoeuvre_share=args.manoeuvre_share, manoeuvre_rate=args.manoeuvre_rate,
+                    sky=args.sky)
     t = time.perf_counter()
     result = run(cfg)
     log(f"simulated {args.hours:g} h of {args.objects} objects in {time.perf_counter() - t:.0f} s")
@@ -41,12 +42,12 @@ def simulate(args, work: Path):
 def simulated(args, work: Path) -> tuple:
     """(observations reaching correlation, burns, the run's end, simulation seconds, the catalogue file): simulated
     into a subdirectory of ``work`` named by the arguments, or read back from there when an earlier run with the
-    same arguments left it (``--work``: the truth-labelled and the ``--correlate`` runs share one simulation)."""
+    same arguments left it (``--work``: the pipeline-associated and ``--truth-labels`` runs share one simulation)."""
     from sda.orbit.sensors import load_sensors
     from sda.sim import scoring
 
     name = (f"objects{args.objects}-{args.hours:g}h-share{args.manoeuvre_share:g}-rate{args.manoeuvre_rate:g}-"
-            f"seed{args.seed}-{args.start.replace(':', '')}")
+            f"{args.sky}-seed{args.seed}-{args.start.replace(':', '')}")
     root = work / name
     kept = root / "simulation.pkl"
     if kept.is_file():

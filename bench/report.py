@@ -16,6 +16,8 @@ core count otherwise.
 The benchmarks :data:`SPECS` knows are rendered figure by figure; any other results file (a new
 benchmark) gets a block of its own, appended to the page, of its numeric fields (nested objects
 flattened to ``a.b.c``, lists and ``date``/``machine`` left out), as does a known one without a figure list.
+``<name>_seed<N>.json`` (a benchmark run on another seed, e.g. a held-out one) has a block of its own with
+``<name>``'s figures.
 ``*-quick.json`` files (smoke runs) are skipped.
 
 bench/accuracy.py's results are one file per sky and seed, ``accuracy_<sky>_seed<N>.json``: each sky has one
@@ -37,6 +39,7 @@ if str(PROJECT_ROOT / "bench") not in sys.path:  # report_accuracy beside this f
     sys.path.append(str(PROJECT_ROOT / "bench"))
 
 import report_accuracy  # noqa: E402
+import report_acquisition  # noqa: E402
 import seeds  # noqa: E402
 from result_dates import result_date  # noqa: E402
 
@@ -46,6 +49,7 @@ HEADER = "| figure | value | target | date | machine | command |\n|---|---|---|-
 NO_COMMAND = "not recorded in its results file: re-run the benchmark"
 NOT_MEASURED = "Not yet measured: run the command above, then `.venv/bin/python bench/report.py --write`.\n"
 MAX_GENERIC_ROWS = 40
+SEEDED = re.compile(r"_seed\d+$")  # <benchmark>_seed<N>.json: the benchmark's run on another seed, a block of its own
 ACCURACY_SKIES = ("harsh", "storm", "kind")  # sda.sim.sky.SKIES: one block each in the page
 
 Row = tuple[str, tuple, str, str]  # label, path in the JSON (names, list indexes), format, target
@@ -181,7 +185,7 @@ def _manoeuvres_rows(result: dict) -> list[Row]:
                                                            "inside95"), "{:.2f}", ""),
         ("unmatched detections after a post-burn prior (echoes)", ("post_burn_realism", "echoes", "unmatched",
                                                                      "after_post_burn_prior"), "{}", ""),
-        ("observations correlated (--correlate)", ("correlated",), "{:,}", ""),
+        ("observations correlated (the pipeline's association)", ("correlated",), "{:,}", ""),
         ("... to the wrong object", ("wrong",), "{:,}", ""),
         ("held gate misses fitted as candidate rows", ("candidates",), "{:,}", ""),
         ("... taken by re-association's wider pass", ("wider_pass",), "{:,}", ""),
@@ -245,6 +249,7 @@ SPECS: dict[str, dict[str, Any]] = {
     "manoeuvres": {"rows": _manoeuvres_rows},
     "manoeuvres_quiet": {"rows": _manoeuvres_rows},
     "manoeuvres_correlate": {"rows": _manoeuvres_rows},
+    "acquisition": {"rows": report_acquisition.rows},
     "fusion_runs": {
         "rows": [
             ("renewal threshold (`SDA_FUSION_RENEW_M`)", ("renew_m",), "{:,.0f} m", ""),
@@ -353,7 +358,7 @@ def seed_label(result: dict) -> str:
 
 def render(name: str, result: dict, date: str) -> str:
     """The table of one benchmark's results (header included)."""
-    spec = SPECS.get(name, {})
+    spec = SPECS.get(name) or SPECS.get(SEEDED.sub("", name), {})  # another seed's run: its benchmark's figures
     command = f"`.venv/bin/python {result['command']}`" if result.get("command") else NO_COMMAND
     rows = spec.get("rows")
     if callable(rows):

@@ -53,11 +53,11 @@ REGISTRY: tuple[Seed, ...] = (
                        "constant chosen on it"),
     Seed(17, HELD_OUT, "the quiet manoeuvre run (false detections over 2,040 object-days)"),
     # Drawn 2026-12-04 with Python's secrets.SystemRandom from 100..9999, leaving out the seeds above, one per
-    # figure family whose held-out seed had been looked at (the ones not yet measured say so).
+    # figure family whose held-out seed had been looked at.
     Seed(6305, HELD_OUT, "drawn 2026-12-04 for accuracy (harsher sky and storm), after 9213 became a development seed"),
-    Seed(1001, HELD_OUT, "drawn 2026-12-04 for correlation tracking; not yet measured"),
-    Seed(1501, HELD_OUT, "drawn 2026-12-04 for manoeuvres with the pipeline's association; not yet measured"),
-    Seed(6782, HELD_OUT, "drawn 2026-12-04 for acquisition; not yet measured"),
+    Seed(1001, HELD_OUT, "drawn 2026-12-04 for correlation tracking; measured 2026-12-07"),
+    Seed(1501, HELD_OUT, "drawn 2026-12-04 for manoeuvres with the pipeline's association; measured 2026-12-07"),
+    Seed(6782, HELD_OUT, "drawn 2026-12-04 for acquisition; measured 2026-12-07"),
 )
 _BY_NUMBER = {s.number: s for s in REGISTRY}
 

@@ -96,6 +96,40 @@ def test_an_unknown_benchmark_gets_its_flat_numeric_fields(report, tmp_path):
     ]
 
 
+def test_a_run_on_another_seed_gets_a_block_of_its_own_with_its_benchmarks_figures(report, tmp_path):
+    """``<name>_seed<N>.json`` is rendered with ``<name>``'s figure list (not the flat fields), its seed's role
+    from the registry (4 is held out, 13 a development seed)."""
+    base = {"date": "2026-12-07", "machine": "2 cores", "incremental_small_s": 2.5, "ratio_large_small": 1.04}
+    write(tmp_path, "incremental", {**base, "command": "bench/incremental.py --seed 13", "seed": 13})
+    write(tmp_path, "incremental_seed4", {**base, "command": "bench/incremental.py --seed 4", "seed": 4})
+    tables = report.tables(tmp_path)
+    assert set(tables) == {"incremental", "incremental_seed4"}
+    rows = [r.split(" | ")[:3] for r in tables["incremental_seed4"].splitlines()[2:]]
+    assert rows == [["| micro-batch through normalize, dedup, correlate; bronze ~100,000 rows", "2.5 s", ""],
+                    ["| `ratio_large_small`", "1.040", "<= 1.3"], ["| seed (held out, bench/seeds.py)", "4", ""]]
+    assert tables["incremental"].splitlines()[-1].startswith("| seed (development, bench/seeds.py) | 13 |")
+
+
+def test_acquisition_renders_its_targets_and_the_false_objects_fate(report, tmp_path):
+    share = {"acquired": 2, "share": 0.5, "censored": 0, "share_uncensored": 0.5}
+    write(tmp_path, "acquisition", {
+        "command": "bench/acquisition.py", "date": "2026-12-07", "machine": "2 cores", "seed": 3,
+        "targets": {"leo_3_passes_within_24h": {"bodies": 4, "share": 0.75},
+                    "no_false_object_surviving_24h": {"surviving": 1, "undecided": 2}},
+        "overall": {"observed": 5, "acquired": 4, "within_6h": share, "merged_wrongly": 0,
+                    "delay_h": {"median": 1.25, "p90": 3.5}, "pos_err_km": {"median": 0.0862},
+                    "lines_err_km": {"median": 2.3784}},
+        "false_objects": {"false": 3, "by_outcome": {"duplicate": 2, "catalogued body": 1},
+                          "fate_24h": {"merged": 2, "retired": 0}},
+        "timing_s": {"acquire_per_step": {"median": 5.49}},
+        "by_regime": {"MEO": {"share": 0.0}, "LEO": {"share": 1.0}}})
+    rows = [r.split(" | ")[1:3] for r in report.tables(tmp_path)["acquisition"].splitlines()[2:]]
+    assert rows == [["0.750", ">= 0.90"], ["4", ""], ["1", "0"], ["2", ""], ["5", ""], ["4", ""], ["0.500", ""],
+                    ["1.25 h", ""], ["3.50 h", ""], ["0.086 km", ""], ["2.378 km", ""], ["0", ""], ["3", ""],
+                    ["2", ""], ["1", ""], ["2", ""], ["0", ""], ["5.5 s", ""], ["1.000", ""], ["0.000", ""],
+                    ["3", ""]]
+
+
 def test_write_replaces_measured_blocks_keeps_the_others_and_appends_new_ones(report, tmp_path):
     doc = tmp_path / "performance.md"
     doc.write_text("# P\n\n<!-- bench:latency:start -->\nold latency\n<!-- bench:latency:end -->\n\n"

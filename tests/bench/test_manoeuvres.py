@@ -146,3 +146,13 @@ def test_burns_in_one_unobserved_gap_count_once():
     assert (within["testable"], within["within"], within["within_counting_one_per_gap"]) == (4, 2, 3)
     assert within["share_counting_one_per_gap"] == 0.75
     assert within["of_those_with_2_passes_after_counting_one_per_gap"] == 0.75  # all four seen twice after
+
+
+def test_by_default_the_bench_runs_the_services_sky_and_the_pipelines_association():
+    """Issue 70, point 4: truth labels only behind a flag; the sky the service's default (the harsher)."""
+    default = bench.parser().parse_args([])
+    assert (default.sky, default.truth_labels) == ("harsh", False)
+    flagged = bench.parser().parse_args(["--truth-labels", "--sky", "kind"])
+    assert (flagged.sky, flagged.truth_labels) == ("kind", True)
+    with pytest.raises(SystemExit):
+        bench.parser().parse_args(["--sky", "cloudy"])
