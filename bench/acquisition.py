@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import RESULTS, log, ratio, short_utc, stats, write_result
+from common import RESULTS, add_dedup_flag, dedup_of, log, ratio, short_utc, stats, write_result
 
 WITHIN_H = (6.0, 24.0)
 SURVIVAL_H = 24.0
@@ -64,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=3), p.add_argument("--start", default="2026-11-20T00:00:00Z")
     p.add_argument("--work", type=Path, default=None, help="simulation directory (default: a temporary one)")
     p.add_argument("--no-refit", action="store_true", help="never refit a provisional object (no fuse stage)")
+    add_dedup_flag(p)
     p.add_argument("--out", type=Path, default=RESULTS / "acquisition.json")
     return p
 
@@ -281,7 +282,7 @@ def main(argv=None) -> dict:
         cfg, result, hidden = simulate(args, work)
         sim_s = time.perf_counter() - started
         log(f"simulated {args.hours:g} h of {args.objects} objects in {sim_s:.0f} s")
-        obs = scoring.landed_observations(result, load_sensors())
+        obs = scoring.landed_observations(result, load_sensors(), dedup=dedup_of(args))
         ids, sats = scoring.catalogue(result.catalog_file)
         lines = scoring.catalogue_lines(result.catalog_file)
         regimes = truth_regimes(result, cfg, hidden)
@@ -294,7 +295,7 @@ def main(argv=None) -> dict:
     figures = score(hidden_bodies(em, hidden, regimes), em.objects, run_end)
     report(figures, em.objects)
     summary = {"bench": "acquisition", "objects": args.objects, "hours": args.hours, "step_h": args.step_h,
-               "refit": not args.no_refit,
+               "refit": not args.no_refit, "dedup": dedup_of(args),
                "seed": args.seed, "uncatalogued_share": args.uncatalogued_share, "observations": len(obs),
                "hidden_bodies": len(hidden), "provisional_objects": len(em.objects),
                "stage_settings": {k: getattr(settings, k) for k in STAGE_SETTINGS},

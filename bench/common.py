@@ -190,6 +190,17 @@ def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(words)
 
 
+def add_dedup_flag(p: argparse.ArgumentParser) -> None:
+    """``--truth-dedup``: duplicates folded by the truth's labels (a perfect dedup); by default by the dedup stage's
+    own rule (:func:`sda.sim.scoring.landed_observations`). The output's ``dedup`` names which (:func:`dedup_of`)."""
+    p.add_argument("--truth-dedup", action="store_true",
+                   help="fold duplicates by the truth's labels (a perfect dedup), not by the dedup stage's own rule")
+
+
+def dedup_of(args: argparse.Namespace) -> str:
+    return "truth" if getattr(args, "truth_dedup", False) else "pipeline"
+
+
 def write_result(out: Path, result: dict, line: dict | None = None, *, indent: int = 2, default=str,
                  announce=None) -> None:
     """The figures to ``out`` (JSON, indented) and, last, as one JSON line to stdout (``line``, else the same);

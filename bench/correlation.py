@@ -53,7 +53,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REFERENCE_FILES, RESULTS, in_range, log, reference_catalogue, reference_files, write_result
+from common import (
+    REFERENCE_FILES,
+    RESULTS,
+    add_dedup_flag,
+    dedup_of,
+    in_range,
+    log,
+    reference_catalogue,
+    reference_files,
+    write_result,
+)
 
 FIXED_SIGMA_M = 2000.0  # the gate's former single prediction sigma
 AGES = [0.5, 1.0, 3.0, 7.0]
@@ -85,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
                    help="observations scored per age, a deterministic sample (default 30000)")
     p.add_argument("--start", type=parse_time, default=parse_time("2025-10-05T00:00:00Z"))
     p.add_argument("--seed", type=int, default=1)
+    add_dedup_flag(p)
     p.add_argument("--compare-fixed", action="store_true",
                    help="also run a fixed isotropic prediction sigma (--fixed-sigma-m) for every object")
     p.add_argument("--fixed-sigma-m", type=in_range(1e6, "a sigma in metres"), default=FIXED_SIGMA_M,
@@ -154,7 +165,7 @@ def main(argv=None) -> dict:
     gate_km = Settings().correlation_gate_km
     result: dict = {"catalogue": [f"../shared/data/catalog/{f}" for f in REFERENCE_FILES], "minutes": args.minutes,
                     "start": args.start.isoformat(), "seed": args.seed, "gate_km": gate_km,
-                    "max_observations": args.max_observations, "ages_days": args.ages}
+                    "dedup": dedup_of(args), "max_observations": args.max_observations, "ages_days": args.ages}
     with tempfile.TemporaryDirectory(prefix="sda-bench-correlation-") as tmp:
         root = Path(tmp)
         catalog = reference_catalogue(root / "reference.tle")
@@ -165,7 +176,7 @@ def main(argv=None) -> dict:
                             catalog_out=root / f"catalog-{age:g}.tle", seed=args.seed,
                             tle_age_days=(age, age) if age > 0 else None)
             sim = simulate(cfg)
-            obs = scoring.landed_observations(sim, sensors)
+            obs = scoring.landed_observations(sim, sensors, dedup=dedup_of(args))
             total = len(obs)
             obs = scoring.sample_records(obs, args.max_observations, args.seed)
             ids, sats = scoring.catalogue(sim.catalog_file)

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import REFERENCE_FILES, log, reference_catalogue
+from common import REFERENCE_FILES, dedup_of, log, reference_catalogue
 
 GEESAT = ("GEESAT-4 01", "GEESAT-4 05")
 # held as cross-tags by bench/correlation.py on element sets (bench/results/correlation.json, 0.5-7 days)
@@ -270,7 +270,7 @@ def _landed(args, root: Path, start: dt.datetime, sensors) -> tuple:
     catalog = reference_catalogue(root / "reference.tle")
     sim, keep, info, seconds = _simulate(args, root, catalog, start)
     truth_model = json.loads(sim.summary_file.read_text())["truth"]["model"]
-    return scoring.landed_observations(sim, sensors), keep, info, seconds, truth_model
+    return scoring.landed_observations(sim, sensors, dedup=dedup_of(args)), keep, info, seconds, truth_model
 
 
 def _simulate(args, root: Path, catalog: Path, start: dt.datetime) -> tuple:
@@ -346,7 +346,8 @@ def run(args: argparse.Namespace) -> dict:
     sigmas, gate_km, start = sensor_sigmas(sensors), Settings().correlation_gate_km, args.start
     result: dict = {"mode": "tracking", "catalogue": [f"../shared/data/catalog/{f}" for f in REFERENCE_FILES],
                     "objects": args.objects, "fit_hours": args.fit_hours, "minutes": args.minutes,
-                    "age_days": args.ages[0], "start": start.isoformat(), "seed": args.seed, "gate_km": gate_km}
+                    "age_days": args.ages[0], "start": start.isoformat(), "seed": args.seed, "gate_km": gate_km,
+                    "dedup": dedup_of(args)}
     with tempfile.TemporaryDirectory(prefix="sda-bench-correlation-tracking-") as tmp:
         root = Path(tmp) if args.work is None else args.work / _work_name(args)
         root.mkdir(parents=True, exist_ok=True)

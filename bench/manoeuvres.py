@@ -76,7 +76,7 @@ from pathlib import Path
 
 import numpy as np
 import seeds
-from common import RESULTS, log, ratio, short_utc, stats, write_result
+from common import RESULTS, add_dedup_flag, dedup_of, log, ratio, short_utc, stats, write_result
 
 from sda.sim.sky import SKIES
 
@@ -99,6 +99,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--manoeuvre-rate", type=float, default=3.0, help="burns per manoeuvring body and day")
     p.add_argument("--sky", choices=SKIES, default="harsh", help="the simulated sky (sda.sim.sky; default harsh)")
     p.add_argument("--truth-labels", action="store_true", help="associate by the truth's labels, not the pipeline")
+    add_dedup_flag(p)
     p.add_argument("--correlate", action="store_true",
                    help="the pipeline's association: the default (accepted: commands recorded before it was)")
     p.add_argument("--workers", type=int, default=2)
@@ -406,6 +407,7 @@ def main(argv=None) -> dict:
     realism, samples = post_burn_realism(fused, seen, burns, eph, regime_of, figures["scored_detections"])
     seconds = [s for _, s in fused.values()]
     summary = {"bench": "manoeuvres", "objects": args.objects, "hours": args.hours, "sky": args.sky, "seed": args.seed,
+               "dedup": dedup_of(args),
                "development_seed": args.seed in DEV_SEEDS, "manoeuvre_share": args.manoeuvre_share,
                "manoeuvre_rate": args.manoeuvre_rate,
                **association, "observations": len(obs), "objects_fused": len(fused), "burns": len(burns),

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from common import log
+from common import dedup_of, log
 
 from sda.config.settings import Settings
 
@@ -47,7 +47,7 @@ def simulated(args, work: Path) -> tuple:
     from sda.sim import scoring
 
     name = (f"objects{args.objects}-{args.hours:g}h-share{args.manoeuvre_share:g}-rate{args.manoeuvre_rate:g}-"
-            f"{args.sky}-seed{args.seed}-{args.start.replace(':', '')}")
+            f"{args.sky}-{dedup_of(args)}-dedup-seed{args.seed}-{args.start.replace(':', '')}")
     root = work / name
     kept = root / "simulation.pkl"
     if kept.is_file():
@@ -56,7 +56,8 @@ def simulated(args, work: Path) -> tuple:
     root.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     cfg, result, burns = simulate(args, root)
-    value = (scoring.landed_observations(result, load_sensors()), burns, cfg.end.timestamp(), time.perf_counter() - t)
+    landed = scoring.landed_observations(result, load_sensors(), dedup=dedup_of(args))
+    value = (landed, burns, cfg.end.timestamp(), time.perf_counter() - t)
     kept.write_bytes(pickle.dumps(value))
     return (*value, root / "catalog.tle")
 

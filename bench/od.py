@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import CHI2_3_95, RESULTS, WORK, log, write_result
+from common import CHI2_3_95, RESULTS, WORK, add_dedup_flag, dedup_of, log, write_result
 
 PASS_GAP_S = 1200.0
 REVOLUTION_S = 5400.0
@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fits", type=int, default=40, help="LEO objects fitted (default 40)")
     p.add_argument("--others", type=int, default=10, help="MEO/GEO/HEO objects fitted (default 10)")
     p.add_argument("--seed", type=int, default=1)
+    add_dedup_flag(p)
     p.add_argument("--start", default="2026-11-21T06:00:00Z")
     p.add_argument("--work", type=Path, default=WORK.parent / "bench_od")
     p.add_argument("--out", type=Path, default=RESULTS / "od.json")
@@ -160,7 +161,7 @@ def main(argv=None) -> int:
 
     cfg, result = simulate(args)
     sensors = load_sensors()
-    obs = scoring.landed_observations(result, sensors)
+    obs = scoring.landed_observations(result, sensors, dedup=dedup_of(args))
     obs = obs[obs["true_id"].notna()].reset_index(drop=True)
     ids, sats = scoring.catalogue(result.catalog_file)
     t_end = cfg.end.timestamp()
@@ -175,7 +176,7 @@ def main(argv=None) -> int:
         row = score_one(norad, regime, obs.iloc[groups[norad]], by_id[norad], eph, t_end, sigmas)
         rows.append(row)
         log(json.dumps({k: (np.round(v, 1).tolist() if isinstance(v, list) else v) for k, v in row.items()}))
-    figures = {"bench": "od", "objects": args.objects, "hours": args.hours, "seed": args.seed,
+    figures = {"bench": "od", "objects": args.objects, "hours": args.hours, "seed": args.seed, "dedup": dedup_of(args),
                "fitted": len(rows), "manoeuvring_excluded": len(burned), "regimes": summarise(rows)}
     write_result(args.out, {**figures, "per_object": rows}, figures, indent=1, default=float)
     return 0

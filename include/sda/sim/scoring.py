@@ -71,9 +71,19 @@ def measurements(result) -> pd.DataFrame:
     return obs
 
 
-def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
+DEDUPS = ("pipeline", "truth")
+
+
+def landed_observations(result, sensors: Mapping, dedup: str = "truth") -> pd.DataFrame:
     """Every observation that reaches correlation (OBSERVATION envelope units), with its truth:
-    ``key``, ``true_id``, ``disorder`` and (with catalogue errors) ``error_r_m/t_m/n_m``."""
+    ``key``, ``true_id``, ``disorder`` and (with catalogue errors) ``error_r_m/t_m/n_m``.
+
+    ``dedup``: ``"truth"`` folds each re-delivery and re-processed copy into its original by the truth's labels
+    (a perfect dedup: the tests' oracle); ``"pipeline"`` by the dedup stage's own rule
+    (:func:`sda.transforms.envelope.representatives`, per sensor, over every row at once), as a benchmark of the
+    pipeline takes it. Either way normalize's refusals (impossible values) are taken from the truth's labels."""
+    if dedup not in DEDUPS:
+        raise ValueError(f"dedup must be one of {DEDUPS}, not {dedup!r}")
     truth = {}
     for line in result.truth_file.read_text().splitlines():
         row = json.loads(line)
@@ -87,13 +97,31 @@ def landed_observations(result, sensors: Mapping) -> pd.DataFrame:
     errors = np.array([t.get("error_rtn_m") or [np.nan] * 3 for t in labels], dtype=float).reshape(-1, 3)
     obs["error_r_m"], obs["error_t_m"], obs["error_n_m"] = errors.T
     obs = obs[obs["sensor_id"].isin(sensors) & (obs["disorder"] != "impossible")]
-    obs = obs[obs["disorder"] != "redelivery"].copy()
-    obs["cluster"] = obs["duplicate_of"].where(obs["duplicate_of"].notna(), obs["key"])
-    obs = obs.sort_values(["cluster", "event_time", "key"]).drop_duplicates("cluster").reset_index(drop=True)
+    if dedup == "pipeline":
+        obs = _deduplicated(obs)
+    else:
+        obs = obs[obs["disorder"] != "redelivery"].copy()
+        obs["cluster"] = obs["duplicate_of"].where(obs["duplicate_of"].notna(), obs["key"])
+        obs = obs.sort_values(["cluster", "event_time", "key"]).drop_duplicates("cluster").reset_index(drop=True)
     for column, attr in (("site_lat_deg", "lat_deg"), ("site_lon_deg", "lon_deg"), ("site_alt_m", "alt_m")):
         obs[column] = obs["sensor_id"].map({sid: getattr(s, attr) for sid, s in sensors.items()})
     obs["obs_id"] = obs["key"]
     return obs
+
+
+def _deduplicated(obs: pd.DataFrame) -> pd.DataFrame:
+    """``obs`` less the rows the dedup stage folds into another (:func:`sda.transforms.envelope.representatives`, one
+    sensor at a time), in (event time, key) order."""
+    from sda.transforms import envelope
+
+    frame = obs.assign(obs_id=obs["key"], event_us=obs["event_time"].to_numpy("datetime64[us]").astype(np.int64))
+    for column in ("range_m", "az_rad", "el_rad", "ra_rad", "dec_rad", "x_m", "y_m", "z_m"):
+        if column not in frame:
+            frame[column] = np.nan
+    keep = np.zeros(len(frame), dtype=bool)
+    for rows in frame.groupby("sensor_id", sort=False).indices.values():
+        keep[rows] = envelope.representatives(frame.iloc[rows])
+    return obs[keep].sort_values(["event_time", "key"]).reset_index(drop=True)
 
 
 def catalogue(path) -> tuple[list[int], list]:

@@ -328,6 +328,15 @@ def _components(pdf) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
     return rep, copies, kept
 
 
+def representatives(pdf) -> "np.ndarray":
+    """Per row of one sensor's observations (``pdf``: the columns :func:`_components` reads), whether dedup keeps it:
+    it is its group's representative (the group's earliest row). Without Spark, as the dedup stage decides."""
+    import numpy as np
+
+    rep, _, _ = _components(pdf)
+    return rep == np.arange(len(pdf))
+
+
 def _cluster_one_sensor_arrow(table):
     """:func:`_components` of one sensor's observations of one hour and its halo (an Arrow table of whole
     rows): the hour's own rows kept, each with its ``rep_obs_id`` and ``copies`` appended. The other

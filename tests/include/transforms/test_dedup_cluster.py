@@ -142,3 +142,12 @@ def test_only_groups_with_a_touched_member_come_out_when_asked():
     assert result(pdf) == {"a": ("a", 2), "b": ("a", 2), "d": ("d", 1)}
     pdf["touched"] = False
     assert result(pdf) == {}
+
+
+def test_representatives_keep_each_groups_earliest_row():
+    """envelope.representatives (what a benchmark takes as dedup's decision): a's copy b, 0.05 s later, folds
+    into a; d, at a's time but 900 km further, stays; of two equal rows at one time the smaller id (e) stays."""
+    rows = [radar("b", 1_050_000, 7_000_000.0, 1.0, 0.5), radar("a", 1_000_000, 7_000_000.0, 1.0, 0.5),
+            radar("d", 1_200_000, 7_900_000.0, 1.0, 0.5), radar("f", 9_000_000, 6_000_000.0, 2.0, 0.2),
+            radar("e", 9_000_000, 6_000_000.0, 2.0, 0.2)]
+    assert list(envelope.representatives(frame(rows))) == [False, True, True, False, True]
