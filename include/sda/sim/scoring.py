@@ -115,7 +115,7 @@ def _deduplicated(obs: pd.DataFrame) -> pd.DataFrame:
     from sda.transforms import envelope
 
     frame = obs.assign(obs_id=obs["key"], event_us=obs["event_time"].to_numpy("datetime64[us]").astype(np.int64))
-    for column in ("range_m", "az_rad", "el_rad", "ra_rad", "dec_rad", "x_m", "y_m", "z_m"):
+    for column in envelope.CLUSTER_VALUES:
         if column not in frame:
             frame[column] = np.nan
     keep = np.zeros(len(frame), dtype=bool)

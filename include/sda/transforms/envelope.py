@@ -238,6 +238,7 @@ def neighbour_windows(window_s: float) -> int:
 
 _CLUSTER_INPUT = ("obs_id", "sensor_id", "sensor_kind", "event_us", "range_m", "az_rad", "el_rad",
                   "ra_rad", "dec_rad", "x_m", "y_m", "z_m")
+CLUSTER_VALUES = _CLUSTER_INPUT[4:]  # the measured values "same measurement" compares (missing ones never match)
 
 
 def same_measurement(kind: str, a: dict, b: dict) -> "np.ndarray":
@@ -292,7 +293,7 @@ def _components(pdf) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
 
     order = np.lexsort((pdf["obs_id"].to_numpy(), pdf["event_us"].to_numpy(np.int64)))  # (event time, obs_id)
     event_us = pdf["event_us"].to_numpy(np.int64)[order]
-    values = {c: pdf[c].to_numpy(dtype=float, na_value=np.nan)[order] for c in _CLUSTER_INPUT[4:]}
+    values = {c: pdf[c].to_numpy(dtype=float, na_value=np.nan)[order] for c in CLUSTER_VALUES}
     kinds = pdf["sensor_kind"].to_numpy()[order]
     parent = np.arange(len(pdf))
 
