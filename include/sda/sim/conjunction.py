@@ -113,6 +113,7 @@ def design_conjunction(tca: dt.datetime, miss_m: float, seed: int) -> dict:
         "achieved_miss_m": round(achieved, 3), "rel_speed_ms": round(rel_speed, 1),
         "tle": [("CONJ-PRIMARY", p1, p2), ("CONJ-SECONDARY", s1, s2)],
         "satrecs": (prim, sec),
+        "designed_teme": np.array([np.r_[r1, v1], np.r_[r2_target, v2_target]]),  # [2, 6] km, km/s at the TCA
     }
 
 
@@ -164,7 +165,8 @@ def design_true_conjunction(start: dt.datetime, tca: dt.datetime, miss_m: float,
     ids = (PRIMARY_ID, SECONDARY_ID)
     names = ("CONJ-PRIMARY", "CONJ-SECONDARY")
     params = dynamics.draw_params(ids, names, seed)
-    _, r, v = frames.propagate(list(geometry["satrecs"]), np.array([t_ca]))
+    # the designed states themselves, not the secondary's element set's (SGP4 meets them to within 1 m only)
+    r, v = geometry["designed_teme"][:, None, :3], geometry["designed_teme"][:, None, 3:]
     gcrf_tca = dynamics.teme_to_gcrf(r[:, 0], v[:, 0], t_ca)
     gcrf0, burns = _back_to_start(gcrf_tca, t0, t_ca, params, burn_h)
     r0, v0 = dynamics.gcrf_to_teme(gcrf0[:, None, :], np.array([t0]))
