@@ -95,7 +95,8 @@ def write_truth(cfg, landing: Path, sim_id: str, truth_rows: list[Truth], files,
         file_counts[f.kind] += 1
     inj = None
     if injected is not None:
-        inj = {k: v for k, v in injected.items() if k not in ("tle", "satrecs", "true_gcrf_start", "params")}
+        internal = ("tle", "satrecs", "true_gcrf_start", "params", "designed_teme")
+        inj = {k: v for k, v in injected.items() if k not in internal}
     summary = {
         "sim_id": sim_id, "start": iso_utc(cfg.start), "end": iso_utc(cfg.end), "seed": cfg.seed,
         "catalog_file": str(catalog_file), "catalog_sha256": catalog_sha, "objects": n_objects,
