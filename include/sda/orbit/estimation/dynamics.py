@@ -13,7 +13,7 @@ drag coefficient x area    one ballistic coefficient ``B`` =      each body's ow
 solar radiation pressure   cannonball, Cr 1.4, area/mass          each body's own Cr (1.0-1.8) and area/mass,
                            ``B / 2.3``, cylindrical shadow        conical shadow
 Sun, Moon                  point masses, analytic ephemerides     the same (both brahe's low-precision ones)
-integrator                 RKF7(8), relative tolerance 1e-10      RKF7(8), relative tolerance 1e-11
+integrator                 RKF7(8), relative tolerance 1e-12      RKF7(8), relative tolerance 1e-11
 =========================  =====================================  ==========================================
 
 **The state-transition matrix at any time, cheaply.** A batch fit needs the state, its transition matrix
@@ -26,13 +26,16 @@ gravity) -- and ``Phi`` and ``s`` linearly (their relative error ~(n h)^2 / 8, 0
 Jacobian, which needs no more).
 
 At the nodes, the force model above gives the states alone (no variational equations: brahe differentiates
-its whole force model by central differences at every stage, 9-13 times the state's cost). ``Phi`` comes from
-the partials of two-body + J2 integrated along those states (:mod:`sda.orbit.estimation.partials`,
-:data:`STM_SUBSTEPS` RK4 steps per node interval), ``s`` from a second integration with ``B`` moved by
-:func:`b_step`, stopped at the same nodes (a forward difference). Against brahe's variational equations
+its whole force model by central differences at every stage, 9-13 times the state's cost), one integration on
+its own steps read from its quintic Hermite interpolant (:func:`_states`; stopped at every node, RKF78 took
+the 120 s nodes as its steps and stayed 1.2 m from a 1e-13 integration over 30 h whatever its tolerance).
+``Phi`` comes from the partials of two-body + J2 integrated along those states (:mod:`sda.orbit.estimation.partials`,
+:data:`STM_SUBSTEPS` RK4 steps per node interval), ``s`` from the same linear system forced by ``d accel / d B``
+(drag and SRP are linear in ``B``: :func:`b_forcing`, brahe's own drag and SRP functions at the interpolated
+states). Against brahe's variational equations
 (:func:`brahe_variational`; tests/include/orbit/estimation/test_dynamics.py) in LEO: the large columns of
 ``Phi`` within 0.08 % over 6 h and 0.24 % over 30 h (medians of ``bench/propagation.py``; 5.4 % for its worst
-object over 30 h), ``s`` within 0.5 %; the whole costs about twice the state.
+object over 30 h), ``s`` within 0.1 % (median; 0.55 % worst); the whole costs 1.2-1.5 times the state.
 
 **Frames.** The pipeline's states are TEME (:mod:`sda.orbit.frames`); brahe integrates in GCRF. As the
 simulator does, brahe's ITRF is taken to be the pipeline's ECEF, so TEME = R3(-GMST) R_gcrf->itrf GCRF,
@@ -55,7 +58,10 @@ GRAVITY_DEGREE = 16
 DRAG_PERIGEE_KM = 2000.0  # no drag term above this perigee (as the truth)
 SRP_CR = 1.4
 SRP_AREA_PER_B = 1.0 / 2.3  # the SRP area-to-mass ratio taken from B with a nominal Cd of 2.3
-REL_TOL, ABS_TOL_M = 1.0e-10, 1.0e-4
+#: the states' integration: within 1 m of a 1e-13 integration over 30 h in LEO (bench/propagation.py), its steps
+#: its own (free of the nodes); brahe's variational equations, a reference only, keep the looser VARIATIONAL_TOL
+REL_TOL, ABS_TOL_M = 1.0e-12, 1.0e-7
+VARIATIONAL_TOL = (1.0e-10, 1.0e-4)
 NODE_STEP_S = 120.0
 MU_M3_S2, RE_M = partials.MU_M3_S2, partials.RE_M
 MODEL = (f"brahe numerical: JGM-3 {GRAVITY_DEGREE}x{GRAVITY_DEGREE}, Harris-Priester drag with an estimated "
@@ -83,9 +89,11 @@ def _force(drag: bool):
 @functools.cache
 def _config(variational: bool):
     bh = _brahe()
-    config = (bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78)
-              .with_rel_tol(REL_TOL).with_abs_tol(ABS_TOL_M))
-    return config.with_stm().with_sensitivity() if variational else config
+    rel, abs_m = VARIATIONAL_TOL if variational else (REL_TOL, ABS_TOL_M)
+    config = bh.NumericalPropagationConfig.with_method(bh.IntegrationMethod.RKF78).with_rel_tol(rel).with_abs_tol(abs_m)
+    if variational:
+        return config.with_stm().with_sensitivity()
+    return config.with_store_accelerations(True).with_interpolation_method(bh.InterpolationMethod.HERMITE_QUINTIC)
 
 
 def params(b: float) -> np.ndarray:
@@ -197,32 +205,29 @@ _LAST: list = [None]
 
 
 def _states(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray) -> np.ndarray:
-    """[len(nodes), 6] the full force model's states (no variational equations) at the nodes ``t0 + k step``."""
+    """[len(nodes), 6] the full force model's states (no variational equations) at the nodes ``t0 + k step``
+    (ascending): one integration to the last node, its own steps, the nodes read from its quintic Hermite
+    interpolant (the steps' states, velocities and accelerations)."""
     bh = _brahe()
     drag = perigee_km(x0) < DRAG_PERIGEE_KM
     prop = bh.NumericalOrbitPropagator(epoch(t0), x0, _config(False), _force(drag), params(b))
-    prop.set_trajectory_mode(bh.TrajectoryMode.DISABLED)
+    prop.set_trajectory_mode(bh.TrajectoryMode.ALL_STEPS)
     start = epoch(t0)
     xs = np.empty((len(nodes), 6))
-    for i, k in enumerate(nodes):
-        if k > 0:
-            try:
-                prop.propagate_to(start + float(k * step))
-            except Exception as exc:  # brahe raises its own error types
-                raise PropagationError(f"propagation to t0 + {k * step:.0f} s failed: {exc}") from exc
-            xs[i] = prop.current_state()
-        else:
-            xs[i] = x0
+    last = int(nodes.max())
+    if last > 0:
+        try:
+            prop.propagate_to(start + float(last * step))
+            for i, k in enumerate(nodes):
+                xs[i] = prop.state_gcrf(start + float(k * step)) if 0 < k < last else x0
+        except Exception as exc:  # brahe raises its own error types
+            raise PropagationError(f"propagation to t0 + {last * step:.0f} s failed: {exc}") from exc
+        xs[nodes == last] = prop.current_state()
+    else:
+        xs[:] = x0
     if not np.isfinite(xs).all() or np.min(np.linalg.norm(xs[:, :3], axis=1)) < RE_M + 80e3:
         raise PropagationError("the orbit re-entered or diverged")
     return xs
-
-
-def b_step(b: float, drag: bool) -> float:
-    """The offset of ``B`` (m^2/kg) whose trajectory gives the sensitivity by a forward difference: large enough
-    that the displacement it causes dwarfs the integrator's tolerance, small enough to stay linear (drag and SRP
-    are linear in ``B``; the orbit's response departs from it by the displacement over a scale height)."""
-    return max(0.05 * abs(float(b)), 1e-3) if drag else 1e-2
 
 
 #: RK4 steps of the transition matrix per node interval: on the test orbit of tests/include/orbit/estimation/
@@ -237,32 +242,62 @@ def earth_axis(unix_s: float) -> np.ndarray:
     return np.asarray(_brahe().rotation_gcrf_to_itrf(epoch(unix_s)), float).reshape(3, 3)
 
 
-def _transition_matrices(xs: np.ndarray, step: float, pole: np.ndarray | None = None) -> np.ndarray:
+def _transition_matrices(xs: np.ndarray, step: float, pole: np.ndarray | None = None,
+                         forcing_at=None) -> np.ndarray:
     """``Phi`` at every node of states ``xs`` [n, 6] (spacing ``step``), by :data:`STM_SUBSTEPS` RK4 steps per
-    interval of :mod:`sda.orbit.estimation.partials`, the positions between nodes by Hermite interpolation."""
+    interval of :mod:`sda.orbit.estimation.partials`, the states between nodes by Hermite interpolation.
+    ``forcing_at(fractions of the grid, states)``: a parameter's forcing there (:func:`b_forcing`); then [n, 7, 7],
+    its sensitivity in the last column."""
     if len(xs) == 1:
-        return np.eye(6)[None]
+        return np.eye(6 if forcing_at is None else 7)[None]
     fine = 2 * STM_SUBSTEPS  # the RK4 steps' ends and midpoints
     frac = np.tile(np.arange(fine) / fine, len(xs) - 1)
     i0 = np.repeat(np.arange(len(xs) - 1), fine)
-    r = np.concatenate([_hermite(frac, xs, i0, step, pole)[:, :3], xs[-1:, :3]])
-    phis = partials.transition_matrices(r[0::2], r[1::2], step / STM_SUBSTEPS, pole)
+    x = np.concatenate([_hermite(frac, xs, i0, step, pole), xs[-1:]])
+    forcing = None
+    if forcing_at is not None:
+        f = forcing_at(np.r_[i0 + frac, len(xs) - 1.0], x)
+        forcing = (f[0::2], f[1::2])
+    phis = partials.transition_matrices(x[0::2, :3], x[1::2, :3], step / STM_SUBSTEPS, pole, forcing)
     return phis[::STM_SUBSTEPS]
+
+
+def b_forcing(t0: float, step: float, drag: bool, pole: np.ndarray):
+    """``forcing_at`` of :func:`_transition_matrices` for the ballistic coefficient: ``d accel / d B`` of the force
+    model's two terms linear in ``B`` (:func:`params`), at grid fractions ``u`` (time ``t0 + u step``) and GCRF
+    states [m, 6]: Harris-Priester drag with Cd A/m = 1 (below :data:`DRAG_PERIGEE_KM`) and cannonball SRP with
+    Cr :data:`SRP_CR`, area/mass :data:`SRP_AREA_PER_B`, cylindrical shadow -- brahe's own functions, the Sun its
+    low-precision ephemeris, the Earth-fixed frame the one of :func:`earth_axis` at ``t0`` (the density and the
+    wind depend on the Earth's axis, not on its rotation angle)."""
+    bh = _brahe()
+    start = epoch(t0)
+
+    def at(u: np.ndarray, x: np.ndarray) -> np.ndarray:
+        out = np.empty((len(u), 3))
+        for i, (ui, xi) in enumerate(zip(u, x)):
+            sun = bh.sun_position(start + float(ui * step))
+            out[i] = (bh.accel_solar_radiation_pressure(xi[:3], sun, 1.0, SRP_CR, SRP_AREA_PER_B, bh.P_SUN)
+                      * bh.eclipse_cylindrical(xi[:3], sun))
+            if drag:
+                rho = bh.density_harris_priester(pole @ xi[:3], pole @ sun)
+                out[i] += bh.accel_drag(xi, rho, 1.0, 1.0, 1.0, pole)
+        return out
+
+    return at
 
 
 def _nodes(t0: float, x0: np.ndarray, b: float, step: float, nodes: np.ndarray, variational: bool):
     """States, transition matrices and sensitivities at the grid nodes ``t0 + k step``, ``k`` in ``nodes``
     (module docstring: the states by the full force model at every node up to the last, ``Phi`` from the
-    partials of :mod:`sda.orbit.estimation.partials` along them, ``s`` by a forward difference in ``B``)."""
+    partials of :mod:`sda.orbit.estimation.partials` along them, ``s`` by the same system forced by drag and SRP)."""
     if not variational:
         eye = np.repeat(np.eye(6)[None], len(nodes), axis=0)
         return _states(t0, x0, b, step, nodes), eye, np.zeros((len(nodes), 6))
     every = np.arange(int(nodes.max()) + 1)
     xs = _states(t0, x0, b, step, every)
-    phis = _transition_matrices(xs, step, earth_axis(t0))[nodes]
-    db = b_step(b, perigee_km(x0) < DRAG_PERIGEE_KM)
-    sens = (_states(t0, x0, b + db, step, every)[nodes] - xs[nodes]) / db  # the same stops: the same steps
-    return xs[nodes], phis, sens
+    pole = earth_axis(t0)
+    aug = _transition_matrices(xs, step, pole, b_forcing(t0, step, perigee_km(x0) < DRAG_PERIGEE_KM, pole))[nodes]
+    return xs[nodes], aug[:, :6, :6], aug[:, :6, 6]
 
 
 def _hermite(s: np.ndarray, xs: np.ndarray, i0: np.ndarray, step: float, pole: np.ndarray | None = None) -> np.ndarray:

@@ -12,6 +12,9 @@ gravity's at 400 km) and the Sun and Moon (tidal gradients 1e-7 of gravity's). T
 against brahe's full variational equations is tested (``tests/include/orbit/estimation``) and measured by
 ``bench/propagation.py``.
 
+A constant parameter ``p`` of the force (the ballistic coefficient) joins the state: ``d s/dt = A s + d accel/d p``
+for ``s = dx/dp``, the same linear system with the parameter's forcing in a seventh column (:func:`_system`).
+
 The linear system ``dPhi/dt = A(t) Phi``, ``A = [[0, I], [G(r), 0]]`` with ``G = d accel / d r``, is integrated by
 one classical Runge-Kutta step per node interval, every interval at once (the intervals are independent), and
 the products chained: ``Phi(t_k+1) = M_k Phi(t_k)``. RK4's error per 120 s step in LEO is about ``(n h)^5 / 120``,
@@ -58,19 +61,28 @@ def gravity_gradient(r: np.ndarray, pole: np.ndarray | None = None) -> np.ndarra
     return out
 
 
-def _system(r: np.ndarray, pole: np.ndarray | None) -> np.ndarray:
-    """[m, 6, 6] ``A = [[0, I], [G(r), 0]]``."""
-    a = np.zeros((len(r), 6, 6))
-    a[:, :3, 3:] = np.eye(3)
-    a[:, 3:, :3] = gravity_gradient(r, pole)
+def _system(r: np.ndarray, pole: np.ndarray | None, forcing: np.ndarray | None = None) -> np.ndarray:
+    """[m, 6, 6] ``A = [[0, I], [G(r), 0]]``; with ``forcing`` [m, 3] (``d accel / d p`` of a constant parameter
+    ``p``), [m, 7, 7] the system of the state augmented by ``p``: its last column holds the forcing."""
+    n = 6 if forcing is None else 7
+    a = np.zeros((len(r), n, n))
+    a[:, :3, 3:6] = np.eye(3)
+    a[:, 3:6, :3] = gravity_gradient(r, pole)
+    if forcing is not None:
+        a[:, 3:6, 6] = forcing
     return a
 
 
-def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float, pole: np.ndarray | None = None) -> np.ndarray:
+def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float, pole: np.ndarray | None = None,
+                  forcing: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """[n, 6, 6] each interval's transition ``Phi(t_k+1, t_k)`` by one RK4 step, from the positions at the ``n + 1``
-    nodes ``r_nodes`` and at the ``n`` midpoints between them ``r_mid`` (``pole``: :func:`accel_j2`'s)."""
-    a0, am, a1 = _system(r_nodes[:-1], pole), _system(r_mid, pole), _system(r_nodes[1:], pole)
-    eye = np.eye(6)
+    nodes ``r_nodes`` and at the ``n`` midpoints between them ``r_mid`` (``pole``: :func:`accel_j2`'s). ``forcing``:
+    (at the nodes [n + 1, 3], at the midpoints [n, 3]) a parameter's forcing (:func:`_system`): [n, 7, 7]."""
+    f_nodes, f_mid = (None, None) if forcing is None else forcing
+    a0 = _system(r_nodes[:-1], pole, None if f_nodes is None else f_nodes[:-1])
+    am = _system(r_mid, pole, f_mid)
+    a1 = _system(r_nodes[1:], pole, None if f_nodes is None else f_nodes[1:])
+    eye = np.eye(a0.shape[1])
     k1 = a0
     k2 = am @ (eye + 0.5 * step * k1)
     k3 = am @ (eye + 0.5 * step * k2)
@@ -79,12 +91,14 @@ def step_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float, pole: np.
 
 
 def transition_matrices(r_nodes: np.ndarray, r_mid: np.ndarray, step: float,
-                        pole: np.ndarray | None = None) -> np.ndarray:
+                        pole: np.ndarray | None = None,
+                        forcing: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """[n + 1, 6, 6] ``Phi(t_k, t_0)`` at every node of a grid of spacing ``step`` (s), ``Phi(t_0, t_0) = I``: the
-    chained products of :func:`step_matrices`."""
-    steps = step_matrices(np.asarray(r_nodes, float), np.asarray(r_mid, float), float(step), pole)
-    phis = np.empty((len(steps) + 1, 6, 6))
-    phis[0] = np.eye(6)
+    chained products of :func:`step_matrices`. With ``forcing`` (:func:`step_matrices`), [n + 1, 7, 7]: the
+    parameter's sensitivity ``d x(t_k) / d p`` is ``[:6, 6]``."""
+    steps = step_matrices(np.asarray(r_nodes, float), np.asarray(r_mid, float), float(step), pole, forcing)
+    phis = np.empty((len(steps) + 1, *steps.shape[1:]))
+    phis[0] = np.eye(steps.shape[1])
     for k, m in enumerate(steps):
         phis[k + 1] = m @ phis[k]
     return phis

@@ -54,10 +54,10 @@ def test_transition_matrix_and_sensitivity_match_central_differences():
 
 @pytest.mark.parametrize("hours, worst", [(1.5, 5e-3), (6.0, 1.5e-2), (30.0, 0.25)])
 def test_transition_matrix_and_sensitivity_against_brahes_variational_equations(hours, worst):
-    """The partials (two-body + J2, sda.orbit.estimation.partials) and the forward difference in B against brahe's
-    variational equations of the whole force model, at a node: each column of Phi within ``worst`` of its norm
-    (the radial-velocity column, whose secular terms cancel, is the worst over 30 h), the large columns within
-    1 % over 30 h, the sensitivity within 1 %."""
+    """The partials (two-body + J2, sda.orbit.estimation.partials) and the drag- and SRP-forced sensitivity to B
+    against brahe's variational equations of the whole force model, at a node: each column of Phi within ``worst``
+    of its norm (the radial-velocity column, whose secular terms cancel, is the worst over 30 h), the large columns
+    within 1 % over 30 h, the sensitivity within 1 %."""
     x0, b = _leo(), 0.03
     t = [T0 + hours * 3600.0]
     dynamics._LAST[0] = None

@@ -69,3 +69,20 @@ def test_the_first_matrix_is_the_identity_and_steps_compose():
     steps = partials.step_matrices(r, 0.5 * (r[:-1] + r[1:]), 10.0)
     assert np.array_equal(phis[0], np.eye(6))
     assert np.allclose(phis[3], steps[2] @ steps[1] @ steps[0], rtol=1e-14, atol=1e-14)
+
+
+def test_a_parameters_forcing_gives_its_sensitivity():
+    """A constant parameter's forcing ``g`` (d accel / d p) over 30 s, short against the orbit: the sensitivity is
+    ``(g t^2 / 2, g t)`` to within the gravity gradient's share, ``G t^2 ~ 2e-3`` (hand-computed); the state's
+    own block is the 6 x 6 matrix without forcing, and the seventh row stays the parameter's identity."""
+    r = _positions()[:1] + np.array([[0.0, 1.0, 0.0]]) * np.arange(4)[:, None] * 7.6e4  # 3 steps of 10 s at 7.6 km/s
+    mids = 0.5 * (r[:-1] + r[1:])
+    g = np.array([2e-6, -1e-6, 5e-7])
+    forcing = (np.repeat(g[None], len(r), axis=0), np.repeat(g[None], len(mids), axis=0))
+    aug = partials.transition_matrices(r, mids, 10.0, forcing=forcing)
+    plain = partials.transition_matrices(r, mids, 10.0)
+    assert aug.shape == (4, 7, 7) and np.allclose(aug[:, :6, :6], plain, rtol=1e-14, atol=1e-14)
+    assert np.array_equal(aug[-1, 6], np.eye(7)[6])
+    t = 30.0
+    assert np.linalg.norm(aug[-1, :3, 6] - 0.5 * g * t**2) < 1e-2 * np.linalg.norm(0.5 * g * t**2)
+    assert np.linalg.norm(aug[-1, 3:6, 6] - g * t) < 1e-2 * np.linalg.norm(g * t)
